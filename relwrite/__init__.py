@@ -1,0 +1,1 @@
+"""relwrite: rewrite array-expression graphs with rules written as miniKanren relations."""

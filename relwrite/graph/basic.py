@@ -1,0 +1,531 @@
+"""Variables, constants, apply nodes and ops, with iterative graph walks.
+
+Nothing here recurses over graph depth: every walk keeps its own stack, so
+graphs of 100,000 chained nodes are as easy to handle as small ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from relwrite.graph.types import RANK_NAMES, TensorType, dtype_of_python_scalar
+
+
+class Variable:
+    """A value in a graph: an input (no owner) or output `index` of the apply node `owner`.
+
+    Variables compare by identity; arithmetic operators build new graph nodes.
+    """
+
+    __slots__ = ("__weakref__", "index", "name", "owner", "type")
+    __array_priority__ = 1000  # numpy defers `ndarray + Variable` to us
+
+    def __init__(
+        self,
+        type: TensorType,
+        owner: Apply | None = None,
+        index: int | None = None,
+        name: str | None = None,
+    ):
+        if not isinstance(type, TensorType):
+            raise TypeError(f"Variable type must be a TensorType, got {type!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"Variable name must be a str, got {name!r}")
+        self.type = type
+        self.owner = owner
+        self.index = index
+        self.name = name
+
+    # -- type shortcuts -------------------------------------------------
+    @property
+    def dtype(self) -> str:
+        return self.type.dtype
+
+    @property
+    def ndim(self) -> int:
+        return self.type.ndim
+
+    @property
+    def shape(self) -> tuple[int | None, ...]:
+        return self.type.shape
+
+    def clone(self, name: str | None = None) -> Variable:
+        """A fresh ownerless variable of the same type (and name, unless given)."""
+        return type(self)(self.type, name=self.name if name is None else name)
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        if self.owner is not None:
+            return f"{self.owner.op}.{self.index}"
+        return f"<{self.type}>"
+
+    def __repr__(self) -> str:
+        return str(self)
+
+    def __bool__(self) -> bool:
+        return True
+
+    # -- operators --------------------------------------------------------
+    def __add__(self, other):
+        return _ops().add(self, other)
+
+    def __radd__(self, other):
+        return _ops().add(other, self)
+
+    def __sub__(self, other):
+        return _ops().sub(self, other)
+
+    def __rsub__(self, other):
+        return _ops().sub(other, self)
+
+    def __mul__(self, other):
+        return _ops().mul(self, other)
+
+    def __rmul__(self, other):
+        return _ops().mul(other, self)
+
+    def __truediv__(self, other):
+        return _ops().true_div(self, other)
+
+    def __rtruediv__(self, other):
+        return _ops().true_div(other, self)
+
+    def __pow__(self, other):
+        return _ops().pow(self, other)
+
+    def __rpow__(self, other):
+        return _ops().pow(other, self)
+
+    def __matmul__(self, other):
+        return _ops().dot(self, other)
+
+    def __rmatmul__(self, other):
+        return _ops().dot(other, self)
+
+    def __neg__(self):
+        return _ops().neg(self)
+
+    def __abs__(self):
+        return _ops().abs(self)
+
+    def __lt__(self, other):
+        return _ops().lt(self, other)
+
+    def __le__(self, other):
+        return _ops().le(self, other)
+
+    def __gt__(self, other):
+        return _ops().gt(self, other)
+
+    def __ge__(self, other):
+        return _ops().ge(self, other)
+
+    __hash__ = object.__hash__
+
+    def dot(self, other: Any) -> Variable:
+        return _ops().dot(self, other)
+
+    @property
+    def T(self) -> Variable:
+        return _ops().transpose(self)
+
+    def sum(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return _ops().Sum(axis)(self)
+
+    def mean(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return _ops().Mean(axis)(self)
+
+    def max(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return _ops().Max(axis)(self)
+
+    def reshape(self, *shape: int | Sequence[int]) -> Variable:
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return _ops().Reshape(shape)(self)
+
+    def dimshuffle(self, *pattern: int | str) -> Variable:
+        return _ops().DimShuffle(self.ndim, pattern)(self)
+
+    def astype(self, dtype: Any) -> Variable:
+        return _ops().Cast(dtype)(self)
+
+
+class Constant(Variable):
+    """A variable with a fixed value; equal and hashed by type and value.
+
+    Values compare bit for bit after NaN canonicalisation: every NaN equals
+    every NaN, while 0.0 and -0.0 differ (they differ under division).
+    """
+
+    __slots__ = ("_hash", "_key", "data")
+
+    def __init__(self, type: TensorType, data: Any, name: str | None = None):
+        super().__init__(type, None, None, name)
+        given = np.asarray(data)
+        if given.dtype.kind not in "biuf":
+            raise TypeError(f"constant {data!r} is not a bool, integer or float value")
+        with np.errstate(all="ignore"):
+            array = np.array(given, dtype=type.numpy_dtype, copy=True)
+            if array.dtype.kind == "f" and given.dtype.kind == "f":  # rounding to a float type is fine
+                faithful = np.array_equal(np.isfinite(array), np.isfinite(given))
+            else:
+                faithful = np.array_equal(array.astype(given.dtype), given)
+        if not faithful:
+            raise TypeError(f"constant {data!r} is not representable as {type.dtype}")
+        error = type.value_error(array)
+        if error is not None:
+            raise TypeError(f"constant {data!r} does not fit {type}: {error}")
+        array.setflags(write=False)
+        self.data = array
+        canonical = array
+        if array.dtype.kind == "f" and np.isnan(array).any():
+            canonical = np.where(np.isnan(array), np.nan, array).astype(array.dtype)
+        raw = np.ascontiguousarray(canonical).tobytes()
+        if len(raw) > 64:
+            raw = hashlib.blake2b(raw, digest_size=16).digest() + len(raw).to_bytes(8, "little")
+        self._key = (type, array.shape, raw)
+        self._hash = hash(self._key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Constant) and self._hash == other._hash and self._key == other._key
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def clone(self, name: str | None = None) -> Constant:
+        """Constants are immutable values: a clone is the constant itself."""
+        return self
+
+    def __str__(self) -> str:
+        if self.name is not None:
+            return self.name
+        if self.data.ndim == 0:
+            value = self.data.item()
+            return repr(value) if not isinstance(value, float) or np.isfinite(value) else str(value)
+        if self.data.size <= 8:
+            return np.array2string(self.data, separator=", ")
+        return f"Constant{{{self.type}}}"
+
+
+class Apply:
+    """One application of an op: `op(*inputs)` computing `outputs`."""
+
+    __slots__ = ("__weakref__", "inputs", "op", "outputs")
+
+    def __init__(self, op: Op, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+        for i, var in enumerate(inputs):
+            if not isinstance(var, Variable):
+                raise TypeError(f"{op}: input {i} is {var!r}, not a Variable")
+        self.op = op
+        self.inputs = list(inputs)
+        self.outputs = list(outputs)
+        for index, out in enumerate(self.outputs):
+            if out.owner is not None and out.owner is not self:
+                raise ValueError(f"{op}: output {out} already belongs to another node")
+            out.owner = self
+            out.index = index
+
+    @property
+    def out(self) -> Variable:
+        """The single output of a one-output node."""
+        if len(self.outputs) != 1:
+            raise ValueError(f"{self.op} has {len(self.outputs)} outputs, not one")
+        return self.outputs[0]
+
+    def default_output(self) -> Variable:
+        return self.out
+
+    @property
+    def nin(self) -> int:
+        return len(self.inputs)
+
+    @property
+    def nout(self) -> int:
+        return len(self.outputs)
+
+    def clone(self) -> Apply:
+        """Same op and inputs, fresh outputs."""
+        return Apply(self.op, self.inputs, [Variable(o.type, name=o.name) for o in self.outputs])
+
+    def clone_with_new_inputs(self, inputs: Sequence[Variable]) -> Apply:
+        """This op on new inputs; output types are re-inferred unless the input types are unchanged."""
+        if len(inputs) != len(self.inputs):
+            raise ValueError(f"{self.op}: expected {len(self.inputs)} inputs, got {len(inputs)}")
+        if all(new.type == old.type for new, old in zip(inputs, self.inputs)):
+            return Apply(self.op, inputs, [Variable(o.type, name=o.name) for o in self.outputs])
+        return self.op.make_node(*inputs)
+
+    def __str__(self) -> str:
+        return f"{self.op}({', '.join(map(str, self.inputs))})"
+
+    __repr__ = __str__
+
+
+class Op:
+    """An operation: immutable, hashable, equal by its `__props__`.
+
+    Subclasses declare `__props__` (the attribute names that distinguish two
+    instances) and implement `make_node`, which infers output types and raises
+    a `TypeError` naming the op and the offending input types.
+    """
+
+    __props__: tuple[str, ...] = ()
+
+    def __init__(self, **props: Any):
+        missing = set(self.__props__) - set(props)
+        extra = set(props) - set(self.__props__)
+        if missing or extra:
+            raise TypeError(f"{type(self).__name__}: expected props {self.__props__}, got {tuple(props)}")
+        for key, value in props.items():
+            object.__setattr__(self, key, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"{type(self).__name__} ops are immutable")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"{type(self).__name__} ops are immutable")
+
+    def _props(self) -> tuple:
+        return tuple(getattr(self, p) for p in self.__props__)
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._props() == other._props()
+
+    def __hash__(self) -> int:
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((type(self), self._props()))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    op_name: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The op's name in printouts: `op_name`, or the lower-case class name."""
+        return self.op_name or type(self).__name__.lower()
+
+    def __str__(self) -> str:
+        if not self.__props__:
+            return self.name
+        props = ", ".join(f"{p}={getattr(self, p)!r}" for p in self.__props__)
+        return f"{type(self).__name__}{{{props}}}"
+
+    __repr__ = __str__
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        raise NotImplementedError(f"{type(self).__name__} does not define make_node")
+
+    def __call__(self, *inputs: Any) -> Variable | list[Variable]:
+        node = self.make_node(*as_variables(inputs))
+        return node.outputs[0] if len(node.outputs) == 1 else node.outputs
+
+    def type_error(self, inputs: Sequence[Variable], why: str) -> TypeError:
+        """A TypeError naming this op and its input types."""
+        types = ", ".join(str(v.type) for v in inputs)
+        return TypeError(f"{self}: {why} (inputs: {types})")
+
+
+def _ops():
+    from relwrite.graph import ops
+
+    return ops
+
+
+# -- constructors ------------------------------------------------------------
+
+
+def constant(value: Any, name: str | None = None, dtype: Any = None) -> Constant:
+    """A constant of `value`, with numpy's dtype for it unless `dtype` is given."""
+    if isinstance(value, Variable):
+        raise TypeError(f"constant: {value} is already a graph variable")
+    array = np.asarray(value, dtype=dtype)
+    if array.dtype.kind not in "biuf":
+        raise TypeError(f"constant: unsupported value {value!r} of dtype {array.dtype}")
+    return Constant(TensorType(array.dtype, array.shape), array, name=name)
+
+
+def as_variable(value: Any, others: Sequence[str] = ()) -> Variable:
+    """A Variable for `value`; Python scalars take the dtype numpy would give them next to `others`."""
+    if isinstance(value, Variable):
+        return value
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        return constant(value, dtype=dtype_of_python_scalar(value, others))
+    try:
+        return constant(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cannot use {value!r} as a graph variable: {exc}") from None
+
+
+def as_variables(values: Sequence[Any]) -> list[Variable]:
+    others = [v.dtype for v in values if isinstance(v, Variable)]
+    return [as_variable(v, others) for v in values]
+
+
+def tensor(name: str | None = None, dtype: Any = "float64", shape: Iterable[int | None] = ()) -> Variable:
+    """An input variable of any rank; `shape` entries are lengths or None."""
+    return TensorType(dtype, shape)(name)
+
+
+def scalar(name: str | None = None, dtype: Any = "float64") -> Variable:
+    return TensorType(dtype, ())(name)
+
+
+def float64(name: str | None = None) -> Variable:
+    return TensorType("float64", ())(name)
+
+
+def _ranked(kind: str, ndim: int, dtype: Any, shape: Iterable[int | None]) -> TensorType:
+    shape = tuple(shape)
+    if len(shape) != ndim:
+        raise ValueError(f"{kind}: shape {shape} must have {ndim} entries")
+    return TensorType(dtype, shape)
+
+
+def vector(name: str | None = None, dtype: Any = "float64", shape: tuple[int | None] = (None,)) -> Variable:
+    return _ranked("vector", 1, dtype, shape)(name)
+
+
+def matrix(
+    name: str | None = None, dtype: Any = "float64", shape: tuple[int | None, int | None] = (None, None)
+) -> Variable:
+    return _ranked("matrix", 2, dtype, shape)(name)
+
+
+def type_from_spec(spec: str | TensorType) -> TensorType:
+    """Parse a type spec: `vector`, `matrix:float32`, `float32`, `tensor3`, `(3,None):float32`."""
+    if isinstance(spec, TensorType):
+        return spec
+    if not isinstance(spec, str):
+        raise TypeError(f"type spec must be a string or TensorType, got {spec!r}")
+    kind, _, dtype = spec.partition(":")
+    kind = kind.strip()
+    dtype = dtype.strip() or "float64"
+    if kind in RANK_NAMES:
+        return TensorType(dtype, (None,) * RANK_NAMES[kind])
+    if kind.startswith("(") and kind.endswith(")"):
+        dims = [d.strip() for d in kind[1:-1].split(",") if d.strip()]
+        try:
+            return TensorType(dtype, [None if d == "None" else int(d) for d in dims])
+        except ValueError:
+            raise ValueError(f"bad shape in type spec {spec!r}") from None
+    try:
+        return TensorType(kind, ())  # a bare dtype means a scalar of it
+    except TypeError:
+        known = ", ".join(RANK_NAMES)
+        raise ValueError(f"unknown type {spec!r} (use {known}, a dtype, or a shape like (3,None))") from None
+
+
+# -- iterative walks -----------------------------------------------------------
+
+
+def ancestors(outputs: Iterable[Variable], blockers: Iterable[Variable] = ()) -> Iterator[Variable]:
+    """Every variable the outputs depend on (outputs included), each once, depth first."""
+    blocked = set(blockers)
+    seen: set[int] = set()
+    stack = list(reversed(list(outputs)))
+    while stack:
+        var = stack.pop()
+        if id(var) in seen:
+            continue
+        seen.add(id(var))
+        yield var
+        if var.owner is not None and var not in blocked:
+            stack.extend(reversed(var.owner.inputs))
+
+
+def graph_inputs(outputs: Iterable[Variable], blockers: Iterable[Variable] = ()) -> list[Variable]:
+    """The non-constant leaves the outputs depend on, in order of first appearance."""
+    blocked = set(blockers)
+    return [
+        v
+        for v in ancestors(outputs, blocked)
+        if (v.owner is None or v in blocked) and not isinstance(v, Constant)
+    ]
+
+
+def io_toposort(
+    inputs: Iterable[Variable],
+    outputs: Iterable[Variable],
+    orderings: dict[Apply, Iterable[Apply]] | None = None,
+) -> list[Apply]:
+    """The apply nodes between inputs and outputs, each after the nodes it depends on.
+
+    `orderings` maps a node to extra nodes that must come before it.
+    """
+    blocked = set(inputs)
+    roots = [out.owner for out in outputs if out.owner is not None and out not in blocked]
+    return toposort_nodes(roots, lambda var: var in blocked, orderings)
+
+
+def toposort_nodes(
+    roots: Iterable[Apply],
+    stop: Callable[[Variable], bool],
+    orderings: dict[Apply, Iterable[Apply]] | None = None,
+) -> list[Apply]:
+    """`roots` and the nodes they depend on, dependencies first, not walking past `stop(var)`.
+
+    Raises ValueError naming a node when the walk finds a cycle.
+    """
+    order: list[Apply] = []
+    done: set[Apply] = set()
+    entered: set[Apply] = set()
+    stack: list[Apply] = list(reversed(list(roots)))
+    while stack:
+        node = stack[-1]
+        if node in done:
+            stack.pop()
+            continue
+        if node not in entered:
+            entered.add(node)
+            deps = [v.owner for v in node.inputs if v.owner is not None and not stop(v)]
+            if orderings:
+                deps.extend(orderings.get(node, ()))
+            for dep in reversed(deps):
+                if dep not in done:
+                    if dep in entered:
+                        raise ValueError(f"the graph has a cycle through {dep}")
+                    stack.append(dep)
+            continue
+        stack.pop()
+        done.add(node)
+        order.append(node)
+    return order
+
+
+def clone_get_equiv(
+    inputs: Sequence[Variable],
+    outputs: Sequence[Variable],
+    copy_inputs: bool = True,
+    memo: dict[Any, Any] | None = None,
+) -> dict[Any, Any]:
+    """Copy the graph between inputs and outputs; returns the map from old nodes/variables to new.
+
+    Constants map to themselves.  Leaves that are not listed in `inputs` are kept as they are.
+    """
+    equiv: dict[Any, Any] = {} if memo is None else memo
+    for var in inputs:
+        if var not in equiv:
+            equiv[var] = var.clone() if copy_inputs else var
+    for node in io_toposort(inputs, outputs):
+        new_inputs = [equiv.setdefault(v, v) for v in node.inputs]
+        new_node = node.clone_with_new_inputs(new_inputs)
+        equiv[node] = new_node
+        for old, new in zip(node.outputs, new_node.outputs):
+            equiv[old] = new
+    for var in outputs:
+        equiv.setdefault(var, var)
+    return equiv
+
+
+def clone(
+    inputs: Sequence[Variable], outputs: Sequence[Variable], copy_inputs: bool = True
+) -> tuple[list[Variable], list[Variable]]:
+    """Copies of inputs and outputs, with the graph between them copied."""
+    equiv = clone_get_equiv(inputs, outputs, copy_inputs)
+    return [equiv[v] for v in inputs], [equiv[v] for v in outputs]

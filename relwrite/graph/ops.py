@@ -1,0 +1,590 @@
+"""The operations of the graph language and their type inference.
+
+An op says *what* it computes (its props and output types); how it is
+computed lives in the backends, which dispatch on the op's class.  Elementwise
+ops resolve output dtypes exactly as the numpy ufunc they mirror does, and
+broadcast static shapes as numpy would.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache, reduce
+from typing import Any
+
+import numpy as np
+
+from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables
+from relwrite.graph.types import TensorType, broadcast_shapes
+
+# -- elementwise ---------------------------------------------------------------------
+
+
+@cache
+def _resolve(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> str:
+    return ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,) * ufunc.nout)[-1].name
+
+
+class Elemwise(Op):
+    """An op applied element by element with numpy broadcasting.
+
+    `nin` is the number of inputs (None: one or more).  `dtype_rule` is the
+    numpy ufunc whose dtype resolution the output follows (type inference only).
+    """
+
+    nin: int | None = 1
+    dtype_rule: np.ufunc | None = None
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        rule = self.dtype_rule
+        if rule.nin == 1:
+            return _resolve(rule, (dtypes[0],))
+        return reduce(lambda acc, d: _resolve(rule, (acc, d)), dtypes[1:], dtypes[0])
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if self.nin is None:
+            if not inputs:
+                raise self.type_error(inputs, "needs at least one input")
+        elif len(inputs) != self.nin:
+            raise self.type_error(inputs, f"takes {self.nin} input(s), got {len(inputs)}")
+        try:
+            dtype = self.output_dtype([v.dtype for v in inputs])
+        except (TypeError, np.exceptions.DTypePromotionError) as exc:
+            raise self.type_error(inputs, f"unsupported dtypes ({exc})") from None
+        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=str(self))
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+
+def _elemwise(class_name: str, rule: np.ufunc, nin: int | None, doc: str, op_name: str | None = None):
+    cls = type(
+        class_name, (Elemwise,), {"nin": nin, "dtype_rule": rule, "__doc__": doc, "__module__": __name__}
+    )
+    if op_name is not None:
+        cls.op_name = op_name
+    return cls
+
+
+Add = _elemwise("Add", np.add, None, "Sum of one or more inputs (variadic: add(x, y, z) is one node).")
+Mul = _elemwise("Mul", np.multiply, None, "Product of one or more inputs (variadic).")
+Sub = _elemwise("Sub", np.subtract, 2, "x - y.")
+TrueDiv = _elemwise("TrueDiv", np.true_divide, 2, "x / y (true division).", "true_div")
+Pow = _elemwise("Pow", np.power, 2, "x ** y.")
+Maximum = _elemwise("Maximum", np.maximum, 2, "Elementwise maximum (NaN-propagating).")
+Minimum = _elemwise("Minimum", np.minimum, 2, "Elementwise minimum (NaN-propagating).")
+Lt = _elemwise("Lt", np.less, 2, "x < y.")
+Le = _elemwise("Le", np.less_equal, 2, "x <= y.")
+Gt = _elemwise("Gt", np.greater, 2, "x > y.")
+Ge = _elemwise("Ge", np.greater_equal, 2, "x >= y.")
+Eq = _elemwise("Eq", np.equal, 2, "x == y (elementwise).")
+Neq = _elemwise("Neq", np.not_equal, 2, "x != y (elementwise).")
+Neg = _elemwise("Neg", np.negative, 1, "-x.")
+Exp = _elemwise("Exp", np.exp, 1, "e ** x.")
+Log = _elemwise("Log", np.log, 1, "Natural logarithm.")
+Log1p = _elemwise("Log1p", np.log1p, 1, "log(1 + x), accurate near 0.")
+Expm1 = _elemwise("Expm1", np.expm1, 1, "exp(x) - 1, accurate near 0.")
+Sqrt = _elemwise("Sqrt", np.sqrt, 1, "Square root.")
+Sqr = _elemwise("Sqr", np.square, 1, "x * x.")
+Sin = _elemwise("Sin", np.sin, 1, "Sine.")
+Cos = _elemwise("Cos", np.cos, 1, "Cosine.")
+Tanh = _elemwise("Tanh", np.tanh, 1, "Hyperbolic tangent.")
+Abs = _elemwise("Abs", np.absolute, 1, "Absolute value.")
+Sigmoid = _elemwise("Sigmoid", np.exp, 1, "1 / (1 + exp(-x)).")
+Softplus = _elemwise("Softplus", np.exp, 1, "log(1 + exp(x)), computed without overflow.")
+
+
+class Reciprocal(Elemwise):
+    """1 / x, in the floating dtype true division gives."""
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        return _resolve(np.true_divide, (dtypes[0], dtypes[0]))
+
+
+class Identity(Elemwise):
+    """The input unchanged."""
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        return dtypes[0]
+
+
+class Switch(Elemwise):
+    """switch(cond, a, b): a where cond is true, else b (numpy.where)."""
+
+    nin = 3
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        if dtypes[0] != "bool":
+            raise TypeError(f"the condition must be bool, got {dtypes[0]}")
+        return np.result_type(np.dtype(dtypes[1]), np.dtype(dtypes[2])).name
+
+
+class Fill(Elemwise):
+    """fill(model, value): `value` broadcast to the shape of `model` (model's values unused)."""
+
+    nin = 2
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        return dtypes[1]
+
+
+class Cast(Elemwise):
+    """The input converted to `dtype` (numpy astype)."""
+
+    __props__ = ("dtype",)
+
+    def __init__(self, dtype: Any):
+        super().__init__(dtype=TensorType(dtype).dtype)
+
+    @property
+    def name(self) -> str:
+        return f"cast_{self.dtype}"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        return self.dtype
+
+
+add, mul, sub, true_div, pow = Add(), Mul(), Sub(), TrueDiv(), Pow()
+maximum, minimum = Maximum(), Minimum()
+lt, le, gt, ge, eq, neq = Lt(), Le(), Gt(), Ge(), Eq(), Neq()
+neg, exp, log, log1p, expm1 = Neg(), Exp(), Log(), Log1p(), Expm1()
+sqrt, sqr, reciprocal, sin, cos, tanh = Sqrt(), Sqr(), Reciprocal(), Sin(), Cos(), Tanh()
+abs, sigmoid, softplus, identity = Abs(), Sigmoid(), Softplus(), Identity()
+switch, fill = Switch(), Fill()
+
+
+def cast(x: Any, dtype: Any) -> Variable:
+    return Cast(dtype)(x)
+
+
+def ones_like(x: Any) -> Variable:
+    """Ones with the shape and dtype of `x`."""
+    x = as_variable(x)
+    return fill(x, Constant(TensorType(x.dtype, ()), 1))
+
+
+def zeros_like(x: Any) -> Variable:
+    """Zeros with the shape and dtype of `x`."""
+    x = as_variable(x)
+    return fill(x, Constant(TensorType(x.dtype, ()), 0))
+
+
+# -- linear algebra ----------------------------------------------------------------
+
+
+def _blas_dtype(op: Op, inputs: Sequence[Variable]) -> str:
+    dtypes = {v.dtype for v in inputs}
+    if len(dtypes) != 1 or not dtypes <= {"float32", "float64"}:
+        raise op.type_error(inputs, "BLAS ops need inputs of one dtype, float32 or float64")
+    return dtypes.pop()
+
+
+def _check_dims(op: Op, inputs: Sequence[Variable], ndims: Sequence[int]) -> None:
+    for i, (var, ndim) in enumerate(zip(inputs, ndims)):
+        if var.ndim != ndim:
+            raise op.type_error(inputs, f"input {i} must have {ndim} dimension(s), got {var.ndim}")
+
+
+def _inner(op: Op, inputs: Sequence[Variable], a: int | None, b: int | None) -> None:
+    if a is not None and b is not None and a != b:
+        raise op.type_error(inputs, f"inner dimensions differ ({a} vs {b})")
+
+
+def _same(a: int | None, b: int | None) -> int | None:
+    return a if a is not None else b
+
+
+class Dot(Op):
+    """Matrix/vector product of 1-d and 2-d inputs, as numpy.dot."""
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 2:
+            raise self.type_error(inputs, f"takes 2 inputs, got {len(inputs)}")
+        x, y = inputs
+        if x.ndim not in (1, 2) or y.ndim not in (1, 2):
+            raise self.type_error(inputs, "inputs must be vectors or matrices")
+        if x.dtype == "bool" or y.dtype == "bool":
+            raise self.type_error(inputs, "boolean inputs are not supported")
+        _inner(self, inputs, x.shape[-1], y.shape[0])
+        shape = x.shape[:-1] + y.shape[1:]
+        dtype = np.result_type(np.dtype(x.dtype), np.dtype(y.dtype)).name
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+
+class Dot22(Op):
+    """Matrix @ matrix of one float dtype (a BLAS gemm call)."""
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 2:
+            raise self.type_error(inputs, f"takes 2 inputs, got {len(inputs)}")
+        _check_dims(self, inputs, (2, 2))
+        dtype = _blas_dtype(self, inputs)
+        x, y = inputs
+        _inner(self, inputs, x.shape[1], y.shape[0])
+        return Apply(self, inputs, [Variable(TensorType(dtype, (x.shape[0], y.shape[1])))])
+
+
+class Gemm(Op):
+    """gemm(Z, a, X, Y, b) = b * Z + a * (X @ Y), computed out of place."""
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 5:
+            raise self.type_error(inputs, f"takes 5 inputs (Z, a, X, Y, b), got {len(inputs)}")
+        _check_dims(self, inputs, (2, 0, 2, 2, 0))
+        dtype = _blas_dtype(self, inputs)
+        z, _, x, y, _ = inputs
+        _inner(self, inputs, x.shape[1], y.shape[0])
+        shape = (_same(z.shape[0], x.shape[0]), _same(z.shape[1], y.shape[1]))
+        _inner(self, inputs, z.shape[0], x.shape[0])
+        _inner(self, inputs, z.shape[1], y.shape[1])
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+
+class Gemv(Op):
+    """gemv(y, a, A, x, b) = b * y + a * (A @ x)."""
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 5:
+            raise self.type_error(inputs, f"takes 5 inputs (y, a, A, x, b), got {len(inputs)}")
+        _check_dims(self, inputs, (1, 0, 2, 1, 0))
+        dtype = _blas_dtype(self, inputs)
+        y, _, a_mat, x, _ = inputs
+        _inner(self, inputs, a_mat.shape[1], x.shape[0])
+        _inner(self, inputs, y.shape[0], a_mat.shape[0])
+        return Apply(self, inputs, [Variable(TensorType(dtype, (_same(y.shape[0], a_mat.shape[0]),)))])
+
+
+class Ger(Op):
+    """ger(A, a, x, y) = A + a * outer(x, y)."""
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 4:
+            raise self.type_error(inputs, f"takes 4 inputs (A, a, x, y), got {len(inputs)}")
+        _check_dims(self, inputs, (2, 0, 1, 1))
+        dtype = _blas_dtype(self, inputs)
+        a_mat, _, x, y = inputs
+        _inner(self, inputs, a_mat.shape[0], x.shape[0])
+        _inner(self, inputs, a_mat.shape[1], y.shape[0])
+        shape = (_same(a_mat.shape[0], x.shape[0]), _same(a_mat.shape[1], y.shape[0]))
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+
+dot, dot22, gemm, gemv, ger = Dot(), Dot22(), Gemm(), Gemv(), Ger()
+
+
+# -- reductions and softmax -----------------------------------------------------------
+
+
+def _normalize_axis(axis: int | Sequence[int] | None) -> tuple[int, ...] | None:
+    if axis is None:
+        return None
+    if isinstance(axis, (int, np.integer)) and not isinstance(axis, bool):
+        return (int(axis),)
+    try:
+        axes = tuple(sorted(int(a) for a in axis))
+    except TypeError:
+        raise TypeError(f"axis must be an int, a sequence of ints or None, got {axis!r}") from None
+    return axes
+
+
+def _resolve_axes(op: Op, inputs: Sequence[Variable], axis: tuple[int, ...] | None) -> tuple[int, ...]:
+    ndim = inputs[0].ndim
+    if axis is None:
+        return tuple(range(ndim))
+    resolved = []
+    for a in axis:
+        if not -ndim <= a < ndim:
+            raise op.type_error(inputs, f"axis {a} is out of range for {ndim} dimension(s)")
+        resolved.append(a % ndim)
+    if len(set(resolved)) != len(resolved):
+        raise op.type_error(inputs, f"repeated axis in {axis}")
+    return tuple(sorted(resolved))
+
+
+@cache
+def _reduce_dtype(kind: str, dtype: str) -> str:
+    sample = np.zeros((1,), dtype=dtype)
+    return getattr(np, kind)(sample).dtype.name
+
+
+class Reduce(Op):
+    """A reduction over `axis` (None: every axis); the reduced axes are dropped."""
+
+    __props__ = ("axis",)
+    numpy_name: str = "sum"
+
+    def __init__(self, axis: int | Sequence[int] | None = None):
+        super().__init__(axis=_normalize_axis(axis))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (x,) = inputs
+        axes = _resolve_axes(self, inputs, self.axis)
+        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        try:
+            dtype = _reduce_dtype(self.numpy_name, x.dtype)
+        except TypeError as exc:
+            raise self.type_error(inputs, str(exc)) from None
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}{{axis={self.axis}}}"
+
+
+class Sum(Reduce):
+    """Sum over axes."""
+
+    numpy_name = "sum"
+
+
+class Mean(Reduce):
+    """Mean over axes (floating result, as numpy.mean)."""
+
+    numpy_name = "mean"
+
+
+class Max(Reduce):
+    """Maximum over axes."""
+
+    numpy_name = "max"
+
+
+class Softmax(Op):
+    """exp(x) / sum(exp(x)) along `axis`, computed with the max shift."""
+
+    __props__ = ("axis",)
+
+    def __init__(self, axis: int = -1):
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+            raise TypeError(f"{type(self).__name__}: axis must be an int, got {axis!r}")
+        super().__init__(axis=int(axis))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (x,) = inputs
+        if x.ndim == 0:
+            raise self.type_error(inputs, "needs at least one dimension")
+        _resolve_axes(self, inputs, (self.axis,))
+        dtype = _resolve(np.exp, (x.dtype,))
+        return Apply(self, inputs, [Variable(TensorType(dtype, x.shape))])
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}{{axis={self.axis}}}"
+
+
+class LogSoftmax(Softmax):
+    """log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max)))."""
+
+
+def sum(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return Sum(axis)(x)
+
+
+def mean(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return Mean(axis)(x)
+
+
+def max(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return Max(axis)(x)
+
+
+def softmax(x: Any, axis: int = -1) -> Variable:
+    return Softmax(axis)(x)
+
+
+def log_softmax(x: Any, axis: int = -1) -> Variable:
+    return LogSoftmax(axis)(x)
+
+
+# -- shape ops ----------------------------------------------------------------------------
+
+
+class DimShuffle(Op):
+    """Reorder axes and insert broadcastable ones: `new_order` lists input axes and 'x'.
+
+    Input axes left out must have static length 1 (they are dropped).
+    """
+
+    __props__ = ("input_ndim", "new_order")
+
+    def __init__(self, input_ndim: int, new_order: Sequence[int | str]):
+        order = tuple(o if o == "x" else int(o) for o in new_order)
+        axes = [o for o in order if o != "x"]
+        if len(set(axes)) != len(axes) or any(not 0 <= a < input_ndim for a in axes):
+            raise ValueError(f"DimShuffle: bad order {order} for {input_ndim} input dimension(s)")
+        super().__init__(input_ndim=int(input_ndim), new_order=order)
+
+    @property
+    def dropped(self) -> tuple[int, ...]:
+        return tuple(a for a in range(self.input_ndim) if a not in self.new_order)
+
+    @property
+    def is_transpose(self) -> bool:
+        return self.new_order == tuple(reversed(range(self.input_ndim)))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (x,) = inputs
+        if x.ndim != self.input_ndim:
+            raise self.type_error(inputs, f"expects {self.input_ndim} dimension(s), got {x.ndim}")
+        for a in self.dropped:
+            if x.shape[a] != 1:
+                raise self.type_error(inputs, f"cannot drop axis {a} of length {x.shape[a]} (must be 1)")
+        shape = tuple(1 if o == "x" else x.shape[o] for o in self.new_order)
+        return Apply(self, inputs, [Variable(TensorType(x.dtype, shape))])
+
+    def __str__(self) -> str:
+        return "Transpose" if self.is_transpose else f"DimShuffle{{{','.join(map(str, self.new_order))}}}"
+
+
+def transpose(x: Any) -> Variable:
+    """Reverse the axes of `x` (x.T)."""
+    x = as_variable(x)
+    return DimShuffle(x.ndim, tuple(reversed(range(x.ndim))))(x)
+
+
+class Reshape(Op):
+    """The input's elements in a new static `shape` (one entry may be -1)."""
+
+    __props__ = ("shape",)
+
+    def __init__(self, shape: Sequence[int]):
+        try:
+            new = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"Reshape: shape must be a sequence of ints, got {shape!r}") from None
+        if new.count(-1) > 1 or any(s < -1 for s in new):
+            raise ValueError(f"Reshape: bad shape {new} (non-negative lengths, at most one -1)")
+        super().__init__(shape=new)
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (x,) = inputs
+        known = int(np.prod([s for s in self.shape if s != -1]))
+        out: tuple[int | None, ...] = tuple(None if s == -1 else s for s in self.shape)
+        if None not in x.shape:
+            size = int(np.prod(x.shape))
+            if -1 in self.shape:
+                if known == 0 or size % known:
+                    raise self.type_error(inputs, f"cannot reshape {size} elements to {self.shape}")
+                out = tuple(size // known if s == -1 else s for s in self.shape)
+            elif size != known:
+                raise self.type_error(inputs, f"cannot reshape {size} elements to {self.shape}")
+        return Apply(self, inputs, [Variable(TensorType(x.dtype, out))])
+
+    def __str__(self) -> str:
+        return f"Reshape{{{self.shape}}}"
+
+
+class Alloc(Op):
+    """alloc(value): `value` broadcast to the static `shape`, in a new array."""
+
+    __props__ = ("shape",)
+
+    def __init__(self, shape: Sequence[int]):
+        try:
+            new = tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise TypeError(f"Alloc: shape must be a sequence of ints, got {shape!r}") from None
+        if any(s < 0 for s in new):
+            raise ValueError(f"Alloc: lengths must be non-negative, got {new}")
+        super().__init__(shape=new)
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (value,) = inputs
+        if value.ndim > len(self.shape):
+            raise self.type_error(inputs, f"value has more dimensions than {self.shape}")
+        for have, want in zip(reversed(value.shape), reversed(self.shape)):
+            if have not in (None, 1, want):
+                raise self.type_error(inputs, f"value cannot broadcast to {self.shape}")
+        return Apply(self, inputs, [Variable(TensorType(value.dtype, self.shape))])
+
+    def __str__(self) -> str:
+        return f"Alloc{{{self.shape}}}"
+
+
+def alloc(value: Any, *shape: int) -> Variable:
+    return Alloc(shape)(value)
+
+
+# -- fused elementwise ---------------------------------------------------------------------
+
+
+class Composite(Elemwise):
+    """Several elementwise ops fused into one: an inner graph from `inputs` to `outputs`.
+
+    Every inner node must be an `Elemwise`; the inner inputs are 0-d
+    placeholders whose dtypes the outer inputs must match.  Two composites are
+    equal when their inner graphs are structurally the same.
+    """
+
+    __props__ = ("signature",)
+
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+        from relwrite.graph.basic import io_toposort
+
+        inputs, outputs = list(inputs), list(outputs)
+        for var in inputs:
+            if var.owner is not None or isinstance(var, Constant) or var.ndim != 0:
+                raise TypeError(f"Composite: inner input {var} must be a 0-d ownerless variable")
+        nodes = io_toposort(inputs, outputs)
+        index: dict[Variable, str] = {v: f"i{k}" for k, v in enumerate(inputs)}
+        lines = []
+        for k, node in enumerate(nodes):
+            if not isinstance(node.op, Elemwise):
+                raise TypeError(f"Composite: inner op {node.op} is not elementwise")
+            args = []
+            for v in node.inputs:
+                if v in index:
+                    args.append(index[v])
+                elif isinstance(v, Constant):
+                    args.append(f"c({v.dtype}:{v.data.tolist()!r})")
+                else:
+                    raise TypeError(f"Composite: inner variable {v} is not computed from the inputs")
+            for j, out in enumerate(node.outputs):
+                index[out] = f"n{k}.{j}"
+            lines.append((node.op, tuple(args)))
+        for v in outputs:
+            if v not in index:
+                raise TypeError(f"Composite: output {v} is not computed from the inputs")
+        sig = (
+            tuple(v.dtype for v in inputs),
+            tuple(lines),
+            tuple(index[v] for v in outputs),
+        )
+        super().__init__(signature=sig)
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "outputs", outputs)
+        object.__setattr__(self, "nodes", nodes)
+        object.__setattr__(self, "nin", len(inputs))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != len(self.inputs):
+            raise self.type_error(inputs, f"takes {len(self.inputs)} inputs, got {len(inputs)}")
+        for i, (outer, inner) in enumerate(zip(inputs, self.inputs)):
+            if outer.dtype != inner.dtype:
+                raise self.type_error(inputs, f"input {i} must have dtype {inner.dtype}")
+        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=str(self))
+        return Apply(self, inputs, [Variable(TensorType(v.dtype, shape)) for v in self.outputs])
+
+    def __str__(self) -> str:
+        return "Composite{" + ", ".join(str(n.op) for n in self.nodes) + "}"

@@ -1,0 +1,318 @@
+"""The text front end: `parse("exp(log(x)) * y / y", types={"x": "vector"})` builds a graph.
+
+The language is a subset of Python expressions, read with `ast` and a
+whitelist (never evaluated): names, int and float literals, `+ - * / ** @`,
+unary `-` and `+`, one comparison `< <= > >= == !=`, calls to the ops in
+`FUNCTIONS`, `x.T`, and the methods `x.sum(axis=...)`, `.mean`, `.max`, `.dot(y)`.
+It reads back what `relwrite.graph.printing.pprint` writes:
+
+- an unparenthesised chain `a + b + c` (or `a * b * c`) is one variadic node,
+  as pprint writes one; `(a + b) + c` is two nodes;
+- `-2.0` is the negative constant, while `-(2.0)` is `neg` applied to 2.0;
+- a literal takes the dtype numpy gives it next to the other operands, as in `x + 2`.
+
+Depth: the walk over the syntax tree keeps its own stack, but Python's parser
+comes first.  Measured on CPython 3.11: it refuses more than 200 nested
+parentheses, brackets or calls (SyntaxError "too many nested parentheses"),
+and chains of more than about 3 x sys.getrecursionlimit() operators or unary
+minuses (2,990 with the default limit: building the ast recurses; that
+becomes a ValueError here).  Since pprint parenthesises every infix
+application, its text for a graph more than 200 levels deep (fewer when calls
+wrap infix operands, `exp((x + y))`) cannot be read back.
+"""
+
+from __future__ import annotations
+
+import ast
+import bisect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Variable, as_variable, type_from_spec
+from relwrite.graph.types import TensorType
+
+
+@dataclass(frozen=True)
+class Function:
+    """A callable of the language: `build(*operands, **axis)` with `arity` operands (None: one or more)."""
+
+    build: Callable[..., Variable]
+    arity: int | None
+    takes_axis: bool = False
+
+
+_ONE_OPERAND = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
+_ONE_OPERAND += ("sigmoid", "softplus", "identity", "neg", "transpose", "ones_like", "zeros_like")
+_TWO_OPERANDS = ("maximum", "minimum", "sub", "true_div", "pow", "fill", "dot")
+
+FUNCTIONS: dict[str, Function] = {
+    **{name: Function(getattr(ops, name), 1) for name in _ONE_OPERAND},
+    **{name: Function(getattr(ops, name), 2) for name in _TWO_OPERANDS},
+    "switch": Function(ops.switch, 3),
+    "add": Function(ops.add, None),
+    "mul": Function(ops.mul, None),
+    **{name: Function(getattr(ops, name), 1, takes_axis=True) for name in ("sum", "mean", "max")},
+    "softmax": Function(ops.softmax, 1, takes_axis=True),
+    "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
+}
+
+# Methods take the receiver as their first operand.
+METHODS: dict[str, Function] = {name: FUNCTIONS[name] for name in ("sum", "mean", "max", "dot")}
+
+_BINARY = {
+    ast.Add: ops.add,
+    ast.Sub: ops.sub,
+    ast.Mult: ops.mul,
+    ast.Div: ops.true_div,
+    ast.Pow: ops.pow,
+    ast.MatMult: ops.dot,
+}
+_VARIADIC = (ast.Add, ast.Mult)
+_COMPARE = {
+    ast.Lt: ops.lt,
+    ast.LtE: ops.le,
+    ast.Gt: ops.gt,
+    ast.GtE: ops.ge,
+    ast.Eq: ops.eq,
+    ast.NotEq: ops.neq,
+}
+
+Value = Variable | int | float  # literals stay Python numbers until an op types them
+TypeSpec = str | TensorType | Variable
+
+
+def parse(text: str, types: Mapping[str, TypeSpec] | None = None) -> Variable:
+    """Build the graph the expression `text` describes.
+
+    `types` maps names to a type spec (`"vector"`, `"matrix:float32"`,
+    `"(3,None)"`), a TensorType, or an existing Variable to use as is; other
+    names are float64 scalars.  A name is one variable wherever it appears.
+    Raises SyntaxError when the text is not Python, ValueError naming the
+    offending piece when it is outside the language, and the ops' TypeError on
+    ill-typed operands.
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"parse: expected the expression as a str, got {type(text).__name__}")
+    return _Parser(text, _variables_for(types or {})).run()
+
+
+def _variables_for(types: Mapping[str, TypeSpec]) -> dict[str, Variable | TensorType]:
+    resolved: dict[str, Variable | TensorType] = {}
+    for name, spec in types.items():
+        if not isinstance(name, str):
+            raise TypeError(f"parse: type names must be strings, got {name!r}")
+        if isinstance(spec, (Variable, TensorType)):
+            resolved[name] = spec
+        elif isinstance(spec, str):
+            try:
+                resolved[name] = type_from_spec(spec)
+            except (TypeError, ValueError) as exc:
+                raise ValueError(f"parse: name {name!r} has unknown type spec {spec!r}: {exc}") from None
+        else:
+            raise TypeError(f"parse: name {name!r} maps to {spec!r}, not a type spec, TensorType or Variable")
+    return resolved
+
+
+@dataclass
+class _Step:
+    """Build one value from the values of `operands`, once those are built."""
+
+    operands: list[ast.expr]
+    build: Callable[[list[Value]], Value]
+
+
+class _Parser:
+    def __init__(self, text: str, types: dict[str, Variable | TensorType]):
+        self.types = types
+        self.names: dict[str, Variable] = {}
+        # ast refuses leading indentation in eval mode: parse without it, report positions in `text`
+        self.source = text.lstrip()
+        self.encoded = text.encode("utf-8")
+        self.skipped = len(self.encoded) - len(self.source.encode("utf-8"))
+        self.line_starts = _line_starts(self.encoded)
+        self.source_line_starts = _line_starts(self.source.encode("utf-8"))
+
+    def run(self) -> Variable:
+        try:
+            tree = ast.parse(self.source, mode="eval")
+        except SyntaxError as exc:
+            # point into the text as given, before its leading whitespace was skipped
+            skipped = self.encoded[: self.skipped]
+            columns = len(skipped) - (skipped.rfind(b"\n") + 1)
+            if exc.lineno == 1 and exc.offset:
+                exc.offset += columns
+            if exc.end_lineno == 1 and exc.end_offset:
+                exc.end_offset += columns
+            if exc.lineno is not None:
+                exc.lineno += skipped.count(b"\n")
+            if exc.end_lineno is not None:
+                exc.end_lineno += skipped.count(b"\n")
+            raise
+        except (RecursionError, MemoryError):
+            raise ValueError("parse: the expression is nested too deeply for Python's parser") from None
+        values: list[Value] = []
+        stack: list[ast.expr | _Step] = [tree.body]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, _Step):
+                count = len(item.operands)
+                args = values[len(values) - count :]
+                del values[len(values) - count :]
+                values.append(item.build(args))
+                continue
+            step = self.plan(item)
+            stack.append(step)
+            stack.extend(reversed(step.operands))
+        (result,) = values
+        return as_variable(result)
+
+    # -- positions ------------------------------------------------------------------
+    def offset(self, node: ast.AST) -> int:
+        """Byte offset of `node` in the original text."""
+        return self.skipped + self.source_line_starts[node.lineno - 1] + node.col_offset
+
+    def where(self, node: ast.AST) -> str:
+        offset = self.offset(node)
+        line = bisect.bisect_right(self.line_starts, offset) - 1
+        column = len(self.encoded[self.line_starts[line] : offset].decode("utf-8", errors="replace")) + 1
+        if len(self.line_starts) == 1:
+            return f"column {column}"
+        return f"line {line + 1}, column {column}"
+
+    def error(self, what: str, node: ast.AST) -> ValueError:
+        return ValueError(f"parse: {what} at {self.where(node)}")
+
+    # -- the whitelist --------------------------------------------------------------
+    def plan(self, node: ast.expr) -> _Step:
+        if isinstance(node, ast.Name):
+            return _Step([], lambda _: self.variable(node.id))
+        if isinstance(node, ast.Constant):
+            value = self.literal(node)
+            return _Step([], lambda _: value)
+        if isinstance(node, ast.UnaryOp):
+            return self.plan_unary(node)
+        if isinstance(node, ast.BinOp):
+            return self.plan_binary(node)
+        if isinstance(node, ast.Compare):
+            if len(node.ops) != 1:
+                raise self.error("chained comparison (use one comparison per expression)", node)
+            op = _COMPARE.get(type(node.ops[0]))
+            if op is None:
+                raise self.error(f"unsupported operator {type(node.ops[0]).__name__!r}", node)
+            return _Step([node.left, node.comparators[0]], lambda args: op(*args))
+        if isinstance(node, ast.Attribute):
+            if node.attr != "T":
+                raise self.error(f"unsupported attribute '.{node.attr}'", node)
+            return _Step([node.value], lambda args: ops.transpose(args[0]))
+        if isinstance(node, ast.Call):
+            return self.plan_call(node)
+        raise self.error(f"unsupported syntax {type(node).__name__!r}", node)
+
+    def literal(self, node: ast.Constant) -> int | float:
+        value = node.value
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self.error(f"unsupported literal {value!r}", node)
+        return value
+
+    def plan_unary(self, node: ast.UnaryOp) -> _Step:
+        if isinstance(node.op, ast.UAdd):
+            return _Step([node.operand], lambda args: args[0])
+        if not isinstance(node.op, ast.USub):
+            raise self.error(f"unsupported operator {type(node.op).__name__!r}", node)
+        operand = node.operand
+        if isinstance(operand, ast.Constant) and self.adjacent(node, operand):
+            value = -self.literal(operand)
+            return _Step([], lambda _: value)
+        return _Step([operand], lambda args: ops.neg(args[0]))
+
+    def adjacent(self, sign: ast.UnaryOp, operand: ast.expr) -> bool:
+        """True for `-2` (a negative literal), False for `-(2)` (neg applied to 2)."""
+        between = self.encoded[self.offset(sign) + 1 : self.offset(operand)]
+        return not between.strip()
+
+    def plan_binary(self, node: ast.BinOp) -> _Step:
+        op = _BINARY.get(type(node.op))
+        if op is None:
+            raise self.error(f"unsupported operator {type(node.op).__name__!r}", node)
+        operands = [node.right]
+        left = node.left
+        if isinstance(node.op, _VARIADIC):
+            # `a + b + c` nests to the left; a link starting where the chain starts is not parenthesised
+            while (
+                isinstance(left, ast.BinOp)
+                and type(left.op) is type(node.op)
+                and (left.lineno, left.col_offset) == (node.lineno, node.col_offset)
+            ):
+                operands.append(left.right)
+                left = left.left
+        operands.append(left)
+        operands.reverse()
+        return _Step(operands, lambda args: op(*args))
+
+    def plan_call(self, node: ast.Call) -> _Step:
+        operands: list[ast.expr] = []
+        if isinstance(node.func, ast.Name):
+            name = node.func.id
+            function = FUNCTIONS.get(name)
+            if function is None:
+                raise self.error(f"unknown function {name!r}", node)
+        elif isinstance(node.func, ast.Attribute):
+            name = node.func.attr
+            function = METHODS.get(name)
+            if function is None:
+                raise self.error(f"unknown method '.{name}'", node)
+            operands.append(node.func.value)
+        else:
+            raise self.error(f"unsupported call of {type(node.func).__name__!r}", node)
+        for arg in node.args:
+            if isinstance(arg, ast.Starred):
+                raise self.error(f"{name}: unsupported *arguments", arg)
+            operands.append(arg)
+        kwargs: dict[str, Any] = {}
+        for keyword in node.keywords:
+            if keyword.arg is None:
+                raise self.error(f"{name}: unsupported **arguments", keyword.value)
+            if keyword.arg != "axis" or not function.takes_axis:
+                raise self.error(f"{name}: unexpected keyword {keyword.arg!r}", keyword.value)
+            kwargs["axis"] = self.axis(keyword.value)
+        count = len(operands)
+        if (function.arity is None and count == 0) or (
+            function.arity is not None and count != function.arity
+        ):
+            expected = "one or more" if function.arity is None else function.arity
+            raise self.error(f"{name} takes {expected} operand(s), got {count}", node)
+        return _Step(operands, lambda args: function.build(*args, **kwargs))
+
+    def axis(self, node: ast.expr) -> int | tuple[int, ...] | None:
+        if isinstance(node, ast.Constant) and node.value is None:
+            return None
+        if isinstance(node, ast.Tuple):
+            return tuple(self.axis_entry(element) for element in node.elts)
+        return self.axis_entry(node)
+
+    def axis_entry(self, node: ast.expr) -> int:
+        sign = 1
+        if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+            sign, node = -1, node.operand
+        if (
+            isinstance(node, ast.Constant)
+            and isinstance(node.value, int)
+            and not isinstance(node.value, bool)
+        ):
+            return sign * node.value
+        raise self.error("axis must be an int, a tuple of ints or None", node)
+
+    def variable(self, name: str) -> Variable:
+        var = self.names.get(name)
+        if var is None:
+            spec = self.types.get(name, TensorType("float64", ()))
+            var = spec if isinstance(spec, Variable) else spec(name)
+            self.names[name] = var
+        return var
+
+
+def _line_starts(encoded: bytes) -> list[int]:
+    """Byte offsets where each line starts."""
+    return [0] + [i + 1 for i, byte in enumerate(encoded) if byte == ord("\n")]

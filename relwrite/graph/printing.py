@@ -1,0 +1,516 @@
+"""Printing graphs: infix (`pprint`), trees (`dprint`), the FunctionGraph repr and Graphviz.
+
+Every printer walks the graph with its own stack, never by recursion, so a
+100,000-node chain prints as easily as a small graph.
+
+- `pprint(x)` gives Python-like infix text, `((A @ x) + (A @ y))`, that
+  `relwrite.graph.parse.parse` reads back into the same graph (for the ops
+  it knows).
+- `dprint(x)` gives Aesara's debug tree, with `[id A]` tags and shared nodes
+  expanded once.
+- `graph_repr(outputs)` gives the call-syntax body of `repr(FunctionGraph)`,
+  with `*1 -> ...` tags on shared subterms.
+- `to_dot(x)` gives Graphviz DOT text.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, TextIO
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply, Constant, Op, Variable, io_toposort
+
+# How tightly a printed piece binds, deciding when an operand needs parentheses.
+PREFIX = 0  # `-x` and negative literals: `(-x) ** 2` needs them
+NUMBER = 50  # non-negative literals: fine as operands, but `(2).T` needs them
+ATOM = 100  # names, calls, parenthesised infix, `x.T`, list literals
+
+# dprint draws at most this many ` |` bars; deeper lines show their depth as `[depth] |`.
+DPRINT_INDENT_CAP = 50
+
+# Constants with more elements than this print as their type rather than their values.
+_MAX_PRINTED_ELEMENTS = 16
+
+
+def _as_outputs(obj: Any) -> list[Variable]:
+    """The variables to print: a Variable, a sequence of them, or anything with `.outputs`."""
+    if isinstance(obj, Variable):
+        return [obj]
+    outputs = getattr(obj, "outputs", obj)
+    if isinstance(outputs, Sequence) and not isinstance(outputs, str):
+        outputs = list(outputs)
+        if all(isinstance(v, Variable) for v in outputs):
+            return outputs
+    raise TypeError(
+        f"expected a Variable, a sequence of Variables or a FunctionGraph, got {type(obj).__name__}"
+    )
+
+
+def _constant_text(const: Constant) -> str:
+    """A constant's value as a literal: `2`, `2.0`, `-1.5`, `[1.0, 2.0]` (large arrays: their type)."""
+    # numpy's str of a scalar is the shortest text that reads back as the same value and dtype
+    data = const.data
+    if data.ndim == 0:
+        return str(data[()])
+    if not 0 < data.size <= _MAX_PRINTED_ELEMENTS:
+        return f"Constant{{{const.type}}}"
+    items = [str(v) for v in data.reshape(-1)]
+    for length in reversed(data.shape):
+        items = ["[" + ", ".join(items[i : i + length]) + "]" for i in range(0, len(items), length)]
+    return items[0]
+
+
+def _leaf_text(var: Variable) -> str:
+    """A leaf as dprint and graph_repr show it: its name, its value, or its type."""
+    if var.name is not None:
+        return var.name
+    if isinstance(var, Constant):
+        return _constant_text(var)
+    return str(var)
+
+
+# -- pprint -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Operand:
+    """Input `index` of the node, parenthesised when it binds less tightly than `min_binding`."""
+
+    index: int
+    min_binding: float
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How one output prints: text pieces and operands in order, and how tightly the result binds."""
+
+    parts: tuple[str | Operand, ...]
+    binding: float
+
+
+class Printer(Protocol):
+    """What `PPrinter.assign` accepts: anything that lays out an apply node's output."""
+
+    def layout(self, node: Apply, index: int) -> Layout: ...
+
+
+class FunctionPrinter:
+    """Call syntax `name(x, y, prop=value)`; `name` defaults to the op's name.
+
+    Props print as keyword arguments; output `i` of a multi-output node gets `[i]`.
+    """
+
+    def __init__(self, name: str | None = None):
+        self.name = name
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        parts: list[str | Operand] = [f"{self.name or node.op.name}("]
+        for i in range(len(node.inputs)):
+            if i:
+                parts.append(", ")
+            parts.append(Operand(i, float("-inf")))
+        props = [f"{p}={getattr(node.op, p)!r}" for p in node.op.__props__]
+        if props:
+            parts.append(", " * bool(node.inputs) + ", ".join(props))
+        parts.append(")" if len(node.outputs) == 1 else f")[{index}]")
+        return Layout(tuple(parts), ATOM)
+
+
+class OperatorPrinter:
+    """Infix `(x + y + z)`: one pair of parentheses around every application, as in the seed.
+
+    `precedence` follows Python's (higher binds tighter): an operand binding less
+    tightly, such as `-x` under `**`, gets its own parentheses.  `assoc`
+    ("left", "right" or "either") is accepted for compatibility with Aesara; since
+    every application is parenthesised it never changes the text.  A
+    single-input application prints in call syntax, `add(x)`.
+    """
+
+    def __init__(self, symbol: str, precedence: float, assoc: str = "either"):
+        if assoc not in ("left", "right", "either"):
+            raise ValueError(f"OperatorPrinter: assoc must be 'left', 'right' or 'either', got {assoc!r}")
+        self.symbol = symbol
+        self.precedence = precedence
+        self.assoc = assoc
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        if len(node.inputs) < 2:
+            return FunctionPrinter().layout(node, index)
+        parts: list[str | Operand] = ["("]
+        for i in range(len(node.inputs)):
+            if i:
+                parts.append(f" {self.symbol} ")
+            parts.append(Operand(i, self.precedence))
+        parts.append(")")
+        return Layout(tuple(parts), ATOM)
+
+
+class PrefixPrinter:
+    """A unary prefix operator, `-x`; the operand is parenthesised unless it is atomic: `-(x + y)`.
+
+    A literal operand is parenthesised too, `-(2.0)`, since `-2.0` reads back as a negative constant.
+    """
+
+    def __init__(self, symbol: str, precedence: float = PREFIX):
+        self.symbol = symbol
+        self.precedence = precedence
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        if len(node.inputs) != 1:
+            return FunctionPrinter().layout(node, index)
+        return Layout((self.symbol, Operand(0, ATOM)), self.precedence)
+
+
+class DimShufflePrinter:
+    """`x.T` for a transpose, call syntax for any other DimShuffle."""
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        if node.op.is_transpose:
+            return Layout((Operand(0, ATOM), ".T"), ATOM)
+        return FunctionPrinter("dimshuffle").layout(node, index)
+
+
+PrinterKey = Op | type | Callable[[Variable], bool]
+
+
+class PPrinter:
+    """Infix pretty printer; `pprint(variable_or_fgraph)` returns the text, one line per output.
+
+    Leaves print as their name, constants as their value, and unnamed inputs as
+    `_1`, `_2`, ... in order of appearance (skipping names the graph uses).
+    Shared subterms are written out at every use (`graph_repr` and `dprint` show
+    sharing); a graph whose written-out form would exceed `max_terms` terms is
+    refused with a ValueError rather than printed for ever.
+    """
+
+    def __init__(self, max_terms: int = 1_000_000):
+        self.max_terms = max_terms
+        self._by_op: dict[Op, Printer] = {}
+        self._by_class: dict[type, Printer] = {}
+        self._by_predicate: list[tuple[Callable[[Variable], bool], Printer]] = []
+        for op_class, printer in _default_printers().items():
+            self.assign(op_class, printer)
+
+    def assign(self, key: PrinterKey, printer: Printer) -> None:
+        """Print with `printer` the outputs of an op instance, of an op class, or where `key(var)` holds.
+
+        A predicate beats an op instance, which beats an op class (nearest base
+        class first); among predicates the latest assigned wins.
+        """
+        if not callable(getattr(printer, "layout", None)):
+            raise TypeError(f"PPrinter.assign: {printer!r} has no layout(node, index) method")
+        if isinstance(key, Op):
+            self._by_op[key] = printer
+        elif isinstance(key, type) and issubclass(key, Op):
+            self._by_class[key] = printer
+        elif callable(key):
+            self._by_predicate.insert(0, (key, printer))
+        else:
+            raise TypeError(f"PPrinter.assign: expected an Op, an Op class or a predicate, got {key!r}")
+
+    def printer_for(self, var: Variable) -> Printer:
+        """The printer used for the owned variable `var`."""
+        for predicate, printer in self._by_predicate:
+            if predicate(var):
+                return printer
+        return self.op_printer(var.owner.op)
+
+    def op_printer(self, op: Op) -> Printer:
+        """The printer assigned to `op` or its class (predicates aside)."""
+        printer = self._by_op.get(op)
+        if printer is not None:
+            return printer
+        for cls in type(op).__mro__:
+            if cls in self._by_class:
+                return self._by_class[cls]
+        return _FUNCTION_PRINTER
+
+    def __call__(self, obj: Any) -> str:
+        outputs = _as_outputs(obj)
+        nodes = io_toposort([], outputs)
+        self._check_size(nodes, outputs)
+        state = _PrintState(self, nodes, outputs)
+        return "\n".join(state.text(out) for out in outputs)
+
+    def _check_size(self, nodes: list[Apply], outputs: list[Variable]) -> None:
+        terms: dict[Apply, int] = {}
+        for node in nodes:
+            terms[node] = 1 + sum(terms[v.owner] if v.owner is not None else 1 for v in node.inputs)
+        total = sum(terms[v.owner] if v.owner is not None else 1 for v in outputs)
+        if total > self.max_terms:
+            raise ValueError(
+                f"pprint: written out, the graph has {total} terms (limit {self.max_terms}) because shared "
+                "subterms repeat at every use; use graph_repr or dprint, which show sharing"
+            )
+
+
+class _PrintState:
+    """One pprint call: the printer chosen for each op, placeholder names for unnamed inputs."""
+
+    def __init__(self, printer: PPrinter, nodes: list[Apply], outputs: list[Variable]):
+        self.printer = printer
+        self.op_printers: dict[int, Printer] = {}
+        self.placeholders: dict[int, str] = {}
+        self.taken = {v.name for node in nodes for v in node.inputs if v.owner is None}
+        self.taken.update(v.name for v in outputs if v.owner is None)
+        self.next_placeholder = 1
+
+    def layout(self, var: Variable) -> Layout:
+        """The layout of `var`, asked for as `var` is written (so placeholders number in text order)."""
+        if var.owner is not None:
+            return self._printer_for(var).layout(var.owner, var.index)
+        if var.name is not None:
+            return Layout((var.name,), ATOM)
+        if isinstance(var, Constant):
+            text = _constant_text(var)
+            if var.data.ndim:
+                return Layout((text,), ATOM)
+            return Layout((text,), PREFIX if text.startswith("-") else NUMBER)
+        return Layout((self.placeholder(var),), ATOM)
+
+    def _printer_for(self, var: Variable) -> Printer:
+        if self.printer._by_predicate:
+            return self.printer.printer_for(var)
+        op = var.owner.op  # hashing ops is slow: look each op object up once
+        if id(op) not in self.op_printers:
+            self.op_printers[id(op)] = self.printer.op_printer(op)
+        return self.op_printers[id(op)]
+
+    def placeholder(self, var: Variable) -> str:
+        name = self.placeholders.get(id(var))
+        if name is None:
+            while f"_{self.next_placeholder}" in self.taken:
+                self.next_placeholder += 1
+            name = f"_{self.next_placeholder}"
+            self.taken.add(name)
+            self.placeholders[id(var)] = name
+        return name
+
+    def text(self, output: Variable) -> str:
+        pieces: list[str] = []
+        stack: list[str | tuple[Variable, float]] = [(output, float("-inf"))]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, str):
+                pieces.append(item)
+                continue
+            var, min_binding = item
+            layout = self.layout(var)
+            if layout.binding < min_binding:
+                pieces.append("(")
+                stack.append(")")
+            for part in reversed(layout.parts):
+                if isinstance(part, str):
+                    stack.append(part)
+                else:
+                    stack.append((var.owner.inputs[part.index], part.min_binding))
+        return "".join(pieces)
+
+
+_FUNCTION_PRINTER = FunctionPrinter()
+
+
+def _default_printers() -> dict[type, Printer]:
+    return {
+        ops.Lt: OperatorPrinter("<", -3, "left"),
+        ops.Le: OperatorPrinter("<=", -3, "left"),
+        ops.Gt: OperatorPrinter(">", -3, "left"),
+        ops.Ge: OperatorPrinter(">=", -3, "left"),
+        ops.Eq: OperatorPrinter("==", -3, "left"),
+        ops.Neq: OperatorPrinter("!=", -3, "left"),
+        ops.Add: OperatorPrinter("+", -2, "either"),
+        ops.Sub: OperatorPrinter("-", -2, "left"),
+        ops.Mul: OperatorPrinter("*", -1, "either"),
+        ops.TrueDiv: OperatorPrinter("/", -1, "left"),
+        ops.Dot: OperatorPrinter("@", -1, "left"),
+        ops.Dot22: OperatorPrinter("@", -1, "left"),
+        ops.Neg: PrefixPrinter("-"),
+        ops.Pow: OperatorPrinter("**", 1, "right"),
+        ops.DimShuffle: DimShufflePrinter(),
+        ops.Cast: FunctionPrinter("cast"),
+        ops.LogSoftmax: FunctionPrinter("log_softmax"),
+    }
+
+
+pprint = PPrinter()
+
+
+# -- dprint -------------------------------------------------------------------------------------
+
+
+def _tag(number: int) -> str:
+    """Aesara's id letters: A..Z, then BA, BB, ... (base 26 with A as zero)."""
+    letters = ""
+    while True:
+        number, digit = divmod(number, 26)
+        letters = chr(ord("A") + digit) + letters
+        if not number:
+            return letters
+
+
+def _indent(depth: int) -> str:
+    if depth <= DPRINT_INDENT_CAP:
+        return " |" * depth
+    return f"[{depth}] |"
+
+
+def dprint(obj: Any, file: TextIO | str | None = None) -> str | None:
+    """Print the graph as a tree, Aesara style; `file="str"` returns the text instead.
+
+    Each apply node and each leaf gets an id, `[id A]`, `[id B]`, ... (then
+    `[id BA]`); a node's line ends with its output's name in quotes.  A node
+    used by several parents is expanded under its first one only and shows as
+    its bare line afterwards.  Children are indented with ` |` per level; past
+    `DPRINT_INDENT_CAP` (50) levels a line starts with its depth, `[51] |`,
+    instead, so the text stays linear in the size of the graph.
+
+    With `file=None` the tree goes to standard output; with a file object it is
+    written there; either way the result is None.
+    """
+    outputs = _as_outputs(obj)
+    ids: dict[int, str] = {}
+    expanded: set[Apply] = set()
+    lines: list[str] = []
+
+    def id_of(thing: Any) -> str:
+        if id(thing) not in ids:
+            ids[id(thing)] = _tag(len(ids))
+        return ids[id(thing)]
+
+    for output in outputs:
+        stack = [(output, 0)]
+        while stack:
+            var, depth = stack.pop()
+            node = var.owner
+            if node is None:
+                lines.append(f"{_indent(depth)}{_leaf_text(var)} [id {id_of(var)}]")
+                continue
+            label = str(node.op) if len(node.outputs) == 1 else f"{node.op}.{var.index}"
+            lines.append(f"{_indent(depth)}{label} [id {id_of(node)}] '{var.name or ''}'")
+            if node not in expanded:
+                expanded.add(node)
+                stack.extend((inp, depth + 1) for inp in reversed(node.inputs))
+    text = "".join(line + "\n" for line in lines)
+    if file == "str":
+        return text
+    if file is None:
+        file = sys.stdout
+    if not callable(getattr(file, "write", None)):
+        raise TypeError(f"dprint: file must be None, 'str' or a writable file, got {file!r}")
+    file.write(text)
+    return None
+
+
+# -- FunctionGraph repr -------------------------------------------------------------------------
+
+
+def graph_repr(outputs: Any) -> str:
+    """The outputs in call syntax, `add(z, mul(x, true_div(z, x)))`, separated by ", ".
+
+    An apply node reached more than once is written out at its first occurrence
+    as `*1 -> add(y, z)` and is `*1` afterwards; outputs of a multi-output node
+    carry `::i`.  Leaves print as their name (or value, or type).
+    """
+    outputs = _as_outputs(outputs)
+    uses: dict[Apply, int] = {}
+    for node in io_toposort([], outputs):
+        for var in node.inputs:
+            if var.owner is not None:
+                uses[var.owner] = uses.get(var.owner, 0) + 1
+    for var in outputs:
+        if var.owner is not None:
+            uses[var.owner] = uses.get(var.owner, 0) + 1
+    tags: dict[Apply, int] = {}
+    expanded: set[Apply] = set()
+    pieces: list[str] = []
+    stack: list[str | Variable] = []
+    for i, var in enumerate(reversed(outputs)):
+        if i:
+            stack.append(", ")
+        stack.append(var)
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            pieces.append(item)
+            continue
+        node = item.owner
+        if node is None:
+            pieces.append(_leaf_text(item))
+            continue
+        suffix = f"::{item.index}" if len(node.outputs) > 1 else ""
+        if node in expanded:
+            pieces.append(f"*{tags[node]}{suffix}")
+            continue
+        expanded.add(node)
+        if uses[node] > 1:
+            tags[node] = len(tags) + 1
+            pieces.append(f"*{tags[node]} -> ")
+        pieces.append(f"{node.op}(")
+        stack.append(")" + suffix)
+        for i, var in enumerate(reversed(node.inputs)):
+            if i:
+                stack.append(", ")
+            stack.append(var)
+    return "".join(pieces)
+
+
+# -- Graphviz -----------------------------------------------------------------------------------
+
+
+def _dot_string(text: str) -> str:
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+    return f'"{escaped}"'
+
+
+_DOT_STYLES = {
+    "input": 'style=filled, fillcolor="#b8e0b8"',
+    "constant": 'style=filled, fillcolor="#e0e0e0"',
+    "output": 'style=filled, fillcolor="#b8d0f0"',
+    "inner": "",
+}
+
+
+def to_dot(obj: Any, name: str = "relwrite") -> str:
+    """Graphviz DOT text for the graph: apply nodes as boxes, variables as ellipses.
+
+    Inputs, constants and outputs are filled in different colours; an edge into
+    a node with several inputs is labelled with the input's position, and an
+    edge out of a node with several outputs with the output's index.
+    """
+    outputs = _as_outputs(obj)
+    output_ids = {id(v) for v in outputs}
+    var_ids: dict[int, str] = {}
+    lines = [f"digraph {_dot_string(name)} {{", "  node [fontname=Helvetica];"]
+
+    def variable(var: Variable) -> str:
+        if id(var) not in var_ids:
+            var_ids[id(var)] = f"v{len(var_ids)}"
+            if id(var) in output_ids:
+                kind = "output"
+            elif isinstance(var, Constant):
+                kind = "constant"
+            elif var.owner is None:
+                kind = "input"
+            else:
+                kind = "inner"
+            label = _leaf_text(var) if var.owner is None or var.name else str(var.type)
+            style = ", " + _DOT_STYLES[kind] if _DOT_STYLES[kind] else ""
+            lines.append(f"  {var_ids[id(var)]} [label={_dot_string(label)}, shape=ellipse{style}];")
+        return var_ids[id(var)]
+
+    for number, node in enumerate(io_toposort([], outputs)):
+        apply_id = f"a{number}"
+        lines.append(f"  {apply_id} [label={_dot_string(str(node.op))}, shape=box];")
+        for position, var in enumerate(node.inputs):
+            label = f" [label={position}]" if len(node.inputs) > 1 else ""
+            lines.append(f"  {variable(var)} -> {apply_id}{label};")
+        for index, var in enumerate(node.outputs):
+            label = f" [label={index}]" if len(node.outputs) > 1 else ""
+            lines.append(f"  {apply_id} -> {variable(var)}{label};")
+    for var in outputs:
+        variable(var)
+    lines.append("}")
+    return "\n".join(lines) + "\n"

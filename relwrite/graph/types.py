@@ -1,0 +1,148 @@
+"""Tensor types: a numpy dtype plus a static shape whose entries are ints or None."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+Shape = tuple[int | None, ...]
+
+
+def _normalize_shape(shape: Iterable[int | None]) -> Shape:
+    out = []
+    for dim in shape:
+        if dim is None:
+            out.append(None)
+        elif isinstance(dim, (int, np.integer)) and not isinstance(dim, bool) and dim >= 0:
+            out.append(int(dim))
+        else:
+            raise ValueError(f"shape entries must be non-negative ints or None, got {dim!r}")
+    return tuple(out)
+
+
+class TensorType:
+    """The type of an array: its dtype and a static shape (`None` = unknown length).
+
+    Instances are immutable, hashable and equal by (dtype, shape).  Calling a
+    type makes a fresh input variable of that type: ``TensorType("float64", (None,))("x")``.
+    """
+
+    __slots__ = ("_hash", "dtype", "shape")
+
+    def __init__(self, dtype: Any, shape: Iterable[int | None] = ()):
+        try:
+            dt = np.dtype(dtype)
+        except TypeError as exc:
+            raise TypeError(f"TensorType: {dtype!r} is not a numpy dtype") from exc
+        if dt.kind not in "biuf":
+            raise TypeError(f"TensorType: dtype {dt.name} is not supported (bool, int, uint, float only)")
+        object.__setattr__(self, "dtype", dt.name)
+        object.__setattr__(self, "shape", _normalize_shape(shape))
+        object.__setattr__(self, "_hash", hash((TensorType, self.dtype, self.shape)))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError("TensorType is immutable")
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def numpy_dtype(self) -> np.dtype:
+        return np.dtype(self.dtype)
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is TensorType and self.dtype == other.dtype and self.shape == other.shape
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __repr__(self) -> str:
+        return f"TensorType({self.dtype}, {self.shape})"
+
+    def __call__(self, name: str | None = None):
+        from relwrite.graph.basic import Variable
+
+        return Variable(self, name=name)
+
+    def clone(self, dtype: Any = None, shape: Iterable[int | None] | None = None) -> TensorType:
+        return TensorType(self.dtype if dtype is None else dtype, self.shape if shape is None else shape)
+
+    def is_super(self, other: TensorType) -> bool:
+        """True when every value of type `other` is also a value of this type."""
+        return (
+            isinstance(other, TensorType)
+            and self.dtype == other.dtype
+            and self.ndim == other.ndim
+            and all(s is None or s == o for s, o in zip(self.shape, other.shape))
+        )
+
+    def is_compatible(self, other: TensorType) -> bool:
+        """True when some value has both types (same dtype and rank, no clashing lengths)."""
+        return (
+            isinstance(other, TensorType)
+            and self.dtype == other.dtype
+            and self.ndim == other.ndim
+            and all(s is None or o is None or s == o for s, o in zip(self.shape, other.shape))
+        )
+
+    def value_error(self, value: Any) -> str | None:
+        """Why `value` (already an ndarray) is not of this type, or None when it is."""
+        if value.dtype != self.numpy_dtype:
+            return f"expected dtype {self.dtype}, got {value.dtype.name}"
+        if value.ndim != self.ndim:
+            return f"expected {self.ndim} dimension(s), got {value.ndim} (shape {value.shape})"
+        for axis, (want, got) in enumerate(zip(self.shape, value.shape)):
+            if want is not None and want != got:
+                return f"expected length {want} on axis {axis}, got shape {value.shape}"
+        return None
+
+
+def broadcast_shapes(*shapes: Shape, op_name: str = "broadcast") -> Shape:
+    """Static numpy broadcasting; raises TypeError on lengths that can never broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
+    out: list[int | None] = []
+    for axis, dims in enumerate(zip(*padded)):
+        known = {d for d in dims if d is not None and d != 1}
+        if len(known) > 1:
+            raise TypeError(f"{op_name}: shapes {', '.join(map(str, shapes))} cannot broadcast (axis {axis})")
+        if known:
+            out.append(known.pop())
+        elif any(d is None for d in dims):
+            out.append(None)
+        else:
+            out.append(1)
+    return tuple(out)
+
+
+def upcast(*dtypes: Any) -> str:
+    """The dtype numpy gives to an expression mixing arrays of these dtypes."""
+    return np.result_type(*[np.dtype(d) for d in dtypes]).name
+
+
+def dtype_of_python_scalar(value: bool | int | float, others: Sequence[str]) -> str:
+    """The dtype a Python scalar takes next to arrays of `others` (numpy's weak-scalar rule).
+
+    Falls back to the default dtype (bool/int64/float64) when the value does not fit.
+    """
+    default = np.asarray(value).dtype.name
+    if not others:
+        return default
+    candidate = np.result_type(*[np.dtype(d) for d in others], value)
+    if candidate.kind in "iu" and not isinstance(value, bool):
+        info = np.iinfo(candidate)
+        if not info.min <= value <= info.max:
+            return upcast(default, *others)
+    if candidate.kind == "f" and np.isfinite(value):
+        with np.errstate(over="ignore"):
+            overflows = not np.isfinite(candidate.type(value))
+        if overflows:
+            return upcast(default, *others)
+    return candidate.name
+
+
+# Short names for the common ranks, used by constructors and the text front end.
+RANK_NAMES: dict[str, int] = {"scalar": 0, "vector": 1, "matrix": 2, "tensor3": 3, "tensor4": 4}

@@ -1,0 +1,414 @@
+"""pprint, dprint, graph_repr and to_dot: the seed's printouts and 100,000-node chains."""
+
+import io
+import re
+
+import pytest
+
+from relwrite.graph import ops
+from relwrite.graph.basic import constant, float64, matrix, scalar, vector
+from relwrite.graph.fg import FunctionGraph
+from relwrite.graph.printing import (
+    DPRINT_INDENT_CAP,
+    FunctionPrinter,
+    OperatorPrinter,
+    PPrinter,
+    PrefixPrinter,
+    dprint,
+    graph_repr,
+    pprint,
+    to_dot,
+)
+
+CHAIN_LENGTH = 100_000
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """x followed by 100,000 alternating `+ 1.0` and `exp` nodes."""
+    var = float64("x")
+    for i in range(CHAIN_LENGTH):
+        var = ops.exp(var) if i % 2 else var + 1.0
+    return var
+
+
+@pytest.fixture
+def dot_vars():
+    return {name: vector(name) for name in "xyzw"} | {"A": matrix("A"), "B": matrix("B")}
+
+
+# -- pprint: the seed's dot-distribution printouts ------------------------------------------------
+
+
+def test_pprint_seed_dot_of_sum(dot_vars):
+    A, x, y = dot_vars["A"], dot_vars["x"], dot_vars["y"]
+    assert pprint(A.dot(x + y)) == "(A @ (x + y))"
+    assert pprint(ops.add(A.dot(x), A.dot(y))) == "((A @ x) + (A @ y))"
+
+
+def test_pprint_seed_nested_sums(dot_vars):
+    A, B, x, y, z, w = (dot_vars[n] for n in "ABxyzw")
+    assert pprint(A.dot((x + y) + (z + w))) == "(A @ ((x + y) + (z + w)))"
+    assert pprint(A.dot(x + (y + B.dot(z + w)))) == "(A @ (x + (y + (B @ (z + w)))))"
+    assert pprint(A.dot(x + (y + (B.dot(z) + B.dot(w))))) == "(A @ (x + (y + ((B @ z) + (B @ w)))))"
+    distributed = A.dot(x) + (A.dot(y) + (A.dot(B.dot(z)) + A.dot(B.dot(w))))
+    assert pprint(distributed) == "((A @ x) + ((A @ y) + ((A @ (B @ z)) + (A @ (B @ w)))))"
+
+
+def test_pprint_seed_assign_dot_operator_printer_keeps_at(dot_vars):
+    A, x, y = dot_vars["A"], dot_vars["x"], dot_vars["y"]
+    pprint.assign(ops.dot, OperatorPrinter("@", -1, "left"))
+    assert pprint(A.dot(x + y)) == "(A @ (x + y))"
+
+
+def test_pprint_dot22_prints_as_at():
+    X, Y = matrix("X"), matrix("Y")
+    assert pprint(ops.dot22(X, Y)) == "(X @ Y)"
+
+
+# -- pprint: operators, calls, leaves --------------------------------------------------------------
+
+
+def test_pprint_variadic_add_is_one_pair_of_parentheses():
+    x, y, z = float64("x"), float64("y"), float64("z")
+    assert pprint(ops.add(x, y, z)) == "(x + y + z)"
+    assert pprint(ops.mul(x, y, z)) == "(x * y * z)"
+    assert pprint(ops.add(ops.add(x, y), z)) == "((x + y) + z)"
+
+
+def test_pprint_single_input_infix_op_prints_as_call():
+    x = float64("x")
+    assert pprint(ops.add(x)) == "add(x)"
+    assert pprint(ops.mul(x)) == "mul(x)"
+
+
+@pytest.mark.parametrize(
+    ("build", "text"),
+    [
+        (lambda x, y: x - y, "(x - y)"),
+        (lambda x, y: x / y, "(x / y)"),
+        (lambda x, y: x**y, "(x ** y)"),
+        (lambda x, y: x < y, "(x < y)"),
+        (lambda x, y: x <= y, "(x <= y)"),
+        (lambda x, y: x > y, "(x > y)"),
+        (lambda x, y: x >= y, "(x >= y)"),
+        (lambda x, y: ops.eq(x, y), "(x == y)"),
+        (lambda x, y: ops.neq(x, y), "(x != y)"),
+        (lambda x, y: -x, "-x"),
+        (lambda x, y: -(x + y), "-(x + y)"),
+        (lambda x, y: -ops.exp(x), "-exp(x)"),
+        (lambda x, y: ops.neg(-x), "-(-x)"),
+        (lambda x, y: (-x) ** y, "((-x) ** y)"),
+        (lambda x, y: -(x**y), "-(x ** y)"),
+        (lambda x, y: x + (-y), "(x + -y)"),
+        (lambda x, y: ops.maximum(x, y), "maximum(x, y)"),
+        (lambda x, y: ops.switch(x < y, x, y), "switch((x < y), x, y)"),
+        (lambda x, y: ops.exp(x + y), "exp((x + y))"),
+    ],
+)
+def test_pprint_operators_and_calls(build, text):
+    assert pprint(build(float64("x"), float64("y"))) == text
+
+
+def test_pprint_literals():
+    x = float64("x")
+    assert pprint(x + 2) == "(x + 2.0)"
+    assert pprint(ops.add(constant(2), constant(3))) == "(2 + 3)"
+    assert pprint(x * -1.5) == "(x * -1.5)"
+    assert pprint(ops.pow(-2.0, x)) == "((-2.0) ** x)"
+    assert pprint(ops.neg(2.0)) == "-(2.0)"
+    assert pprint(ops.neg(-2.0)) == "-(-2.0)"
+    assert pprint(constant(-0.0)) == "-0.0"
+
+
+def test_pprint_array_constants():
+    v = vector("v")
+    assert pprint(v + constant([1.0, 2.0])) == "(v + [1.0, 2.0])"
+    assert pprint(constant([[1, 2], [3, 4]])) == "[[1, 2], [3, 4]]"
+    assert pprint(constant([0.1], dtype="float32")) == "[0.1]"
+    assert pprint(constant(list(range(100)))) == "Constant{TensorType(int64, (100,))}"
+
+
+def test_pprint_named_constant_prints_its_name():
+    assert pprint(float64("x") * constant(3.0, name="three")) == "(x * three)"
+
+
+def test_pprint_calls_show_props_as_keywords():
+    A = matrix("A")
+    assert pprint(ops.sum(A, axis=0)) == "sum(A, axis=(0,))"
+    assert pprint(ops.mean(A)) == "mean(A, axis=None)"
+    assert pprint(ops.softmax(A)) == "softmax(A, axis=-1)"
+    assert pprint(ops.log_softmax(A, axis=0)) == "log_softmax(A, axis=0)"
+    assert pprint(ops.cast(A, "float32")) == "cast(A, dtype='float32')"
+    assert pprint(ops.exp(A)) == "exp(A)"
+
+
+def test_pprint_transpose_is_postfix():
+    A, B, x = matrix("A"), matrix("B"), float64("x")
+    assert pprint(A.T) == "A.T"
+    assert pprint((A + B).T) == "(A + B).T"
+    assert pprint((-A).T) == "(-A).T"
+    assert pprint(ops.transpose(2.0)) == "(2.0).T"
+    assert pprint(ops.transpose(x).T) == "x.T.T"
+    assert pprint(vector("v").dimshuffle("x", 0)) == "dimshuffle(v, input_ndim=1, new_order=('x', 0))"
+
+
+def test_pprint_multi_output_node_indexes_its_outputs():
+    a, b = scalar("a"), scalar("b")
+    fused = ops.Composite([a, b], [a + b, a * b])
+    first, second = fused(vector("x"), vector("y"))
+    assert pprint(first).startswith("composite(x, y, signature=")
+    assert pprint(first).endswith(")[0]")
+    assert pprint(second).endswith(")[1]")
+
+
+def test_pprint_unnamed_inputs_get_stable_placeholders():
+    u, v = vector(), vector()
+    assert pprint([u + v, v * u]) == "(_1 + _2)\n(_2 * _1)"
+    assert pprint([u + v, v * u]) == "(_1 + _2)\n(_2 * _1)"
+    assert pprint(vector("_1") + u) == "(_1 + _2)"
+
+
+def test_pprint_functiongraph_prints_one_line_per_output():
+    x, y = float64("x"), float64("y")
+    fgraph = FunctionGraph([x, y], [x + y, ops.exp(x)])
+    assert pprint(fgraph) == "(x + y)\nexp(x)"
+
+
+def test_pprint_assign_op_instance_class_and_predicate():
+    x, y = float64("x"), float64("y")
+    printer = PPrinter()
+    printer.assign(ops.add, FunctionPrinter("plus"))
+    assert printer(x + y) == "plus(x, y)"
+    printer.assign(ops.Mul, OperatorPrinter("times", -1, "either"))
+    assert printer(x * y) == "(x times y)"
+    printer.assign(lambda var: var.owner.op == ops.exp and var.name == "e", FunctionPrinter("EXP"))
+    named = ops.exp(x)
+    named.name = "e"
+    assert printer(named + ops.exp(y)) == "plus(EXP(x), exp(y))"
+    printer.assign(ops.Neg, PrefixPrinter("~"))
+    assert printer(-x) == "~x"
+    assert pprint(x + y) == "(x + y)", "assigning on another printer must not touch pprint"
+
+
+def test_pprint_instance_beats_class_whatever_the_order():
+    x, y = float64("x"), float64("y")
+    printer = PPrinter()
+    printer.assign(ops.sub, FunctionPrinter("minus"))
+    printer.assign(ops.Sub, FunctionPrinter("difference"))
+    assert printer(x - y) == "minus(x, y)"
+
+
+def test_pprint_assign_rejects_bad_keys_and_printers():
+    printer = PPrinter()
+    with pytest.raises(TypeError, match="expected an Op, an Op class or a predicate"):
+        printer.assign("add", FunctionPrinter())
+    with pytest.raises(TypeError, match="no layout"):
+        printer.assign(ops.add, "+")
+    with pytest.raises(ValueError, match="assoc"):
+        OperatorPrinter("+", 0, "sideways")
+
+
+def test_pprint_rejects_what_is_not_a_graph():
+    with pytest.raises(TypeError, match="expected a Variable"):
+        pprint(3)
+    with pytest.raises(TypeError, match="expected a Variable"):
+        pprint([float64("x"), 3])
+
+
+def test_pprint_refuses_exponential_expansion_of_shared_subterms():
+    var = float64("x")
+    for _ in range(64):
+        var = var + var
+    with pytest.raises(ValueError, match=r"terms .* use graph_repr or dprint"):
+        pprint(var)
+    x = float64("x")
+    shared_twice = ops.add(x, x) * float64("y")  # 5 terms: mul, add, x, x, y
+    assert PPrinter(max_terms=5)(shared_twice) == "((x + x) * y)"
+    with pytest.raises(ValueError, match="5 terms \\(limit 4\\)"):
+        PPrinter(max_terms=4)(shared_twice)
+
+
+def test_pprint_long_chain(chain):
+    text = pprint(chain)
+    assert text.startswith("exp((exp((")
+    assert text.count("exp(") == CHAIN_LENGTH // 2
+    assert text.count("+ 1.0)") == CHAIN_LENGTH // 2
+
+
+# -- dprint -----------------------------------------------------------------------------------------
+
+
+def test_dprint_seed_add_of_one_variable_twice(capsys):
+    y = float64("y")
+    assert dprint(ops.add(y, y)) is None
+    assert capsys.readouterr().out == "add [id A] ''\n |y [id B]\n |y [id B]\n"
+
+
+def test_dprint_seed_variadic_mul():
+    x, y, z = float64("x"), float64("y"), float64("z")
+    assert dprint(ops.mul(x, y, z), file="str") == "mul [id A] ''\n |x [id B]\n |y [id C]\n |z [id D]\n"
+
+
+def test_dprint_shared_node_is_expanded_once():
+    x, y, z = float64("x"), float64("y"), float64("z")
+    shared = ops.add(y, z)
+    out = ops.true_div(ops.mul(shared, x), shared)
+    out.name = "ratio"
+    assert dprint(out, file="str") == (
+        "true_div [id A] 'ratio'\n"
+        " |mul [id B] ''\n"
+        " | |add [id C] ''\n"
+        " | | |y [id D]\n"
+        " | | |z [id E]\n"
+        " | |x [id F]\n"
+        " |add [id C] ''\n"
+    )
+
+
+def test_dprint_several_outputs_share_ids():
+    x, y = float64("x"), float64("y")
+    shared = x + y
+    fgraph = FunctionGraph([x, y], [shared, ops.exp(shared)], clone=False)
+    assert dprint(fgraph, file="str") == (
+        "add [id A] ''\n |x [id B]\n |y [id C]\nexp [id D] ''\n |add [id A] ''\n"
+    )
+
+
+def test_dprint_leaves_show_constants_and_unnamed_types():
+    text = dprint(vector() * 2.0, file="str")
+    assert text == "mul [id A] ''\n |<TensorType(float64, (None,))> [id B]\n |2.0 [id C]\n"
+
+
+def test_dprint_ids_continue_past_z():
+    leaves = [float64(f"v{i}") for i in range(30)]
+    ids = re.findall(r"\[id (\w+)\]", dprint(ops.add(*leaves), file="str"))
+    assert ids[:3] == ["A", "B", "C"]
+    assert ids[25:29] == ["Z", "BA", "BB", "BC"]
+
+
+def test_dprint_multi_output_node_labels_the_output():
+    a, b = scalar("a"), scalar("b")
+    first, second = ops.Composite([a, b], [a + b, a * b])(float64("x"), float64("y"))
+    text = dprint([first, second], file="str")
+    assert text.splitlines() == [
+        "Composite{add, mul}.0 [id A] ''",
+        " |x [id B]",
+        " |y [id C]",
+        "Composite{add, mul}.1 [id A] ''",
+    ]
+
+
+def test_dprint_writes_to_a_file_object():
+    buffer = io.StringIO()
+    assert dprint(ops.exp(float64("x")), file=buffer) is None
+    assert buffer.getvalue() == "exp [id A] ''\n |x [id B]\n"
+    with pytest.raises(TypeError, match="file must be"):
+        dprint(float64("x"), file=3)
+
+
+def test_dprint_caps_indentation_with_the_depth():
+    var = float64("x")
+    for _ in range(DPRINT_INDENT_CAP + 2):
+        var = ops.exp(var)
+    lines = dprint(var, file="str").splitlines()
+    assert re.fullmatch(r"( \|){50}exp \[id \w+\] ''", lines[DPRINT_INDENT_CAP])
+    assert re.fullmatch(r"\[51\] \|exp \[id \w+\] ''", lines[DPRINT_INDENT_CAP + 1])
+    assert re.fullmatch(r"\[52\] \|x \[id \w+\]", lines[-1])
+
+
+def test_dprint_long_chain_is_linear(chain):
+    text = dprint(chain, file="str")
+    lines = text.splitlines()
+    assert len(lines) == CHAIN_LENGTH + 1 + CHAIN_LENGTH // 2  # every node, x, and each `1.0`
+    assert max(map(len, lines)) < 2 * DPRINT_INDENT_CAP + 40
+    assert sum(line.startswith(f"[{CHAIN_LENGTH}] |x [id ") for line in lines) == 1
+
+
+# -- graph_repr -------------------------------------------------------------------------------------
+
+
+def test_graph_repr_seed_strings():
+    x, y, z = float64("x"), float64("y"), float64("z")
+    seed = ops.add(z, ops.mul(ops.true_div(ops.mul(y, x), y), ops.true_div(z, x)))
+    assert graph_repr([seed]) == "add(z, mul(true_div(mul(y, x), y), true_div(z, x)))"
+    assert graph_repr([ops.add(z, ops.mul(x, ops.true_div(z, x)))]) == "add(z, mul(x, true_div(z, x)))"
+    unmerged = ops.true_div(ops.mul(ops.add(y, z), x), ops.add(y, z))
+    assert graph_repr([unmerged]) == "true_div(mul(add(y, z), x), add(y, z))"
+    shared = ops.add(y, z)
+    assert graph_repr([ops.true_div(ops.mul(shared, x), shared)]) == "true_div(mul(*1 -> add(y, z), x), *1)"
+    assert graph_repr([x]) == "x"
+
+
+def test_functiongraph_repr_uses_graph_repr():
+    x, y, z = float64("x"), float64("y"), float64("z")
+    shared = ops.add(y, z)
+    fgraph = FunctionGraph([x, y, z], [ops.true_div(ops.mul(shared, x), shared)])
+    assert repr(fgraph) == "FunctionGraph(true_div(mul(*1 -> add(y, z), x), *1))"
+
+
+def test_graph_repr_tags_across_outputs_in_order_of_appearance():
+    x, y = float64("x"), float64("y")
+    first, second = x + y, x * y
+    outputs = [ops.exp(second), ops.sub(first, second), first]
+    assert graph_repr(outputs) == "exp(*1 -> mul(x, y)), sub(*2 -> add(x, y), *1), *2"
+
+
+def test_graph_repr_leaves_are_never_tagged():
+    x = float64("x")
+    assert graph_repr([ops.add(x, x, 2.0), x]) == "add(x, x, 2.0), x"
+
+
+def test_graph_repr_shows_op_props_and_output_indices():
+    a, b = scalar("a"), scalar("b")
+    first, second = ops.Composite([a, b], [a + b, a * b])(float64("x"), float64("y"))
+    assert graph_repr([second, first]) == "*1 -> Composite{add, mul}(x, y)::1, *1::0"
+    assert graph_repr([ops.sum(matrix("A"), axis=1)]) == "Sum{axis=(1,)}(A)"
+
+
+def test_graph_repr_long_chain(chain):
+    text = graph_repr([chain])
+    assert text.startswith("exp(add(exp(add(")
+    assert text.endswith("x, 1.0)" + "), 1.0)" * (CHAIN_LENGTH // 2 - 1) + ")")
+
+
+# -- to_dot ----------------------------------------------------------------------------------------
+
+
+def test_to_dot_structure():
+    x, y = float64("x"), float64("y")
+    out = ops.exp(x * y + 1.0)
+    text = to_dot(out)
+    assert text.startswith('digraph "relwrite" {\n')
+    assert text.endswith("}\n")
+    assert len(re.findall(r"shape=box", text)) == 3
+    assert len(re.findall(r"shape=ellipse", text)) == 6  # x, y, 1.0, two inner results, the output
+    assert re.search(r'v\d+ \[label="x", shape=ellipse, style=filled, fillcolor="#b8e0b8"\]', text)
+    assert re.search(r'v\d+ \[label="1.0", shape=ellipse, style=filled, fillcolor="#e0e0e0"\]', text)
+    assert re.search(
+        r'\[label="TensorType\(float64, \(\)\)", shape=ellipse, style=filled, fillcolor="#b8d0f0"\]', text
+    )
+    assert re.search(r"v\d+ -> a\d+ \[label=1\];", text)  # the mul's second input
+    exp_box = re.search(r'(a\d+) \[label="exp", shape=box\]', text).group(1)
+    assert re.search(rf"v\d+ -> {exp_box};", text)  # a single input is not labelled
+
+
+def test_to_dot_escapes_labels_and_labels_outputs_of_multi_output_nodes():
+    a, b = scalar("a"), scalar("b")
+    first, second = ops.Composite([a, b], [a + b, a * b])(float64('say "hi"'), float64("y"))
+    text = to_dot([first, second])
+    assert r'label="say \"hi\""' in text
+    assert re.search(r"a0 -> v\d+ \[label=0\];", text)
+    assert re.search(r"a0 -> v\d+ \[label=1\];", text)
+
+
+def test_to_dot_leaf_output_is_drawn():
+    x = float64("x")
+    assert re.search(r'v0 \[label="x", shape=ellipse, style=filled, fillcolor="#b8d0f0"\]', to_dot(x))
+
+
+def test_to_dot_long_chain_is_linear(chain):
+    text = to_dot(chain)
+    assert text.count("shape=box") == CHAIN_LENGTH
+    assert text.count("shape=ellipse") == CHAIN_LENGTH + 1 + CHAIN_LENGTH // 2  # results, x, the 1.0s
+    assert len(text) < 200 * CHAIN_LENGTH
