@@ -1,0 +1,1 @@
+"""Evaluation of graphs: the NumPy reference backend (`relwrite.backends.numpy`)."""

@@ -1,0 +1,471 @@
+"""How the NumPy backend computes each op: one implementation per op class, by dispatch.
+
+`numpy_impl(op, node)` is called once per node (at link time) and returns an
+`Impl` whose `fn` maps input arrays to the node's outputs.  Everything that
+depends only on the node (output dtypes, axes, permutations, the inner program
+of a `Composite`) is worked out there, so a call only does the numpy work.
+
+Every result is an `ndarray` (0-d arrays, never numpy scalars) of exactly the
+node's output dtype.  Semantics are those of the numpy function each op names;
+`Sigmoid`, `Softplus`, `Softmax` and `LogSoftmax` are computed without overflow.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from functools import cache, partial, singledispatch
+from itertools import pairwise
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply, Constant, Op, Variable
+
+
+class Impl(NamedTuple):
+    """The NumPy implementation of one node.
+
+    `fn(*arrays)` returns the output array (a tuple of arrays for a node with
+    several outputs).  When `inplace_inputs` is not empty, `fn` also takes
+    `out=`: a buffer of the output's shape and dtype that it writes the result
+    into, which may be the buffer of the input at any of those positions.
+    `view` says the result may share memory with an input.
+    """
+
+    fn: Callable[..., Any]
+    inplace_inputs: tuple[int, ...] = ()
+    view: bool = False
+
+
+class EvaluationError(RuntimeError):
+    """A node failed to evaluate; names the node and the runtime inputs, chains numpy's error."""
+
+    def __init__(self, node: Apply, arrays: Sequence[Any], error: BaseException):
+        self.node = node
+        inputs = ", ".join(_describe(a) for a in arrays)
+        super().__init__(f"evaluating {node} on ({inputs}) failed: {type(error).__name__}: {error}")
+
+
+def _describe(value: Any) -> str:
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype.name}{list(value.shape)}"
+    return type(value).__name__
+
+
+@singledispatch
+def numpy_impl(op: Op, node: Apply) -> Impl:
+    """The implementation of `node` (whose op is `op`), chosen by the op's class."""
+    raise NotImplementedError(f"the NumPy backend has no implementation for {type(op).__name__} ops")
+
+
+def evaluate(node: Apply, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """The outputs of `node` on `arrays`, for one-off evaluation such as constant folding."""
+    impl = numpy_impl(node.op, node)
+    try:
+        result = impl.fn(*arrays)
+    except Exception as exc:
+        raise EvaluationError(node, arrays, exc) from exc
+    return list(result) if len(node.outputs) > 1 else [result]
+
+
+@cache
+def _numpy_dtype(name: str) -> np.dtype:
+    return np.dtype(name)
+
+
+def _dtype(node: Apply, index: int = 0) -> np.dtype:
+    return _numpy_dtype(node.outputs[index].dtype)
+
+
+def _finish(value: Any, dtype: np.dtype) -> np.ndarray:
+    """`value` as an ndarray of `dtype` (numpy returns scalars for 0-d results)."""
+    if type(value) is np.ndarray and value.dtype == dtype:
+        return value
+    return np.asarray(value, dtype=dtype)
+
+
+def _all_positions(node: Apply) -> tuple[int, ...]:
+    return tuple(range(len(node.inputs)))
+
+
+# -- elementwise -------------------------------------------------------------------------
+
+_UFUNCS: dict[type[Op], np.ufunc] = {
+    ops.Sub: np.subtract,
+    ops.TrueDiv: np.true_divide,
+    ops.Pow: np.power,
+    ops.Maximum: np.maximum,
+    ops.Minimum: np.minimum,
+    ops.Lt: np.less,
+    ops.Le: np.less_equal,
+    ops.Gt: np.greater,
+    ops.Ge: np.greater_equal,
+    ops.Eq: np.equal,
+    ops.Neq: np.not_equal,
+    ops.Neg: np.negative,
+    ops.Exp: np.exp,
+    ops.Log: np.log,
+    ops.Log1p: np.log1p,
+    ops.Expm1: np.expm1,
+    ops.Sqrt: np.sqrt,
+    ops.Sqr: np.square,
+    ops.Sin: np.sin,
+    ops.Cos: np.cos,
+    ops.Tanh: np.tanh,
+    ops.Abs: np.absolute,
+}
+
+
+def _ufunc_impl(ufunc: np.ufunc, op: Op, node: Apply) -> Impl:
+    dtype, asarray = _dtype(node), np.asarray
+
+    if node.outputs[0].ndim == 0:  # numpy returns a scalar for 0-d results
+
+        def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            return asarray(ufunc(*arrays, out=out), dtype)
+
+    else:
+
+        def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+            result = ufunc(*arrays, out=out)
+            return result if result.dtype == dtype else result.astype(dtype)
+
+    return Impl(run, _all_positions(node))
+
+
+for _op_class, _ufunc in _UFUNCS.items():
+    numpy_impl.register(_op_class, partial(_ufunc_impl, _ufunc))
+
+
+def _covers(shape: tuple[int, ...], other: tuple[int, ...]) -> bool:
+    return other == shape or np.broadcast_shapes(shape, other) == shape
+
+
+def _fold_impl(ufunc: np.ufunc, op: Op, node: Apply) -> Impl:
+    """A variadic op as the left fold of a binary ufunc: ((x0 . x1) . x2) . ..."""
+    dtype = _dtype(node)
+    count = len(node.inputs)
+    if count == 1:
+        return Impl(lambda x: np.array(x, dtype=dtype, copy=True))
+    if count == 2:
+        return _ufunc_impl(ufunc, op, node)
+    # The accumulator may absorb the next input in place when the fold step keeps its dtype.
+    partial_dtypes = [op.output_dtype([v.dtype for v in node.inputs[: k + 1]]) for k in range(1, count)]
+    keeps_dtype = [a == b for a, b in pairwise(partial_dtypes)]
+
+    def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        acc = ufunc(arrays[0], arrays[1], out=out)
+        for arr, in_place in zip(arrays[2:], keeps_dtype):
+            target = out
+            if target is None and in_place and type(acc) is np.ndarray and _covers(acc.shape, arr.shape):
+                target = acc
+            acc = ufunc(acc, arr, out=target)
+        return _finish(acc, dtype)
+
+    # Writing into an input beyond the first two would overwrite it before the fold reads it.
+    return Impl(run, (0, 1))
+
+
+numpy_impl.register(ops.Add, partial(_fold_impl, np.add))
+numpy_impl.register(ops.Mul, partial(_fold_impl, np.multiply))
+
+
+@numpy_impl.register
+def _reciprocal(op: ops.Reciprocal, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return _finish(np.divide(1, x, out=out, dtype=dtype), dtype)
+
+    return Impl(run, (0,))
+
+
+@numpy_impl.register
+def _sigmoid(op: ops.Sigmoid, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    one = dtype.type(1)
+
+    def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        x = x.astype(dtype, copy=False)
+        small = np.exp(np.negative(np.abs(x)))  # exp(-|x|) never overflows
+        numerator = np.where(x >= 0, one, small)
+        return _finish(np.divide(numerator, np.add(one, small), out=out), dtype)
+
+    return Impl(run, (0,))
+
+
+@numpy_impl.register
+def _softplus(op: ops.Softplus, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    zero = dtype.type(0)
+
+    def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return _finish(np.logaddexp(zero, x.astype(dtype, copy=False), out=out), dtype)
+
+    return Impl(run, (0,))
+
+
+@numpy_impl.register
+def _identity(op: ops.Identity, node: Apply) -> Impl:
+    return Impl(lambda x: x, view=True)
+
+
+@numpy_impl.register
+def _switch(op: ops.Switch, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    return Impl(lambda cond, a, b: _finish(np.where(cond, a, b), dtype))
+
+
+@numpy_impl.register
+def _fill(op: ops.Fill, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(model: np.ndarray, value: np.ndarray) -> np.ndarray:
+        result = np.empty(np.broadcast_shapes(model.shape, value.shape), dtype=dtype)
+        np.copyto(result, value)
+        return result
+
+    return Impl(run)
+
+
+@numpy_impl.register
+def _cast(op: ops.Cast, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    return Impl(lambda x: x.astype(dtype))
+
+
+# -- fused elementwise ----------------------------------------------------------------------
+
+
+def _needs_expanding(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]:
+    """Which inner outputs must be broadcast into a fresh array of the full shape.
+
+    Those that skip some inner input (so they are not already of the full
+    shape), and those whose buffer may be an inner input, a constant or the
+    buffer of an earlier output (views share the buffer of the input they read).
+    """
+    depends: dict[Variable, frozenset[int]] = {v: frozenset([i]) for i, v in enumerate(op.inputs)}
+    origin: dict[Variable, Variable] = {v: v for v in op.inputs}
+    for inner, impl in zip(op.nodes, impls):
+        for var in inner.inputs:
+            if isinstance(var, Constant):
+                depends.setdefault(var, frozenset())
+                origin.setdefault(var, var)
+        needed = frozenset().union(*(depends[v] for v in inner.inputs))
+        for out in inner.outputs:
+            depends[out] = needed
+            origin[out] = origin[inner.inputs[0]] if impl.view else out
+    everything = frozenset(range(len(op.inputs)))
+    expand, taken = [], set(op.inputs)
+    for var in op.outputs:
+        source = origin[var]
+        expand.append(depends[var] != everything or isinstance(source, Constant) or source in taken)
+        taken.add(source)
+    return tuple(expand)
+
+
+@numpy_impl.register
+def _composite(op: ops.Composite, node: Apply) -> Impl:
+    """Runs the inner graph on the full arrays, each inner node through its own implementation."""
+    slots: dict[Variable, int] = {v: i for i, v in enumerate(op.inputs)}
+    constants: list[np.ndarray] = []
+    for inner in op.nodes:
+        for var in inner.inputs:
+            if isinstance(var, Constant) and var not in slots:
+                slots[var] = len(slots)
+                constants.append(var.data)
+    impls = [numpy_impl(inner.op, inner) for inner in op.nodes]
+    program = []
+    for inner, impl in zip(op.nodes, impls):
+        for out in inner.outputs:
+            slots[out] = len(slots)
+        out_slots = tuple(slots[v] for v in inner.outputs)
+        program.append((impl.fn, tuple(slots[v] for v in inner.inputs), out_slots, len(out_slots) > 1))
+    scratch = len(slots) - len(op.inputs) - len(constants)
+    output_slots = tuple(slots[v] for v in op.outputs)
+    expand = _needs_expanding(op, impls)
+    expanding = any(expand)
+    dtypes = tuple(_numpy_dtype(v.dtype) for v in op.outputs)
+
+    def evaluate_inner(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> list[Any]:
+        values = [*arrays, *constants, *([None] * scratch)]
+        last = len(program) - 1
+        for step, (fn, ins, outs, several) in enumerate(program):
+            args = [values[i] for i in ins]
+            result = fn(*args, out=out) if out is not None and step == last else fn(*args)
+            if several:
+                for slot, value in zip(outs, result):
+                    values[slot] = value
+            else:
+                values[outs[0]] = result
+        results = [values[s] for s in output_slots]
+        if expanding:
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            for k, value in enumerate(results):
+                if expand[k]:
+                    results[k] = np.empty(shape, dtype=dtypes[k])
+                    np.copyto(results[k], value)
+        return results
+
+    if len(op.outputs) > 1:
+        return Impl(lambda *arrays: tuple(evaluate_inner(arrays, None)))
+
+    # The output's own node may write into `out` when it can take any of its inputs' buffers.
+    final = op.outputs[0].owner
+    accepts_out = (
+        final is not None and not expand[0] and set(impls[-1].inplace_inputs) == set(range(len(final.inputs)))
+    )
+    if not accepts_out:
+        return Impl(lambda *arrays: evaluate_inner(arrays, None)[0])
+
+    def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        return evaluate_inner(arrays, out)[0]
+
+    return Impl(run, _all_positions(node))
+
+
+# -- linear algebra ------------------------------------------------------------------------------
+
+
+@numpy_impl.register
+def _dot(op: ops.Dot, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    return Impl(lambda x, y: _finish(np.dot(x, y), dtype))
+
+
+@numpy_impl.register
+def _dot22(op: ops.Dot22, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    return Impl(lambda x, y: _finish(np.matmul(x, y), dtype))
+
+
+def _scaled_sum(base: np.ndarray, product: np.ndarray) -> np.ndarray:
+    """base + product, in place in whichever fresh operand already has the result's shape."""
+    if product.shape == np.broadcast_shapes(base.shape, product.shape):
+        return np.add(base, product, out=product)
+    return np.add(base, product)
+
+
+@numpy_impl.register
+def _gemm(op: ops.Gemm, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(z: np.ndarray, a: np.ndarray, x: np.ndarray, y: np.ndarray, b: np.ndarray) -> np.ndarray:
+        product = np.matmul(x, y)
+        product *= a
+        return _finish(_scaled_sum(np.multiply(b, z), product), dtype)
+
+    return Impl(run)
+
+
+@numpy_impl.register
+def _gemv(op: ops.Gemv, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(y: np.ndarray, a: np.ndarray, mat: np.ndarray, x: np.ndarray, b: np.ndarray) -> np.ndarray:
+        product = np.matmul(mat, x)
+        product *= a
+        return _finish(_scaled_sum(np.multiply(b, y), product), dtype)
+
+    return Impl(run)
+
+
+@numpy_impl.register
+def _ger(op: ops.Ger, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(mat: np.ndarray, a: np.ndarray, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        product = np.outer(x, y)
+        product *= a
+        return _finish(_scaled_sum(mat, product), dtype)
+
+    return Impl(run)
+
+
+# -- reductions and softmax ----------------------------------------------------------------------
+
+_REDUCTIONS: dict[type[Op], Callable[..., Any]] = {ops.Sum: np.sum, ops.Mean: np.mean, ops.Max: np.max}
+
+
+def _reduce_impl(reduction: Callable[..., Any], op: ops.Reduce, node: Apply) -> Impl:
+    dtype, axis = _dtype(node), op.axis
+    return Impl(lambda x: _finish(reduction(x, axis=axis), dtype))
+
+
+for _op_class, _reduction in _REDUCTIONS.items():
+    numpy_impl.register(_op_class, partial(_reduce_impl, _reduction))
+
+
+def _shifted(x: np.ndarray, dtype: np.dtype, axis: int) -> np.ndarray:
+    """x - max(x) along axis, as a fresh array of `dtype` (so exp of it never overflows)."""
+    x = x.astype(dtype, copy=False)
+    return np.subtract(x, x.max(axis=axis, keepdims=True))
+
+
+@numpy_impl.register
+def _softmax(op: ops.Softmax, node: Apply) -> Impl:
+    dtype, axis = _dtype(node), op.axis
+
+    def run(x: np.ndarray) -> np.ndarray:
+        result = np.exp(_shifted(x, dtype, axis))
+        result /= result.sum(axis=axis, keepdims=True)
+        return result
+
+    return Impl(run)
+
+
+@numpy_impl.register
+def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
+    dtype, axis = _dtype(node), op.axis
+
+    def run(x: np.ndarray) -> np.ndarray:
+        result = _shifted(x, dtype, axis)
+        result -= np.log(np.exp(result).sum(axis=axis, keepdims=True))
+        return result
+
+    return Impl(run)
+
+
+# -- shape ops --------------------------------------------------------------------------------------
+
+
+@numpy_impl.register
+def _dimshuffle(op: ops.DimShuffle, node: Apply) -> Impl:
+    """Drop the length-1 axes left out, reorder the kept ones, insert the 'x' axes: all views."""
+    dropped = op.dropped
+    kept = [o for o in op.new_order if o != "x"]
+    rank = {axis: k for k, axis in enumerate(sorted(kept))}
+    permutation = tuple(rank[o] for o in kept)
+    expand = tuple(np.newaxis if o == "x" else slice(None) for o in op.new_order)
+    reorders = permutation != tuple(range(len(permutation)))
+    inserts = "x" in op.new_order
+
+    def run(x: np.ndarray) -> np.ndarray:
+        if dropped:
+            x = x.squeeze(axis=dropped)
+        if reorders:
+            x = x.transpose(permutation)
+        if inserts:
+            x = x[expand]
+        return x
+
+    return Impl(run, view=True)
+
+
+@numpy_impl.register
+def _reshape(op: ops.Reshape, node: Apply) -> Impl:
+    shape = op.shape
+    return Impl(lambda x: x.reshape(shape), view=True)
+
+
+@numpy_impl.register
+def _alloc(op: ops.Alloc, node: Apply) -> Impl:
+    dtype, shape = _dtype(node), op.shape
+
+    def run(value: np.ndarray) -> np.ndarray:
+        result = np.empty(shape, dtype=dtype)
+        np.copyto(result, value)
+        return result
+
+    return Impl(run)

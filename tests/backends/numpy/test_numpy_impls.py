@@ -1,0 +1,474 @@
+"""Every op's NumPy implementation equals the numpy function it names, with the node's dtype."""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from collections.abc import Callable
+from functools import reduce
+
+import hypothesis.extra.numpy as hnp
+import hypothesis.strategies as st
+import numpy as np
+import pytest
+from hypothesis import given, reject
+
+from relwrite.backends.numpy import EvaluationError, evaluate, numpy_impl
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply, Op, Variable, scalar
+from relwrite.graph.types import TensorType
+
+DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8")
+FLOATS = ("float64", "float32")
+NUMERIC = (*DTYPES, "float16", "bool")
+
+# -- strategies ---------------------------------------------------------------------------------
+
+
+def arrays(dtype: str, shape: tuple[int, ...], bound: int | None = None) -> st.SearchStrategy[np.ndarray]:
+    """Arrays of `dtype` and `shape`: every value of the dtype (nan, inf...) unless `bound` limits them."""
+    dt = np.dtype(dtype)
+    if bound is None or dt.kind == "b":
+        return hnp.arrays(dt, shape)
+    if dt.kind == "f":
+        return hnp.arrays(dt, shape, elements=st.floats(-bound, bound, width=dt.itemsize * 8))
+    info = np.iinfo(dt)
+    return hnp.arrays(dt, shape, elements=st.integers(max(-bound, info.min), min(bound, info.max)))
+
+
+small_shapes = hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4)
+
+
+def variable_for(array: np.ndarray, static: tuple[int | None, ...] | None = None) -> Variable:
+    """An input variable of the array's dtype and rank, with unknown lengths unless `static`."""
+    shape = (None,) * array.ndim if static is None else static
+    return TensorType(array.dtype, shape)()
+
+
+def node_on(op: Op, values: list[np.ndarray]) -> Apply:
+    """The node of `op` on input variables typed after `values`; skips dtype mixes the op rejects."""
+    try:
+        return op.make_node(*(variable_for(v) for v in values))
+    except TypeError:
+        reject()
+
+
+def elementwise_inputs(data: st.DataObject, count: int, dtypes=DTYPES, bound=None) -> list[np.ndarray]:
+    shapes = data.draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=count, max_dims=3, max_side=3)
+    ).input_shapes
+    return [data.draw(arrays(data.draw(st.sampled_from(dtypes)), shape, bound)) for shape in shapes]
+
+
+# A case draws inputs and returns (node, input arrays, reference function, exact comparison).
+Case = Callable[[st.DataObject], tuple[Apply, list[np.ndarray], Callable[..., object], bool]]
+CASES: dict[type[Op], Case] = {}
+
+
+def case(*classes: type[Op]):
+    def register(fn: Case) -> Case:
+        for cls in classes:
+            CASES[cls] = fn
+        return fn
+
+    return register
+
+
+UNARY = {
+    ops.Neg: (ops.neg, np.negative),
+    ops.Exp: (ops.exp, np.exp),
+    ops.Log: (ops.log, np.log),
+    ops.Log1p: (ops.log1p, np.log1p),
+    ops.Expm1: (ops.expm1, np.expm1),
+    ops.Sqrt: (ops.sqrt, np.sqrt),
+    ops.Sqr: (ops.sqr, np.square),
+    ops.Sin: (ops.sin, np.sin),
+    ops.Cos: (ops.cos, np.cos),
+    ops.Tanh: (ops.tanh, np.tanh),
+    ops.Abs: (ops.abs, np.absolute),
+    ops.Identity: (ops.identity, lambda x: x),
+    ops.Reciprocal: (ops.reciprocal, lambda x: np.true_divide(1, x)),
+}
+BINARY = {
+    ops.Sub: (ops.sub, np.subtract),
+    ops.TrueDiv: (ops.true_div, np.true_divide),
+    ops.Pow: (ops.pow, np.power),
+    ops.Maximum: (ops.maximum, np.maximum),
+    ops.Minimum: (ops.minimum, np.minimum),
+    ops.Lt: (ops.lt, np.less),
+    ops.Le: (ops.le, np.less_equal),
+    ops.Gt: (ops.gt, np.greater),
+    ops.Ge: (ops.ge, np.greater_equal),
+    ops.Eq: (ops.eq, np.equal),
+    ops.Neq: (ops.neq, np.not_equal),
+}
+VARIADIC = {ops.Add: (ops.add, np.add), ops.Mul: (ops.mul, np.multiply)}
+
+
+def _unary_case(cls):
+    op, reference = UNARY[cls]
+
+    def draw(data):
+        values = elementwise_inputs(data, 1)
+        return node_on(op, values), values, reference, True
+
+    return draw
+
+
+def _binary_case(cls):
+    op, reference = BINARY[cls]
+
+    def draw(data):
+        values = elementwise_inputs(data, 2)
+        return node_on(op, values), values, reference, True
+
+    return draw
+
+
+def _variadic_case(cls):
+    op, ufunc = VARIADIC[cls]
+
+    def draw(data):
+        values = elementwise_inputs(data, data.draw(st.integers(1, 4)))
+        return node_on(op, values), values, lambda *xs: reduce(ufunc, xs), True
+
+    return draw
+
+
+for _cls in UNARY:
+    case(_cls)(_unary_case(_cls))
+for _cls in BINARY:
+    case(_cls)(_binary_case(_cls))
+for _cls in VARIADIC:
+    case(_cls)(_variadic_case(_cls))
+
+
+def _naive_sigmoid(x):
+    x = x.astype(np.exp(np.zeros((), x.dtype)).dtype)
+    return 1 / (1 + np.exp(-x))
+
+
+def _naive_softplus(x):
+    x = x.astype(np.exp(np.zeros((), x.dtype)).dtype)
+    return np.log1p(np.exp(x))
+
+
+@case(ops.Sigmoid)
+def _sigmoid(data):
+    values = elementwise_inputs(data, 1, bound=10)
+    return node_on(ops.sigmoid, values), values, _naive_sigmoid, False
+
+
+@case(ops.Softplus)
+def _softplus(data):
+    values = elementwise_inputs(data, 1, bound=10)
+    return node_on(ops.softplus, values), values, _naive_softplus, False
+
+
+@case(ops.Switch)
+def _switch(data):
+    cond, a, b = data.draw(
+        hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=3, max_side=3)
+    ).input_shapes
+    values = [data.draw(arrays("bool", cond))]
+    values += [data.draw(arrays(data.draw(st.sampled_from(DTYPES)), s)) for s in (a, b)]
+    return node_on(ops.switch, values), values, np.where, True
+
+
+@case(ops.Fill)
+def _fill(data):
+    values = elementwise_inputs(data, 2)
+
+    def reference(model, value):
+        return np.broadcast_to(value, np.broadcast_shapes(model.shape, value.shape))
+
+    return node_on(ops.fill, values), values, reference, True
+
+
+@case(ops.Cast)
+def _cast(data):
+    values = elementwise_inputs(data, 1)
+    target = data.draw(st.sampled_from(NUMERIC))
+    return node_on(ops.Cast(target), values), values, lambda x: x.astype(target), True
+
+
+@case(ops.Composite)
+def _composite(data):
+    i0, i1 = scalar("i0"), scalar("i1")
+    outputs = data.draw(
+        st.sampled_from(
+            [
+                (ops.exp(i0) * i1 + 1.0, lambda a, b: np.exp(a) * b + 1.0),
+                (ops.maximum(i0, ops.neg(i1)), lambda a, b: np.maximum(a, -b)),
+                (
+                    ops.sqr(i0),
+                    lambda a, b: np.broadcast_to(np.square(a), np.broadcast_shapes(a.shape, b.shape)),
+                ),
+                (i1, lambda a, b: np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))),
+            ]
+        )
+    )
+    values = elementwise_inputs(data, 2, dtypes=("float64",))
+    node = ops.Composite([i0, i1], [outputs[0]]).make_node(*(variable_for(v) for v in values))
+    return node, values, outputs[1], True
+
+
+@case(ops.Dot)
+def _dot(data):
+    n, m, k = (data.draw(st.integers(0, 4)) for _ in range(3))
+    x_shape = data.draw(st.sampled_from([(k,), (n, k)]))
+    y_shape = data.draw(st.sampled_from([(k,), (k, m)]))
+    dtypes = st.sampled_from(DTYPES)
+    values = [
+        data.draw(arrays(data.draw(dtypes), x_shape, 100)),
+        data.draw(arrays(data.draw(dtypes), y_shape, 100)),
+    ]
+    return node_on(ops.dot, values), values, np.dot, True
+
+
+def _blas_inputs(data, shapes):
+    dtype = data.draw(st.sampled_from(FLOATS))
+    return [data.draw(arrays(dtype, shape, 100)) for shape in shapes]
+
+
+def _sizes(data, count):
+    return [data.draw(st.integers(0, 4)) for _ in range(count)]
+
+
+@case(ops.Dot22)
+def _dot22(data):
+    n, k, m = _sizes(data, 3)
+    values = _blas_inputs(data, [(n, k), (k, m)])
+    return node_on(ops.dot22, values), values, lambda x, y: x @ y, True
+
+
+@case(ops.Gemm)
+def _gemm(data):
+    n, k, m = _sizes(data, 3)
+    values = _blas_inputs(data, [(n, m), (), (n, k), (k, m), ()])
+    return node_on(ops.gemm, values), values, lambda z, a, x, y, b: b * z + a * (x @ y), True
+
+
+@case(ops.Gemv)
+def _gemv(data):
+    n, k = _sizes(data, 2)
+    values = _blas_inputs(data, [(n,), (), (n, k), (k,), ()])
+    return node_on(ops.gemv, values), values, lambda y, a, mat, x, b: b * y + a * (mat @ x), True
+
+
+@case(ops.Ger)
+def _ger(data):
+    n, m = _sizes(data, 2)
+    values = _blas_inputs(data, [(n, m), (), (n,), (m,)])
+    return node_on(ops.ger, values), values, lambda mat, a, x, y: mat + a * np.outer(x, y), True
+
+
+def _axes(data, ndim):
+    if data.draw(st.booleans()):
+        return None
+    chosen = data.draw(st.lists(st.integers(0, ndim - 1), unique=True, max_size=ndim)) if ndim else []
+    return tuple(a - ndim if data.draw(st.booleans()) else a for a in chosen)
+
+
+def _reduction_case(cls, reference):
+    def draw(data):
+        x = data.draw(arrays(data.draw(st.sampled_from((*DTYPES, "bool"))), data.draw(small_shapes)))
+        axis = _axes(data, x.ndim)
+        return node_on(cls(axis), [x]), [x], lambda v: reference(v, axis=axis), True
+
+    return draw
+
+
+case(ops.Sum)(_reduction_case(ops.Sum, np.sum))
+case(ops.Mean)(_reduction_case(ops.Mean, np.mean))
+case(ops.Max)(_reduction_case(ops.Max, np.max))
+
+
+def _naive_softmax(x, axis):
+    e = np.exp(x.astype(np.exp(np.zeros((), x.dtype)).dtype))
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def _softmax_case(cls, reference):
+    def draw(data):
+        shape = data.draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4))
+        # Bounded so that exp in the unshifted reference does not overflow (int8 gives float16).
+        x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), shape, bound=8))
+        axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+        return node_on(cls(axis), [x]), [x], lambda v: reference(v, axis), False
+
+    return draw
+
+
+case(ops.Softmax)(_softmax_case(ops.Softmax, _naive_softmax))
+case(ops.LogSoftmax)(_softmax_case(ops.LogSoftmax, lambda x, axis: np.log(_naive_softmax(x, axis))))
+
+
+@case(ops.DimShuffle)
+def _dimshuffle(data):
+    shape = data.draw(small_shapes)
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), shape))
+    droppable = [a for a, n in enumerate(shape) if n == 1]
+    dropped = set(data.draw(st.lists(st.sampled_from(droppable), unique=True))) if droppable else set()
+    kept = data.draw(st.permutations([a for a in range(x.ndim) if a not in dropped]))
+    order = list(kept)
+    for _ in range(data.draw(st.integers(0, 2))):
+        order.insert(data.draw(st.integers(0, len(order))), "x")
+    static = tuple(1 if a in dropped else None for a in range(x.ndim))
+    node = ops.DimShuffle(x.ndim, order).make_node(variable_for(x, static))
+
+    def reference(v):
+        # Independent of the implementation: read every output element from its input index.
+        out_shape = tuple(1 if o == "x" else v.shape[o] for o in order)
+        out = np.empty(out_shape, v.dtype)
+        for index in np.ndindex(*out_shape):
+            source = [0] * v.ndim
+            for o, i in zip(order, index):
+                if o != "x":
+                    source[o] = i
+            out[index] = v[tuple(source)]
+        return out
+
+    return node, [x], reference, True
+
+
+@case(ops.Reshape)
+def _reshape(data):
+    shape = data.draw(small_shapes)
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), shape))
+    target = list(data.draw(st.permutations(shape)))
+    if target and x.size and data.draw(st.booleans()):
+        target[data.draw(st.integers(0, len(target) - 1))] = -1
+    return node_on(ops.Reshape(target), [x]), [x], lambda v: np.reshape(v, target), True
+
+
+@case(ops.Alloc)
+def _alloc(data):
+    target = data.draw(small_shapes)
+    suffix = target[len(target) - data.draw(st.integers(0, len(target))) :]
+    value_shape = tuple(1 if data.draw(st.booleans()) else n for n in suffix)
+    value = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), value_shape))
+    return node_on(ops.Alloc(target), [value]), [value], lambda v: np.broadcast_to(v, target), True
+
+
+# -- the property ------------------------------------------------------------------------------------
+
+
+def concrete_op_classes() -> set[type[Op]]:
+    bases = {Op, ops.Elemwise, ops.Reduce}
+    return {
+        cls
+        for cls in vars(ops).values()
+        if inspect.isclass(cls)
+        and issubclass(cls, Op)
+        and cls not in bases
+        and cls.__module__ == ops.__name__
+    }
+
+
+def test_every_op_class_has_an_implementation_and_a_case():
+    base = numpy_impl.dispatch(Op)
+    missing = {cls.__name__ for cls in concrete_op_classes() if numpy_impl.dispatch(cls) is base}
+    assert not missing
+    assert concrete_op_classes() == set(CASES)
+
+
+@pytest.mark.parametrize("op_class", sorted(CASES, key=lambda c: c.__name__), ids=lambda c: c.__name__)
+@given(data=st.data())
+def test_op_equals_its_numpy_function(op_class, data):
+    node, values, reference, exact = CASES[op_class](data)
+    dtype = node.outputs[0].type.numpy_dtype
+    # numpy's own warnings (invalid values, empty means) are not what is tested here.
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        try:
+            expected = np.asarray(reference(*values))
+        except (ValueError, ZeroDivisionError) as exc:
+            with pytest.raises(EvaluationError, match=type(exc).__name__):
+                evaluate(node, values)
+            return
+        (result,) = evaluate(node, values)
+    assert type(result) is np.ndarray
+    assert result.dtype == dtype
+    assert result.shape == expected.shape
+    if exact:
+        np.testing.assert_array_equal(result, expected.astype(dtype))
+    else:
+        tolerance = 1e-5 if dtype == np.float64 else 2e-2
+        np.testing.assert_allclose(result, expected.astype(dtype), rtol=tolerance, atol=tolerance)
+
+
+@given(data=st.data())
+def test_new_array_ops_do_not_share_memory_with_inputs(data):
+    op_class = data.draw(st.sampled_from([ops.Fill, ops.Alloc, ops.Cast, ops.Add, ops.Composite, ops.Sum]))
+    node, values, _, _ = CASES[op_class](data)
+    with np.errstate(all="ignore"):
+        (result,) = evaluate(node, values)
+    assert result.flags.writeable
+    assert not any(np.shares_memory(result, v) for v in values)
+
+
+def test_multi_output_composite_gives_one_fresh_array_per_output():
+    i0, i1 = scalar("i0"), scalar("i1")
+    total = i0 + i1
+    composite = ops.Composite([i0, i1], [total, total, i0])
+    x, y = np.array([1.0, 2.0]), np.array([[10.0], [20.0]])
+    node = composite.make_node(variable_for(x), variable_for(y))
+    first, second, third = evaluate(node, [x, y])
+    np.testing.assert_array_equal(first, x + y)
+    np.testing.assert_array_equal(second, x + y)
+    np.testing.assert_array_equal(third, np.broadcast_to(x, (2, 2)))
+    assert not np.shares_memory(first, second)
+    assert not np.shares_memory(third, x)
+
+
+@given(x=hnp.arrays("float64", small_shapes, elements=st.floats(allow_nan=False)))
+def test_sigmoid_and_softplus_never_overflow(x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with np.errstate(over="raise", invalid="raise", divide="raise"):
+            sig = evaluate(ops.sigmoid(variable_for(x)).owner, [x])[0]
+            soft = evaluate(ops.softplus(variable_for(x)).owner, [x])[0]
+    assert np.all((sig >= 0) & (sig <= 1))
+    assert np.all(soft >= np.maximum(x, 0))
+    big = np.abs(x) > 50
+    np.testing.assert_array_equal(sig[big], (x[big] > 0).astype(float))
+    np.testing.assert_array_equal(soft[big & (x > 0)], x[big & (x > 0)])
+
+
+def test_softmax_of_huge_values_is_finite_and_normalised():
+    x = np.array([[1000.0, 1001.0, 999.0], [-1e300, 0.0, 1e300]])
+    with np.errstate(over="raise", invalid="raise", divide="raise"):
+        probabilities = evaluate(ops.softmax(variable_for(x)).owner, [x])[0]
+        log_probabilities = evaluate(ops.log_softmax(variable_for(x)).owner, [x])[0]
+    np.testing.assert_allclose(probabilities.sum(axis=-1), 1.0)
+    np.testing.assert_allclose(np.exp(log_probabilities), probabilities)
+
+
+def test_zero_d_results_are_arrays_of_the_node_dtype():
+    x = np.array([1, 2, 3], dtype="int8")
+    node = ops.sum(variable_for(x)).owner
+    (result,) = evaluate(node, [x])
+    assert type(result) is np.ndarray and result.shape == () and result.dtype == node.outputs[0].dtype
+    a = np.array(2.0, dtype="float32")
+    (result,) = evaluate(ops.exp(variable_for(a)).owner, [a])
+    assert type(result) is np.ndarray and result.dtype == np.float32
+
+
+def test_numpy_errors_name_the_node():
+    x, y = np.ones(3), np.ones(4)
+    node = ops.add(variable_for(x), variable_for(y)).owner
+    with pytest.raises(EvaluationError, match=r"add\(.*float64\[3\], float64\[4\].*ValueError") as info:
+        evaluate(node, [x, y])
+    assert info.value.node is node
+    assert isinstance(info.value.__cause__, ValueError)
+
+
+def test_an_op_without_implementation_is_reported_by_name():
+    class Mystery(Op):
+        def make_node(self, x):
+            return Apply(self, [x], [x.type()])
+
+    node = Mystery().make_node(scalar("x"))
+    with pytest.raises(NotImplementedError, match="Mystery"):
+        evaluate(node, [np.array(1.0)])
