@@ -7,7 +7,8 @@ op -> nodes index current, and `ChangeTracker` remembers what changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from relwrite.graph.basic import Apply, Op, Variable
@@ -65,11 +66,16 @@ class History(Feature):
     """Record input changes; `fgraph.checkpoint()` marks a point, `fgraph.revert(mark)` returns to it.
 
     Checkpoints nest: reverting to an outer mark undoes everything after it.
+    Once a checkpoint has been handed out the history is kept for good; while
+    none has, changes made inside a `transaction` are forgotten when it
+    commits, so long rewriting runs do not keep every pruned node alive.
     """
 
     def __init__(self) -> None:
         self.changes: list[tuple[Any, int, Variable]] = []
         self._reverting = False
+        self._checkpoints_given = False
+        self._open_transactions = 0
 
     def on_attach(self, fgraph: FunctionGraph) -> None:
         _install(fgraph, self, checkpoint=self.checkpoint, revert=lambda mark: self.revert(fgraph, mark))
@@ -85,7 +91,23 @@ class History(Feature):
             self.changes.append((node, i, var))
 
     def checkpoint(self) -> int:
+        self._checkpoints_given = True
         return len(self.changes)
+
+    @contextmanager
+    def transaction(self, fgraph: FunctionGraph) -> Iterator[None]:
+        """Run the block's changes as one unit: all undone if it raises, kept if it returns."""
+        mark = len(self.changes)
+        self._open_transactions += 1
+        try:
+            yield
+        except BaseException:
+            self.revert(fgraph, mark)
+            raise
+        finally:
+            self._open_transactions -= 1
+        if not self._open_transactions and not self._checkpoints_given:
+            self.changes.clear()
 
     def revert(self, fgraph: FunctionGraph, mark: int) -> None:
         """Undo, newest first, every input change recorded after `mark`."""
@@ -113,6 +135,7 @@ class ReplaceValidate(Feature):
     def on_attach(self, fgraph: FunctionGraph) -> None:
         if not hasattr(fgraph, "checkpoint"):
             fgraph.attach_feature(History())
+        self.history = next(f for f in fgraph.features if isinstance(f, History))
         _install(
             fgraph,
             self,
@@ -128,6 +151,9 @@ class ReplaceValidate(Feature):
     def on_detach(self, fgraph: FunctionGraph) -> None:
         _uninstall(fgraph, "replace_validate", "replace_all_validate", "validate")
 
+    def clone(self) -> ReplaceValidate:
+        return ReplaceValidate()
+
     @staticmethod
     def validate(fgraph: FunctionGraph) -> None:
         """Run every feature's `on_validate(fgraph)`; they raise InconsistencyError to reject."""
@@ -140,13 +166,9 @@ class ReplaceValidate(Feature):
         reason: str | None = None,
         verbose: bool = False,
     ) -> None:
-        mark = fgraph.checkpoint()
-        try:
+        with self.history.transaction(fgraph):
             fgraph.replace_all(pairs, reason=reason, verbose=verbose)
             self.validate(fgraph)
-        except Exception:
-            fgraph.revert(mark)
-            raise
 
 
 class NodeFinder(Feature):

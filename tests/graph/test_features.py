@@ -141,3 +141,21 @@ def test_cloned_graph_gets_fresh_stateful_features():
     new.revert(mark)
     new.check_integrity()
     assert fg.checkpoint() == 0
+
+
+def test_history_is_forgotten_after_transactions_when_no_checkpoint_was_taken():
+    x = float64("x")
+    out = x
+    for _ in range(50):
+        out = neg(neg(out))
+    fg = FunctionGraph([x], [out], clone=False, features=[ReplaceValidate()])
+    history = next(f for f in fg.features if isinstance(f, History))
+    for node in fg.toposort()[::2]:
+        if node in fg.apply_nodes:
+            fg.replace_validate(node.outputs[0], exp(node.inputs[0]))
+    assert history.changes == []
+    mark = fg.checkpoint()
+    fg.replace_validate(fg.outputs[0], x)
+    assert len(history.changes) == 1
+    fg.revert(mark)
+    fg.check_integrity()

@@ -1,0 +1,215 @@
+"""The equilibrium engine against a naive rewrite loop, side by side, on growing graphs.
+
+Both apply the same ten kanren relations (`eq`/`etuple` patterns) to the
+same graph: a long chain of elementwise ops, with a redex planted every few
+dozen nodes, so a few rules match somewhere and most match nowhere.
+
+- engine: `EquilibriumRewriter` (tracks dispatch, failure footprints,
+  incremental merge);
+- naive: repeat "try every rule on every node in toposort order" until a
+  whole pass changes nothing.
+
+The table gives the time of each at every size (the engine's best of
+`--repeat` runs, the naive loop's only run), the growth ratios
+t(10k)/t(1k) and t(100k)/t(10k) (linear growth is about 10; the goal is
+t(10k)/t(1k) <= 12) and whether both reached the same graph (compared by
+fingerprint, once the naive result is merged: the engine merges as it goes).
+The naive loop is skipped at a size where its projected time exceeds
+`--naive-budget`, and stopped if it runs past it.
+
+    python benchmarks/engine.py                 # 1k, 10k, 100k nodes
+    python benchmarks/engine.py --sizes 1000 5000 --naive-budget 30
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+import warnings
+from collections.abc import Callable
+
+from etuples import etuple
+from kanren import eq, lall, var
+
+from relwrite.engine import EquilibriumRewriter, KanrenRelationSub, MergeRewriter, NodeRewriter
+from relwrite.engine.graph_rewriters import commit
+from relwrite.engine.node_rewriters import replacement_pairs
+from relwrite.graph import ops
+from relwrite.graph.basic import Variable, constant, vector
+from relwrite.graph.features import ReplaceValidate
+from relwrite.graph.fg import FunctionGraph
+
+ONE = constant(1.0)
+ZERO = constant(0.0)
+
+
+def _rule(name: str, lhs_of: Callable, rhs_of: Callable, arity: int = 1) -> Callable:
+    """A relation `lhs == lhs_of(*vs)`, `rhs == rhs_of(*vs)` with fresh logic variables per call."""
+
+    def relation(lhs, rhs):
+        vs = [var() for _ in range(arity)]
+        return lall(eq(lhs, lhs_of(*vs)), eq(rhs, rhs_of(*vs)))
+
+    relation.__name__ = name
+    return relation
+
+
+RELATIONS = [
+    _rule("exp_log", lambda x: etuple(ops.exp, etuple(ops.log, x)), lambda x: x),
+    _rule("log_exp", lambda x: etuple(ops.log, etuple(ops.exp, x)), lambda x: x),
+    _rule("neg_neg", lambda x: etuple(ops.neg, etuple(ops.neg, x)), lambda x: x),
+    _rule("mul_one", lambda x: etuple(ops.mul, x, ONE), lambda x: x),
+    _rule("add_zero", lambda x: etuple(ops.add, x, ZERO), lambda x: x),
+    _rule("abs_abs", lambda x: etuple(ops.abs, etuple(ops.abs, x)), lambda x: etuple(ops.abs, x)),
+    _rule("abs_neg", lambda x: etuple(ops.abs, etuple(ops.neg, x)), lambda x: etuple(ops.abs, x)),
+    _rule("cos_neg", lambda x: etuple(ops.cos, etuple(ops.neg, x)), lambda x: etuple(ops.cos, x)),
+    _rule("sqrt_sqr", lambda x: etuple(ops.sqrt, etuple(ops.sqr, x)), lambda x: etuple(ops.abs, x)),
+    _rule(
+        "div_mul",
+        lambda x, y: etuple(ops.true_div, etuple(ops.mul, x, y), y),
+        lambda x, y: x,
+        arity=2,
+    ),
+]
+
+# Ops of the chain: no two of them in a row form a redex; redexes are planted between them.
+FILLER = [ops.sin, ops.tanh, ops.sqr, ops.cos, ops.exp]
+# (builder, number of nodes it adds)
+REDEXES = [
+    (lambda v: ops.exp(ops.log(v)), 2),
+    (lambda v: ops.neg(ops.neg(v)), 2),
+    (lambda v: ops.mul(v, ONE), 1),
+    (lambda v: ops.true_div(ops.mul(v, ops.sin(v)), ops.sin(v)), 4),
+]
+
+
+def make_graph(n_nodes: int, seed: int = 0) -> FunctionGraph:
+    """A chain of `n_nodes` elementwise nodes, a redex every 40 nodes, every 7th node adding a recent one."""
+    rng = random.Random(seed)
+    x, y = vector("x"), vector("y")
+    v: Variable = x
+    recent = [x, y]
+    count = 0
+    while count < n_nodes:
+        if count % 40 == 39:
+            build, size = rng.choice(REDEXES)
+            v = build(v)
+            count += size
+        else:
+            v = ops.add(v, rng.choice(recent)) if count % 7 == 6 else rng.choice(FILLER)(v)
+            count += 1
+        recent = [*recent[-8:], v]
+    return FunctionGraph([x, y], [v], clone=False)
+
+
+def rules() -> list[KanrenRelationSub]:
+    return [KanrenRelationSub(rel) for rel in RELATIONS]
+
+
+def run_engine(fgraph: FunctionGraph) -> float:
+    rewriter = EquilibriumRewriter(rules(), max_use_ratio=10)
+    t0 = time.perf_counter()
+    rewriter.rewrite(fgraph)
+    return time.perf_counter() - t0
+
+
+def run_naive(fgraph: FunctionGraph, deadline: float) -> float | None:
+    """Full passes of every rule on every node until a pass changes nothing; None past `deadline`."""
+    fgraph.attach_feature(ReplaceValidate())
+    naive_rules: list[NodeRewriter] = rules()
+    t0 = time.perf_counter()
+    changed = True
+    while changed:
+        changed = False
+        for node in fgraph.toposort():
+            if time.perf_counter() > deadline:
+                return None
+            if node not in fgraph.apply_nodes:
+                continue
+            for rule in naive_rules:
+                pairs = replacement_pairs(rule, node, rule.transform(fgraph, node))
+                if pairs and commit(fgraph, pairs, str(rule)):
+                    changed = True
+                    break
+    return time.perf_counter() - t0
+
+
+def _fmt(seconds: float | None, skipped: str | None = None) -> str:
+    if skipped:
+        return skipped
+    return "-" if seconds is None else f"{seconds:9.3f} s"
+
+
+def _ratio(a: float | None, b: float | None) -> str:
+    return f"{a / b:6.1f}" if a is not None and b else "     -"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[1_000, 10_000, 100_000], help="graph sizes")
+    parser.add_argument(
+        "--naive-budget",
+        type=float,
+        default=120.0,
+        help="skip the naive loop where its projected time exceeds this many seconds (default 120)",
+    )
+    parser.add_argument("--repeat", type=int, default=3, help="engine runs per size; the best counts")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    sys.setrecursionlimit(1000)  # the default: a RecursionError here means recursion over graph depth
+
+    print(f"{len(RELATIONS)} KanrenRelationSub rules: {', '.join(r.__name__ for r in RELATIONS)}")
+    header = f"{'nodes':>8} | {'engine':>11} | {'naive':>16} | {'naive/engine':>12} | same graph"
+    print(header)
+    print("-" * len(header))
+    run_engine(make_graph(500, args.seed))  # first calls fill dispatch caches: keep them out of the timings
+    run_naive(make_graph(500, args.seed), time.perf_counter() + args.naive_budget)
+    engine_times: list[float] = []
+    naive_times: list[float | None] = []
+    for k, size in enumerate(args.sizes):
+        t_engine = float("inf")
+        for _ in range(args.repeat):
+            fg_engine = make_graph(size, args.seed)
+            start_nodes = len(fg_engine.apply_nodes)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # a stop at max_use_ratio would make the timing meaningless
+                t_engine = min(t_engine, run_engine(fg_engine))
+        engine_times.append(t_engine)
+        fg_naive = make_graph(size, args.seed)
+        skipped = None
+        t_naive: float | None = None
+        if k and (naive_times[-1] is None or naive_times[-1] * size / args.sizes[k - 1] > args.naive_budget):
+            skipped = f"skipped: > {args.naive_budget:.0f} s"
+        else:
+            t_naive = run_naive(fg_naive, time.perf_counter() + args.naive_budget)
+            if t_naive is None:
+                skipped = f"stopped: > {args.naive_budget:.0f} s"
+        naive_times.append(t_naive)
+        same = "-"
+        if t_naive is not None:
+            MergeRewriter().rewrite(fg_naive)  # the engine merges as it goes; the naive loop does not
+            same = "yes" if fg_engine.fingerprint() == fg_naive.fingerprint() else "NO"
+        print(
+            f"{start_nodes:>8} | {_fmt(t_engine):>11} | {_fmt(t_naive, skipped):>16} | "
+            f"{_ratio(t_naive, t_engine):>12} | {same}  ({len(fg_engine.apply_nodes)} nodes after)",
+            flush=True,
+        )
+    print()
+    print("growth (time ratio between consecutive sizes; linear is the size ratio):")
+    for k in range(1, len(args.sizes)):
+        label = f"t({args.sizes[k]})/t({args.sizes[k - 1]})"
+        print(
+            f"  {label:<24} size x{args.sizes[k] / args.sizes[k - 1]:.0f}: "
+            f"engine {_ratio(engine_times[k], engine_times[k - 1])}, "
+            f"naive {_ratio(naive_times[k], naive_times[k - 1])}"
+        )
+    if 1_000 in args.sizes and 10_000 in args.sizes:
+        ratio = engine_times[args.sizes.index(10_000)] / engine_times[args.sizes.index(1_000)]
+        print(f"goal t(10k)/t(1k) <= 12 for the engine: {ratio:.1f}, {'met' if ratio <= 12 else 'NOT met'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+"""Rewriters, the equilibrium engine, the rewrite database and profiles.
+
+Node rewriters propose replacements for one node; graph rewriters edit a
+whole FunctionGraph; `optdb` holds the default pipeline and `rewrite_graph`
+runs it.  The seed's older names are in `relwrite.engine.compat`.
+"""
+
+from relwrite.engine.db import (
+    MODES,
+    EquilibriumDB,
+    Query,
+    RewriteDatabase,
+    SequenceDB,
+    mode_query,
+    optdb,
+    rewrite_graph,
+)
+from relwrite.engine.equilibrium import EquilibriumRewriter
+from relwrite.engine.folding import ConstantFolding, constant_folding
+from relwrite.engine.graph_rewriters import (
+    GraphRewriter,
+    MergeRewriter,
+    RewriteWarning,
+    SequentialRewriter,
+    WalkingGraphRewriter,
+    in2out,
+    out2in,
+)
+from relwrite.engine.node_rewriters import (
+    FunctionNodeRewriter,
+    KanrenRelationSub,
+    NodeRewriter,
+    OpRemove,
+    OpSub,
+    PatternSub,
+    RewriteError,
+    derive_tracks,
+    node_rewriter,
+)
+from relwrite.engine.profile import print_profile
+
+__all__ = [
+    "MODES",
+    "ConstantFolding",
+    "EquilibriumDB",
+    "EquilibriumRewriter",
+    "FunctionNodeRewriter",
+    "GraphRewriter",
+    "KanrenRelationSub",
+    "MergeRewriter",
+    "NodeRewriter",
+    "OpRemove",
+    "OpSub",
+    "PatternSub",
+    "Query",
+    "RewriteDatabase",
+    "RewriteError",
+    "RewriteWarning",
+    "SequenceDB",
+    "SequentialRewriter",
+    "WalkingGraphRewriter",
+    "constant_folding",
+    "derive_tracks",
+    "in2out",
+    "mode_query",
+    "node_rewriter",
+    "optdb",
+    "out2in",
+    "print_profile",
+    "rewrite_graph",
+]

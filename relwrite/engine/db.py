@@ -1,0 +1,245 @@
+"""The rewrite database: rewriters registered by name, tags and position, selected by queries.
+
+A `Query` picks entries by tag: an entry is taken when one of its tags (its
+name counts as a tag) is in `include`, all of `require` are among them and
+none of `exclude` is.  A `SequenceDB` answers with a SequentialRewriter of
+the chosen entries in position order; an `EquilibriumDB` with an
+EquilibriumRewriter over them.  Databases nest: a chosen sub-database is
+queried in turn (with `subquery[name]` when given).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from relwrite.engine.equilibrium import EquilibriumRewriter
+from relwrite.engine.folding import constant_folding
+from relwrite.engine.graph_rewriters import GraphRewriter, MergeRewriter, SequentialRewriter
+from relwrite.engine.node_rewriters import NodeRewriter
+from relwrite.graph.basic import Variable
+from relwrite.graph.fg import FunctionGraph
+
+
+def _tags(tags: Iterable[str] | str | None) -> frozenset[str]:
+    if tags is None:
+        return frozenset()
+    if isinstance(tags, str):
+        return frozenset([tags])
+    tags = frozenset(tags)
+    for tag in tags:
+        if not isinstance(tag, str):
+            raise TypeError(f"tags must be strings, got {tag!r}")
+    return tags
+
+
+@dataclass(frozen=True)
+class Query:
+    """Which rewriters to take from a database (see the module docstring)."""
+
+    include: frozenset[str] = frozenset()
+    require: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+    subquery: Mapping[str, Query] = field(default_factory=dict)
+
+    def __init__(
+        self,
+        include: Iterable[str] | str | None = (),
+        require: Iterable[str] | str | None = None,
+        exclude: Iterable[str] | str | None = None,
+        subquery: Mapping[str, Query] | None = None,
+    ):
+        object.__setattr__(self, "include", _tags(include))
+        object.__setattr__(self, "require", _tags(require))
+        object.__setattr__(self, "exclude", _tags(exclude))
+        object.__setattr__(self, "subquery", dict(subquery or {}))
+
+    def __hash__(self) -> int:
+        return hash((self.include, self.require, self.exclude, tuple(sorted(self.subquery))))
+
+    def including(self, *tags: str) -> Query:
+        return replace(self, include=self.include | _tags(tags))
+
+    def excluding(self, *tags: str) -> Query:
+        return replace(self, exclude=self.exclude | _tags(tags))
+
+    def requiring(self, *tags: str) -> Query:
+        return replace(self, require=self.require | _tags(tags))
+
+    def selects(self, name: str, tags: frozenset[str]) -> bool:
+        labels = tags | {name}
+        return bool(self.include & labels) and self.require <= labels and not self.exclude & labels
+
+
+@dataclass
+class _Entry:
+    name: str
+    item: Any
+    tags: frozenset[str]
+    position: float
+    order: int
+
+
+class RewriteDatabase:
+    """Named, tagged rewriters and sub-databases; rules registered here also carry the database's name."""
+
+    def __init__(self, name: str | None = None):
+        self.name = name
+        self._entries: dict[str, _Entry] = {}
+
+    def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
+        """Add `item` under `name`; a name can be registered once."""
+        if not isinstance(name, str) or not name:
+            raise TypeError(f"register: the name must be a non-empty string, got {name!r}")
+        if name in self._entries:
+            raise ValueError(f"register: {name!r} is already registered in {self}")
+        self._check(name, item)
+        if position == "last":
+            position = max((e.position for e in self._entries.values()), default=0.0) + 1
+        if not isinstance(position, (int, float)):
+            raise TypeError(f"register: position must be a number or 'last', got {position!r}")
+        labels = _tags(tags) | ({self.name} if self.name else set())
+        self._entries[name] = _Entry(name, item, labels, float(position), len(self._entries))
+
+    def _check(self, name: str, item: Any) -> None:
+        if not isinstance(item, (GraphRewriter, RewriteDatabase)):
+            raise TypeError(f"register: {name!r} must be a graph rewriter or a database, got {item!r}")
+
+    def remove(self, name: str) -> None:
+        if name not in self._entries:
+            raise KeyError(f"{name!r} is not registered in {self}")
+        del self._entries[name]
+
+    def __getitem__(self, name: str) -> Any:
+        try:
+            return self._entries[name].item
+        except KeyError:
+            raise KeyError(f"{name!r} is not registered in {self}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+    def names(self) -> list[str]:
+        return list(self._entries)
+
+    def tags_of(self, name: str) -> frozenset[str]:
+        return self._entries[name].tags
+
+    def _selected(self, query: Query) -> list[tuple[_Entry, Any]]:
+        chosen = []
+        for entry in sorted(self._entries.values(), key=lambda e: (e.position, e.order)):
+            if not query.selects(entry.name, entry.tags):
+                continue
+            item = entry.item
+            if isinstance(item, RewriteDatabase):
+                item = item.query(query.subquery.get(entry.name, query))
+            chosen.append((entry, item))
+        return chosen
+
+    def query(self, query: Query | None = None, **kwargs: Any) -> Any:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}({self.name or ''})"
+
+
+class SequenceDB(RewriteDatabase):
+    """Graph rewriters (and databases) applied in position order."""
+
+    def query(self, query: Query | None = None, **kwargs: Any) -> SequentialRewriter:
+        query = query if query is not None else Query(**kwargs)
+        steps = []
+        for entry, item in self._selected(query):
+            item.name = item.name or entry.name
+            steps.append(item)
+        return SequentialRewriter(*steps, name=self.name)
+
+
+class EquilibriumDB(RewriteDatabase):
+    """Node and graph rewriters applied together until none applies."""
+
+    def __init__(self, name: str | None = None, max_use_ratio: float = 10.0):
+        super().__init__(name)
+        self.max_use_ratio = max_use_ratio
+
+    def _check(self, name: str, item: Any) -> None:
+        if not isinstance(item, (NodeRewriter, GraphRewriter)):
+            raise TypeError(f"register: {name!r} must be a node or graph rewriter, got {item!r}")
+
+    def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
+        super().register(name, item, *tags, position=position)
+        if getattr(item, "name", None) is None:
+            item.name = name
+
+    def query(self, query: Query | None = None, **kwargs: Any) -> EquilibriumRewriter:
+        query = query if query is not None else Query(**kwargs)
+        rewriters = [item for _, item in self._selected(query)]
+        return EquilibriumRewriter(rewriters, max_use_ratio=self.max_use_ratio, name=self.name)
+
+
+def _default_optdb() -> SequenceDB:
+    db = SequenceDB("optdb")
+    db.register("merge1", MergeRewriter(), "fast_run", "fast_compile", "merge", position=0)
+    canonicalize = EquilibriumDB("canonicalize")
+    canonicalize.register("constant_folding", constant_folding, "fast_run", "fast_compile")
+    db.register("canonicalize", canonicalize, "fast_run", "fast_compile", position=1)
+    db.register("stabilize", EquilibriumDB("stabilize"), "fast_run", position=1.5)
+    specialize = EquilibriumDB("specialize")
+    specialize.register("constant_folding", constant_folding, "fast_run")
+    db.register("specialize", specialize, "fast_run", position=2)
+    db.register("merge2", MergeRewriter(), "fast_run", "merge", position=49)
+    db.register("merge3", MergeRewriter(), "fast_run", "merge", position=100)
+    return db
+
+
+optdb = _default_optdb()
+
+MODES: dict[str, Query] = {
+    "fast_compile": Query(include=["fast_compile"]),
+    "fast_run": Query(include=["fast_run"]),
+    "o1": Query(include=["fast_compile"]),
+    "o2": Query(include=["fast_compile", "stabilize"]),
+    "o3": Query(include=["fast_compile", "stabilize", "specialize"]),
+    "o4": Query(include=["fast_run"]),
+}
+
+
+def mode_query(mode: str | Query) -> Query:
+    """The query of a mode name (fast_compile, fast_run, o1..o4), or a Query itself."""
+    if isinstance(mode, Query):
+        return mode
+    try:
+        return MODES[mode]
+    except KeyError:
+        raise ValueError(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}") from None
+
+
+def rewrite_graph(
+    graph: Variable | Sequence[Variable] | FunctionGraph,
+    include: Iterable[str] = ("canonicalize",),
+    custom_rewrite: GraphRewriter | None = None,
+    clone: bool = False,
+    exclude: Iterable[str] | None = None,
+    require: Iterable[str] | None = None,
+    db: RewriteDatabase | None = None,
+) -> Any:
+    """Rewrite a graph with the `optdb` rewriters the tags select, then `custom_rewrite`.
+
+    Returns what was given: a FunctionGraph, one variable, or a list of them.
+    With `clone=False` a variable's graph is rewritten in place.
+    """
+    if isinstance(graph, FunctionGraph):
+        fgraph = graph.clone() if clone else graph
+    else:
+        outputs = [graph] if isinstance(graph, Variable) else list(graph)
+        fgraph = FunctionGraph(outputs=outputs, clone=clone)
+    rewriter = (db or optdb).query(Query(include=include, exclude=exclude, require=require))
+    rewriter.rewrite(fgraph)
+    if custom_rewrite is not None:
+        custom_rewrite.rewrite(fgraph)
+    if isinstance(graph, FunctionGraph):
+        return fgraph
+    if isinstance(graph, Variable):
+        return fgraph.outputs[0]
+    return list(fgraph.outputs)

@@ -1,0 +1,1 @@
+"""The rule catalogue: rewrite rules as bidirectional kanren relations with metadata."""

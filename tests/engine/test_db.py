@@ -1,0 +1,267 @@
+"""The rewrite database: queries, sequence and equilibrium databases, optdb, modes and rewrite_graph."""
+
+import pytest
+
+from relwrite import FunctionGraph, constant, exp, float64, log, mul, neg, pprint, sin
+from relwrite.engine import (
+    MODES,
+    EquilibriumDB,
+    EquilibriumRewriter,
+    GraphRewriter,
+    MergeRewriter,
+    PatternSub,
+    Query,
+    SequenceDB,
+    SequentialRewriter,
+    mode_query,
+    optdb,
+    rewrite_graph,
+)
+
+EXP_LOG = PatternSub((exp, (log, "a")), "a", name="exp_log")
+NEG_NEG = PatternSub((neg, (neg, "a")), "a", name="neg_neg")
+
+
+class Step(GraphRewriter):
+    def apply(self, fgraph):
+        return None
+
+
+# -- Query ---------------------------------------------------------------------------------------------
+
+
+def test_query_fields_accept_a_tag_a_list_or_none():
+    query = Query(include="a", require=["b", "c"], exclude=None)
+    assert query.include == frozenset({"a"})
+    assert query.require == frozenset({"b", "c"})
+    assert query.exclude == frozenset()
+    with pytest.raises(TypeError, match="tags must be strings, got 3"):
+        Query(include=["a", 3])
+
+
+def test_query_refinements_return_new_queries():
+    query = Query(include=["a"], require=["b"], exclude=["c"])
+    assert query.including("x", "y").include == {"a", "x", "y"}
+    assert query.excluding("z").exclude == {"c", "z"}
+    assert query.requiring("r").require == {"b", "r"}
+    assert query == Query(include=["a"], require=["b"], exclude=["c"])
+    assert hash(query) == hash(Query(include=["a"], require=["b"], exclude=["c"]))
+
+
+@pytest.mark.parametrize(
+    ("query", "selected"),
+    [
+        (Query(include=["fast"]), {"one", "two", "three"}),
+        (Query(include=["fast"], require=["stable"]), {"one", "three"}),
+        (Query(include=["fast"], require=["stable", "cheap"]), {"three"}),
+        (Query(include=["fast"], exclude=["cheap"]), {"one", "two"}),
+        (Query(include=["fast"], exclude=["two"]), {"one", "three"}),  # a name counts as a tag
+        (Query(include=["two", "slow"]), {"two", "four"}),
+        (Query(include=["missing"]), set()),
+        (Query(include=[], require=["stable"]), set()),  # include is the starting point
+    ],
+)
+def test_include_require_exclude(query, selected):
+    db = SequenceDB()
+    db.register("one", Step(), "fast", "stable")
+    db.register("two", Step(), "fast")
+    db.register("three", Step(), "fast", "stable", "cheap")
+    db.register("four", Step(), "slow")
+    assert {step.name for step in db.query(query).rewriters} == selected
+
+
+# -- registration --------------------------------------------------------------------------------------
+
+
+def test_duplicate_registration_names_the_name():
+    db = SequenceDB("mydb")
+    db.register("merge", MergeRewriter())
+    with pytest.raises(ValueError, match=r"'merge' is already registered in SequenceDB\(mydb\)"):
+        db.register("merge", MergeRewriter())
+
+
+def test_registration_checks_its_arguments():
+    db = SequenceDB("mydb")
+    with pytest.raises(TypeError, match="non-empty string"):
+        db.register("", Step())
+    with pytest.raises(TypeError, match="position must be a number or 'last', got 'first'"):
+        db.register("step", Step(), position="first")
+    with pytest.raises(TypeError, match="'node' must be a graph rewriter or a database"):
+        db.register("node", EXP_LOG)
+    with pytest.raises(TypeError, match="'graph' must be a node or graph rewriter"):
+        EquilibriumDB().register("graph", SequenceDB())
+
+
+def test_lookup_and_removal():
+    db = SequenceDB("mydb")
+    step = Step()
+    db.register("step", step, "t")
+    assert "step" in db and db["step"] is step and db.names() == ["step"]
+    assert db.tags_of("step") == {"t", "mydb"}  # entries carry the database's name as a tag
+    db.remove("step")
+    assert "step" not in db
+    with pytest.raises(KeyError, match="'step' is not registered"):
+        db["step"]
+    with pytest.raises(KeyError, match="'step' is not registered"):
+        db.remove("step")
+
+
+# -- SequenceDB and EquilibriumDB --------------------------------------------------------------------
+
+
+def test_sequence_db_orders_by_position_then_registration():
+    db = SequenceDB()
+    for name, position in [("late", 10), ("first", -1), ("mid_a", 2.5), ("mid_b", 2.5), ("early", 0.5)]:
+        db.register(name, Step(), "t", position=position)
+    db.register("appended", Step(), "t")  # 'last': after every position so far
+    sequence = db.query(Query(include=["t"]))
+    assert isinstance(sequence, SequentialRewriter)
+    assert [s.name for s in sequence.rewriters] == ["first", "early", "mid_a", "mid_b", "late", "appended"]
+
+
+def test_equilibrium_db_builds_one_equilibrium_rewriter():
+    db = EquilibriumDB("simplify", max_use_ratio=3)
+    db.register("exp_log_rule", EXP_LOG, "safe")
+    db.register("neg_neg_rule", NEG_NEG, "safe", "fast")
+    db.register("merge", MergeRewriter(), "safe")
+    rewriter = db.query(Query(include=["safe"], exclude=["fast"]))
+    assert isinstance(rewriter, EquilibriumRewriter)
+    assert rewriter.name == "simplify" and rewriter.max_use_ratio == 3
+    assert rewriter.node_rewriters == [EXP_LOG] and len(rewriter.graph_rewriters) == 1
+    x = float64("x")
+    fgraph = FunctionGraph([x], [sin(exp(log(neg(neg(x)))))])
+    db.query(Query(include=["simplify"])).rewrite(fgraph)  # the database's name selects every entry
+    assert repr(fgraph) == "FunctionGraph(sin(x))"
+
+
+def test_equilibrium_db_names_unnamed_rewriters_after_their_entry():
+    unnamed = Step()
+    db = EquilibriumDB()
+    db.register("my_step", unnamed)
+    assert unnamed.name == "my_step"
+    db.register("exp_log_again", EXP_LOG)
+    assert EXP_LOG.name == "exp_log"  # a named rewriter keeps its name
+
+
+def test_nested_databases_get_the_query_or_their_subquery():
+    inner = EquilibriumDB("inner")
+    inner.register("exp_log", EXP_LOG, "fast")
+    inner.register("neg_neg", NEG_NEG, "fast", "experimental")
+    outer = SequenceDB("outer")
+    outer.register("inner", inner, "fast", position=1)
+    outer.register("merge", MergeRewriter(), "fast", position=0)
+
+    sequence = outer.query(Query(include=["fast"]))
+    assert [s.name for s in sequence.rewriters] == ["merge", "inner"]
+    assert sequence.rewriters[1].node_rewriters == [EXP_LOG, NEG_NEG]
+
+    sub = Query(include=["fast"], subquery={"inner": Query(include=["fast"], exclude=["experimental"])})
+    assert outer.query(sub).rewriters[1].node_rewriters == [EXP_LOG]
+
+
+# -- optdb and modes --------------------------------------------------------------------------------------
+
+
+def test_optdb_structure():
+    positions = {name: optdb._entries[name].position for name in optdb.names()}
+    assert positions["merge1"] == 0
+    assert positions["canonicalize"] == 1
+    assert positions["stabilize"] == 1.5
+    assert positions["specialize"] == 2
+    assert positions["merge2"] == 49
+    assert isinstance(optdb["merge1"], MergeRewriter) and isinstance(optdb["merge2"], MergeRewriter)
+    for name in ("canonicalize", "stabilize", "specialize"):
+        assert isinstance(optdb[name], EquilibriumDB)
+    assert "constant_folding" in optdb["canonicalize"]
+
+
+@pytest.mark.parametrize(
+    ("mode", "steps"),
+    [
+        ("fast_compile", ["merge1", "canonicalize"]),
+        ("o1", ["merge1", "canonicalize"]),
+        ("o2", ["merge1", "canonicalize", "stabilize"]),
+        ("o3", ["merge1", "canonicalize", "stabilize", "specialize"]),
+        ("fast_run", ["merge1", "canonicalize", "stabilize", "specialize", "merge2", "merge3"]),
+        ("o4", ["merge1", "canonicalize", "stabilize", "specialize", "merge2", "merge3"]),
+    ],
+)
+def test_modes_select_the_pipeline(mode, steps):
+    assert mode in MODES
+    assert [step.name for step in optdb.query(mode_query(mode)).rewriters] == steps
+
+
+def test_mode_query():
+    query = Query(include=["x"])
+    assert mode_query(query) is query
+    with pytest.raises(ValueError, match=r"unknown mode 'fastest'; known modes: fast_compile, fast_run"):
+        mode_query("fastest")
+
+
+# -- rewrite_graph ---------------------------------------------------------------------------------------
+
+
+def test_rewrite_graph_of_a_variable_in_place():
+    x = float64("x")
+    inner = exp(log(x))
+    out = sin(inner)
+    result = rewrite_graph(out, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG]))
+    assert result is out  # the output node itself was not replaced, only its input
+    assert out.owner.inputs[0] is x
+
+
+def test_rewrite_graph_of_a_variable_with_clone_leaves_the_callers_graph():
+    x = float64("x")
+    out = sin(exp(log(x)))
+    result = rewrite_graph(out, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG]), clone=True)
+    assert pprint(result) == "sin(x)" and result is not out
+    assert pprint(out) == "sin(exp(log(x)))"
+
+
+def test_rewrite_graph_returns_the_new_output_when_the_output_is_replaced():
+    x = float64("x")
+    out = exp(log(x))
+    assert rewrite_graph(out, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG])) is x
+
+
+def test_rewrite_graph_of_a_list():
+    x = float64("x")
+    outs = [exp(log(x)), sin(neg(neg(x)))]
+    result = rewrite_graph(outs, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG, NEG_NEG]))
+    assert isinstance(result, list) and result[0] is x and pprint(result[1]) == "sin(x)"
+    assert outs[1].owner.inputs[0] is x  # rewritten in place
+
+    outs = [exp(log(x)), sin(neg(neg(x)))]
+    copies = rewrite_graph(
+        outs, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG, NEG_NEG]), clone=True
+    )
+    assert [pprint(c) for c in copies] == ["x", "sin(x)"] and copies[0] is not x  # x cloned with the graph
+    assert [pprint(o) for o in outs] == ["exp(log(x))", "sin(-(-x))"]
+
+
+def test_rewrite_graph_of_a_function_graph():
+    x = float64("x")
+    fgraph = FunctionGraph([x], [sin(exp(log(x)))])
+    copy = rewrite_graph(fgraph, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG]), clone=True)
+    assert copy is not fgraph
+    assert repr(copy) == "FunctionGraph(sin(x))" and repr(fgraph) == "FunctionGraph(sin(exp(log(x))))"
+    same = rewrite_graph(fgraph, include=[], custom_rewrite=EquilibriumRewriter([EXP_LOG]))
+    assert same is fgraph and repr(fgraph) == "FunctionGraph(sin(x))"
+
+
+def test_rewrite_graph_runs_the_selected_optdb_steps():
+    x = float64("x")
+    graph = mul(exp(constant(0.0)), x)
+    assert pprint(rewrite_graph(graph, clone=True)) == "(1.0 * x)"  # canonicalize by default
+    assert pprint(rewrite_graph(graph, include=["fast_run"], clone=True)) == "(1.0 * x)"
+    unfolded = rewrite_graph(graph, include=["canonicalize"], exclude=["constant_folding"], clone=True)
+    assert pprint(unfolded) == "(exp(0.0) * x)"
+    assert pprint(rewrite_graph(graph, include=[], clone=True)) == "(exp(0.0) * x)"
+
+
+def test_rewrite_graph_with_a_custom_database():
+    db = SequenceDB("mine")
+    db.register("simplify", EquilibriumDB("simplify"), "mine")
+    db["simplify"].register("exp_log", EXP_LOG, "mine")
+    x = float64("x")
+    assert rewrite_graph(exp(log(x)), include=["mine"], db=db) is x
