@@ -5,6 +5,8 @@ one storage slot per variable, each step's input and output slots, the slots
 to clear after their last use, and which steps may write their result into
 the buffer of an input that dies there.  A call then only moves arrays between
 slots and calls the precomputed implementations: no graph walk, no dict lookup.
+Which implementation runs each node is `NumpyLinker.implementations`; the C
+linker overrides only that (and checks its kernels' inputs), sharing the rest.
 
 Buffer reuse is decided statically from alias groups: a view op's output
 (`Impl.view`: DimShuffle, Reshape, Identity) shares its input's group.  A step
@@ -17,6 +19,7 @@ output's; its runtime shape is checked unless the static shapes settle it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from operator import itemgetter
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -134,19 +137,6 @@ class _Lifetimes:
         return None, False
 
 
-def _implementations(nodes: Sequence[Apply]) -> list[Impl]:
-    """One implementation per node; nodes with the same op and types share one."""
-    shared: dict[tuple, Impl] = {}
-    impls = []
-    for node in nodes:
-        key = (node.op, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs))
-        impl = shared.get(key)
-        if impl is None:
-            impl = shared[key] = numpy_impl(node.op, node)
-        impls.append(impl)
-    return impls
-
-
 def _fits(buffer: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:
     """Whether broadcasting `arrays` gives exactly the buffer's shape."""
     shape = buffer.shape
@@ -161,9 +151,12 @@ class NumpyLinker:
 
     Arrays are taken as given (`function` converts and checks them).  A call
     returns the list of output arrays; outputs that would alias an input or a
-    constant are copies.  Each call works in its own copy of the storage
-    template (constants preloaded), so calls are reentrant and thread-safe and
-    the linker holds no array between calls.
+    constant are copies.  Each call works in its own storage list (inputs,
+    then the template with constants preloaded), so calls are reentrant and
+    thread-safe and the linker holds no array between calls.
+
+    Subclasses run other code for some nodes by overriding `implementations`;
+    slots, lifetimes, buffer reuse and the call loop stay this class's.
     """
 
     def __init__(self, fgraph: FunctionGraph):
@@ -175,7 +168,7 @@ class NumpyLinker:
         constants = {s: var.data for var, s in slot_of.items() if isinstance(var, Constant)}
         self.input_slots = tuple(slot_of[v] for v in fgraph.inputs)
         self.output_slots = tuple(slot_of[v] for v in fgraph.outputs)
-        impls = _implementations(nodes)
+        impls = self.implementations(nodes)
         step_slots = [
             (tuple(slot_of[v] for v in n.inputs), tuple(slot_of[v] for v in n.outputs)) for n in nodes
         ]
@@ -194,40 +187,60 @@ class NumpyLinker:
             reuse, check = lifetimes.reuse(k, node, impl, ins)
             self.steps.append(Step(node, impl.fn, ins, outs, frees.get(k, ()), reuse, check))
 
-        self._initial: list[Any] = [constants.get(s) for s in range(size)]
+        # A FunctionGraph's inputs are distinct and numbered first: a call's storage is [*arrays, *rest].
+        self._rest: list[Any] = [constants.get(s) for s in range(len(self.input_slots), size)]
         self._copied_outputs = tuple(
             i for i, s in enumerate(self.output_slots) if lifetimes.aliases_outside(s)
         )
+        self._outputs = _gatherer(self.output_slots)
         self._program = tuple(
             (
-                step.node,
                 step.fn,
-                step.input_slots,
+                step.input_slots[0] if len(step.input_slots) == 1 else -1,
+                _gatherer(step.input_slots),
                 step.output_slots[0] if len(step.output_slots) == 1 else -1,
                 step.output_slots,
                 step.free_slots,
                 -1 if step.reuse_slot is None else step.reuse_slot,
                 step.check_shape,
+                step.node,
+                step.input_slots,
             )
             for step in self.steps
         )
 
+    def implementations(self, nodes: Sequence[Apply]) -> list[Impl]:
+        """One implementation per node (in order): NumPy's; nodes with the same op and types share one."""
+        shared: dict[tuple, Impl] = {}
+        impls = []
+        for node in nodes:
+            key = (node.op, tuple(v.type for v in node.inputs), tuple(v.type for v in node.outputs))
+            impl = shared.get(key)
+            if impl is None:
+                impl = shared[key] = numpy_impl(node.op, node)
+            impls.append(impl)
+        return impls
+
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        return self._run(arrays)
+
+    def _run(self, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
+        """The program run on `arrays` in fresh storage; the outputs, those aliasing inputs copied."""
         if len(arrays) != len(self.input_slots):
             raise TypeError(f"expected {len(self.input_slots)} input array(s), got {len(arrays)}")
-        storage = self._initial.copy()
-        for s, array in zip(self.input_slots, arrays):
-            storage[s] = array
-        node = None
-        args: list[Any] = []
+        storage = [*arrays, *self._rest]
+        node, ins = None, ()
         try:
-            # `node` is read by the error handler below, which names the failing node.
-            for node, fn, ins, out, outs, frees, reuse, check in self._program:  # noqa: B007
-                args = [storage[i] for i in ins]
-                if reuse < 0 or (check and not _fits(storage[reuse], args)):
-                    result = fn(*args)
+            # `node` and `ins` are read by the error handler below, which names the failing node.
+            for fn, single, gather, out, outs, frees, reuse, check, node, ins in self._program:  # noqa: B007
+                if reuse < 0 and single >= 0:
+                    result = fn(storage[single])
                 else:
-                    result = fn(*args, out=storage[reuse])
+                    args = gather(storage)
+                    if reuse < 0 or (check and not _fits(storage[reuse], args)):
+                        result = fn(*args)
+                    else:
+                        result = fn(*args, out=storage[reuse])
                 if out >= 0:
                     storage[out] = result
                 else:
@@ -236,8 +249,18 @@ class NumpyLinker:
                 for s in frees:
                     storage[s] = None
         except Exception as exc:
-            raise EvaluationError(node, args, exc) from exc
-        results = [storage[s] for s in self.output_slots]
+            raise EvaluationError(node, [storage[i] for i in ins], exc) from exc
+        results = list(self._outputs(storage))
         for i in self._copied_outputs:
             results[i] = np.array(results[i], copy=True)
         return results
+
+
+def _gatherer(slots: tuple[int, ...]) -> Callable[[list[Any]], tuple[Any, ...]]:
+    """A function taking the values at `slots` out of a storage list, as a tuple (C speed for 2 or more)."""
+    if len(slots) >= 2:
+        return itemgetter(*slots)
+    if len(slots) == 1:
+        (slot,) = slots
+        return lambda storage: (storage[slot],)
+    return lambda storage: ()

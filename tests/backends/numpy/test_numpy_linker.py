@@ -28,7 +28,8 @@ def reference(inputs: list[Variable], outputs: list[Variable], arrays: list[np.n
 
 
 def constant_slots(linker: NumpyLinker) -> set[int]:
-    return {i for i, value in enumerate(linker._initial) if value is not None}
+    first = len(linker.input_slots)  # the template `_rest` holds the slots after the inputs
+    return {first + i for i, value in enumerate(linker._rest) if value is not None}
 
 
 def test_every_intermediate_is_freed_during_the_call():

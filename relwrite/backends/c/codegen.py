@@ -1,0 +1,884 @@
+"""C source for the nodes the C backend runs: fused elementwise loops and BLAS calls.
+
+Code lives in three kinds of modules, each compiled once and cached on disk:
+
+- the *runtime* (`runtime_source`): the elementwise driver, shared by every
+  graph, and a probe that checks the whole chain works;
+- the *BLAS* module (`blas_source`): kernels for `Dot22`, `Gemm`, `Gemv` and
+  `Ger` in float32 and float64, calling CBLAS through function pointers set
+  once after loading (`rw_set_blas`);
+- one *kernels* module per linked graph (`kernels_source`): a loop per
+  distinct `Composite`, handed the runtime's driver by `rw_set_driver`.
+
+So a graph's own module holds only its loops (tens of milliseconds to
+compile), and a graph of BLAS ops alone compiles nothing once the BLAS
+module is cached.
+
+Every exported kernel takes the node's arrays as `PyObject *` (outputs first,
+allocated by the caller, then inputs) and reads each ndarray's data pointer,
+rank, dimensions and strides straight from the object, at the offsets
+`ndarray_layout` measured at start-up.  That lets ctypes pass an array for
+~0.1 us, where `arr.ctypes.data` costs ~0.8 us, and lets the kernel run
+without the GIL: it never touches a Python API, only memory the caller keeps
+alive.
+
+A kernel returns 0 when it computed the result, 1 when it leaves the call to
+the NumPy implementation (shapes that need numpy's own broadcasting or error,
+BLAS scales of zero, where BLAS would skip `0 * inf`, and empty inner
+dimensions, where OpenBLAS returns before scaling), and -2 when it ran out
+of memory.  Kernels keep their scratch on the stack or in memory allocated per
+call, so they are reentrant.
+
+An elementwise loop is a body over contiguous blocks of `n` elements; the
+driver calls it once over whole arrays when every operand is contiguous, of
+the output's shape and aligned, and otherwise coalesces axes and feeds it
+blocks, gathering strided or broadcast (stride 0) operands into buffers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from functools import cache, singledispatch
+
+import numpy as np
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply, Constant, Op, Variable
+
+GENERATOR_VERSION = "1"
+"""Bumped whenever generated code changes meaning; part of every module's cache key."""
+
+C_TYPES = {
+    "bool": "uint8_t",
+    "int8": "int8_t",
+    "int16": "int16_t",
+    "int32": "int32_t",
+    "int64": "int64_t",
+    "uint8": "uint8_t",
+    "uint16": "uint16_t",
+    "uint32": "uint32_t",
+    "uint64": "uint64_t",
+    "float32": "float",
+    "float64": "double",
+}
+"""The dtypes generated loops handle (float16, complex and the rest run with NumPy)."""
+
+BLAS_PREFIX = {"float64": "d", "float32": "s"}
+
+
+class Unsupported(Exception):
+    """This node has no C implementation; the message says why (the NumPy one runs instead)."""
+
+
+@dataclass(frozen=True)
+class ArrayLayout:
+    """Byte offsets of an ndarray's data pointer, rank, dimensions and strides in the object."""
+
+    data: int
+    ndim: int
+    dims: int
+    strides: int
+
+
+@cache
+def ndarray_layout() -> ArrayLayout:
+    """The ndarray object layout, measured on probe arrays; a RuntimeError if it is not the expected one.
+
+    numpy's C struct starts, after the Python object header, with `char *data;
+    int nd; npy_intp *dimensions; npy_intp *strides`.  The header's size
+    differs between CPython builds, so the data pointer is looked for, and the
+    rest is checked, on two probes of different rank.
+    """
+    probes = [np.empty((3, 5), dtype=np.float64)[:, ::2], np.empty((2, 3, 4), dtype=np.int8)[::-1]]
+    pointer = ctypes.sizeof(ctypes.c_void_p)
+    limit = np.ndarray.__basicsize__ - 4 * pointer
+    for data in range(0, limit + 1, pointer):
+        layout = ArrayLayout(data, data + pointer, data + 2 * pointer, data + 3 * pointer)
+        if all(_matches(layout, probe) for probe in probes):
+            return layout
+    raise RuntimeError("the ndarray object layout is not the one numpy's C API documents")
+
+
+def _matches(layout: ArrayLayout, probe: np.ndarray) -> bool:
+    base = id(probe)
+    if ctypes.c_void_p.from_address(base + layout.data).value != probe.ctypes.data:
+        return False
+    if ctypes.c_int.from_address(base + layout.ndim).value != probe.ndim:
+        return False
+    dims = ctypes.c_void_p.from_address(base + layout.dims).value
+    strides = ctypes.c_void_p.from_address(base + layout.strides).value
+    if not dims or not strides:
+        return False
+    read = (ctypes.c_ssize_t * probe.ndim).from_address
+    return tuple(read(dims)) == probe.shape and tuple(read(strides)) == probe.strides
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One exported C function `name(outputs..., inputs...)` returning a status, and its definition."""
+
+    name: str
+    source: str
+    n_args: int
+
+
+# -- elementwise expressions ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Value:
+    """A C expression and the dtype of its value."""
+
+    code: str
+    dtype: str
+
+
+def _ctype(dtype: str) -> str:
+    try:
+        return C_TYPES[dtype]
+    except KeyError:
+        raise Unsupported(f"dtype {dtype} has no C loop") from None
+
+
+def _as(value: Value, dtype: str) -> str:
+    """`value` converted to `dtype`, as numpy casts an operand to a loop's dtype."""
+    if value.dtype == dtype:
+        return value.code
+    return f"(({_ctype(dtype)})({value.code}))"
+
+
+def _is_float(dtype: str) -> bool:
+    return dtype in ("float32", "float64")
+
+
+def _math(name: str, dtype: str) -> str:
+    """The libm function `name` for `dtype` (expf for float32)."""
+    return name + "f" if dtype == "float32" else name
+
+
+@cache
+def _loop_dtype(ufunc: np.ufunc, dtypes: tuple[str, ...]) -> str:
+    """The dtype numpy computes `ufunc` in for these input dtypes (inputs are cast to it)."""
+    resolved = ufunc.resolve_dtypes(tuple(np.dtype(d) for d in dtypes) + (None,) * ufunc.nout)
+    loop = {d.name for d in resolved[: ufunc.nin]}
+    if len(loop) != 1:
+        raise Unsupported(f"{ufunc.__name__} on {dtypes} uses a mixed-type loop")
+    (name,) = loop
+    _ctype(name)
+    return name
+
+
+@singledispatch
+def c_expression(op: Op, node: Apply, args: list[Value]) -> list[str]:
+    """C expressions for the outputs of an inner node, computed as numpy does; `args` are its inputs."""
+    raise Unsupported(f"{type(op).__name__} has no C expression")
+
+
+_BINARY = {
+    ops.Sub: ("-", np.subtract),
+    ops.TrueDiv: ("/", np.true_divide),
+    ops.Lt: ("<", np.less),
+    ops.Le: ("<=", np.less_equal),
+    ops.Gt: (">", np.greater),
+    ops.Ge: (">=", np.greater_equal),
+    ops.Eq: ("==", np.equal),
+    ops.Neq: ("!=", np.not_equal),
+}
+
+
+def _binary(symbol: str, ufunc: np.ufunc, op: Op, node: Apply, args: list[Value]) -> list[str]:
+    a, b = args
+    loop = _loop_dtype(ufunc, (a.dtype, b.dtype))
+    return [f"({_as(a, loop)} {symbol} {_as(b, loop)})"]
+
+
+for _class, (_symbol, _ufunc) in _BINARY.items():
+    c_expression.register(_class, lambda op, node, args, s=_symbol, u=_ufunc: _binary(s, u, op, node, args))
+
+
+def _fold(ufunc: np.ufunc, symbol: str, bool_symbol: str, args: list[Value]) -> list[str]:
+    """((x0 . x1) . x2) . ..., each step in its own loop dtype and wrapped back to it, as numpy folds."""
+    acc = args[0]
+    for arg in args[1:]:
+        loop = _loop_dtype(ufunc, (acc.dtype, arg.dtype))
+        operator = bool_symbol if loop == "bool" else symbol
+        acc = Value(f"(({_ctype(loop)})({_as(acc, loop)} {operator} {_as(arg, loop)}))", loop)
+    return [acc.code]
+
+
+@c_expression.register
+def _add(op: ops.Add, node: Apply, args: list[Value]) -> list[str]:
+    return _fold(np.add, "+", "|", args)
+
+
+@c_expression.register
+def _mul(op: ops.Mul, node: Apply, args: list[Value]) -> list[str]:
+    return _fold(np.multiply, "*", "&", args)
+
+
+def _extremum(ufunc: np.ufunc, symbol: str, args: list[Value]) -> list[str]:
+    a, b = args
+    loop = _loop_dtype(ufunc, (a.dtype, b.dtype))
+    x, y = _as(a, loop), _as(b, loop)
+    if _is_float(loop):  # NaN in either operand wins; on ties numpy returns the second operand
+        return [f"(({x} {symbol} {y} || {x} != {x}) ? {x} : {y})"]
+    return [f"(({x} {symbol} {y}) ? {x} : {y})"]
+
+
+@c_expression.register
+def _maximum(op: ops.Maximum, node: Apply, args: list[Value]) -> list[str]:
+    return _extremum(np.maximum, ">", args)
+
+
+@c_expression.register
+def _minimum(op: ops.Minimum, node: Apply, args: list[Value]) -> list[str]:
+    return _extremum(np.minimum, "<", args)
+
+
+@c_expression.register
+def _neg(op: ops.Neg, node: Apply, args: list[Value]) -> list[str]:
+    loop = _loop_dtype(np.negative, (args[0].dtype,))
+    return [f"(-{_as(args[0], loop)})"]
+
+
+@c_expression.register
+def _abs(op: ops.Abs, node: Apply, args: list[Value]) -> list[str]:
+    loop = _loop_dtype(np.absolute, (args[0].dtype,))
+    x = _as(args[0], loop)
+    if _is_float(loop):
+        return [f"{_math('fabs', loop)}({x})"]
+    if loop.startswith("int"):  # wraps at the minimum, as numpy does
+        return [f"({x} < 0 ? -{x} : {x})"]
+    return [x]
+
+
+@c_expression.register
+def _sqr(op: ops.Sqr, node: Apply, args: list[Value]) -> list[str]:
+    loop = _loop_dtype(np.square, (args[0].dtype,))
+    x = _as(args[0], loop)
+    return [f"({x} * {x})"]
+
+
+_FLOAT_FUNCTIONS = {
+    ops.Exp: ("exp", np.exp),
+    ops.Log: ("log", np.log),
+    ops.Log1p: ("log1p", np.log1p),
+    ops.Expm1: ("expm1", np.expm1),
+    ops.Sqrt: ("sqrt", np.sqrt),
+    ops.Sin: ("sin", np.sin),
+    ops.Cos: ("cos", np.cos),
+    ops.Tanh: ("tanh", np.tanh),
+}
+
+
+def _float_function(name: str, ufunc: np.ufunc, op: Op, node: Apply, args: list[Value]) -> list[str]:
+    loop = _loop_dtype(ufunc, (args[0].dtype,))
+    if not _is_float(loop):
+        raise Unsupported(f"{ufunc.__name__} computes in {loop}")
+    return [f"{_math(name, loop)}({_as(args[0], loop)})"]
+
+
+for _class, (_name, _ufunc) in _FLOAT_FUNCTIONS.items():
+    c_expression.register(
+        _class, lambda op, node, args, n=_name, u=_ufunc: _float_function(n, u, op, node, args)
+    )
+
+
+@c_expression.register
+def _pow(op: ops.Pow, node: Apply, args: list[Value]) -> list[str]:
+    a, b = args
+    loop = _loop_dtype(np.power, (a.dtype, b.dtype))
+    if not _is_float(loop):  # integer powers raise on negative exponents in numpy
+        raise Unsupported(f"integer power ({loop})")
+    return [f"{_math('pow', loop)}({_as(a, loop)}, {_as(b, loop)})"]
+
+
+def _float_output(node: Apply) -> str:
+    dtype = node.outputs[0].dtype
+    if not _is_float(dtype):
+        raise Unsupported(f"{node.op} computes in {dtype}")
+    return dtype
+
+
+@c_expression.register
+def _reciprocal(op: ops.Reciprocal, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    return [f"(({_ctype(dtype)})1 / {_as(args[0], dtype)})"]
+
+
+@c_expression.register
+def _sigmoid(op: ops.Sigmoid, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    t, x = _ctype(dtype), _as(args[0], dtype)
+    # exp(-|x|) never overflows: 1 / (1 + e) for x >= 0, e / (1 + e) below.
+    return [
+        f"({{ const {t} x_ = {x}; const {t} e_ = {_math('exp', dtype)}(-{_math('fabs', dtype)}(x_)); "
+        f"(x_ >= 0 ? ({t})1 : e_) / (({t})1 + e_); }})"
+    ]
+
+
+@c_expression.register
+def _softplus(op: ops.Softplus, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    t, x = _ctype(dtype), _as(args[0], dtype)
+    exp, log1p = _math("exp", dtype), _math("log1p", dtype)
+    # numpy's logaddexp(0, x): x + log1p(exp(-x)) above 0, log1p(exp(x)) otherwise (NaN included).
+    return [f"({{ const {t} x_ = {x}; x_ > 0 ? x_ + {log1p}({exp}(-x_)) : {log1p}({exp}(x_)); }})"]
+
+
+@c_expression.register
+def _identity(op: ops.Identity, node: Apply, args: list[Value]) -> list[str]:
+    return [args[0].code]
+
+
+@c_expression.register
+def _switch(op: ops.Switch, node: Apply, args: list[Value]) -> list[str]:
+    cond, a, b = args
+    dtype = node.outputs[0].dtype
+    return [f"({cond.code} ? {_as(a, dtype)} : {_as(b, dtype)})"]
+
+
+@c_expression.register
+def _fill(op: ops.Fill, node: Apply, args: list[Value]) -> list[str]:
+    return [_as(args[1], node.outputs[0].dtype)]
+
+
+@c_expression.register
+def _cast(op: ops.Cast, node: Apply, args: list[Value]) -> list[str]:
+    (x,) = args
+    if op.dtype == "bool":
+        return [f"({x.code} != 0)"]
+    if _is_float(x.dtype) and not _is_float(op.dtype):
+        raise Unsupported(f"casting {x.dtype} to {op.dtype} (out-of-range values are undefined in C)")
+    return [_as(x, op.dtype)]
+
+
+def _literal(constant: Constant) -> Value:
+    """A 0-d constant as a C literal of its dtype (hex floats are exact)."""
+    if constant.ndim != 0:
+        raise Unsupported(f"inner constant {constant} is not 0-d")
+    dtype = constant.dtype
+    ctype = _ctype(dtype)
+    value = constant.data.item()
+    if _is_float(dtype):
+        if np.isnan(value):
+            code = '__builtin_nan("")'
+        elif np.isinf(value):
+            code = "__builtin_inf()" if value > 0 else "(-__builtin_inf())"
+        else:
+            code = float(value).hex()
+        return Value(f"(({ctype})({code}))", dtype)
+    if dtype == "bool":
+        return Value(f"(({ctype}){int(value)})", dtype)
+    if dtype == "int64" and value == np.iinfo(np.int64).min:
+        return Value("(INT64_MIN)", dtype)
+    suffix = "ULL" if dtype.startswith("u") else "LL"
+    return Value(f"(({ctype}){int(value)}{suffix})", dtype)
+
+
+@dataclass
+class _Frame:
+    """A composite being expanded: its remaining nodes, its variables' values, the node that called it."""
+
+    op: ops.Composite
+    nodes: Iterator[Apply]
+    values: dict[Variable, Value]
+    caller: Apply | None
+
+
+def _value(values: dict[Variable, Value], var: Variable) -> Value:
+    return _literal(var) if isinstance(var, Constant) else values[var]
+
+
+def _loop_body(op: ops.Composite, inputs: list[Value]) -> tuple[list[str], list[Value]]:
+    """Statements computing the composite's outputs from `inputs`; nested composites are inlined.
+
+    Walks with an explicit stack of frames, so nesting depth costs no recursion.
+    """
+    lines: list[str] = []
+    top = _Frame(op, iter(op.nodes), dict(zip(op.inputs, inputs)), None)
+    frames = [top]
+    while frames:
+        frame = frames[-1]
+        node = next(frame.nodes, None)
+        if node is None:
+            frames.pop()
+            if frame.caller is not None:
+                parent = frames[-1]
+                for outer, inner in zip(frame.caller.outputs, frame.op.outputs):
+                    parent.values[outer] = _value(frame.values, inner)
+            continue
+        args = [_value(frame.values, v) for v in node.inputs]
+        if isinstance(node.op, ops.Composite):
+            frames.append(_Frame(node.op, iter(node.op.nodes), dict(zip(node.op.inputs, args)), node))
+            continue
+        for out, code in zip(node.outputs, c_expression(node.op, node, args)):
+            name = f"t{len(lines)}"
+            ctype = _ctype(out.dtype)
+            lines.append(f"const {ctype} {name} = ({ctype})({code});")
+            frame.values[out] = Value(name, out.dtype)
+    return lines, [_value(top.values, v) for v in op.outputs]
+
+
+def composite_kernel(op: ops.Composite, name: str) -> Kernel:
+    """The C kernel of a `Composite`: outputs (fresh, C-contiguous, of the broadcast shape) then inputs.
+
+    Raises Unsupported when an inner op or dtype has no C form.
+    """
+    in_dtypes = [v.dtype for v in op.inputs]
+    out_dtypes = [v.dtype for v in op.outputs]
+    inputs = [Value(f"v{k}", dtype) for k, dtype in enumerate(in_dtypes)]
+    body, results = _loop_body(op, inputs)
+    params = [f"{_ctype(d)} *restrict o{k}" for k, d in enumerate(out_dtypes)]
+    params += [f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes)]
+    loads = [f"const {_ctype(d)} v{k} = i{k}[j];" for k, d in enumerate(in_dtypes)]
+    stores = [f"o{k}[j] = {_as(r, d)};" for k, (r, d) in enumerate(zip(results, out_dtypes))]
+    n_ops = len(out_dtypes) + len(in_dtypes)
+    casts = [f"({_ctype(d)} *)p[{k}]" for k, d in enumerate(out_dtypes)]
+    casts += [f"(const {_ctype(d)} *)p[{len(out_dtypes) + k}]" for k, d in enumerate(in_dtypes)]
+    sizes = ", ".join(str(np.dtype(d).itemsize) for d in (*out_dtypes, *in_dtypes))
+    args = ", ".join(f"a{k}" for k in range(n_ops))
+    indent = "\n        "
+    source = f"""
+static inline void {name}_loop(ptrdiff_t n, {", ".join(params)}) {{
+    for (ptrdiff_t j = 0; j < n; j++) {{
+        {indent.join(loads + body + stores)}
+    }}
+}}
+static void {name}_block(ptrdiff_t n, char *const *p) {{
+    {name}_loop(n, {", ".join(casts)});
+}}
+static const int {name}_sizes[] = {{{sizes}}};
+int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
+    void *const arrays[] = {{{args}}};
+    return rw_elemwise({n_ops}, {len(out_dtypes)}, arrays, {name}_sizes, {name}_block);
+}}
+"""
+    return Kernel(name, source, n_ops)
+
+
+# -- BLAS ---------------------------------------------------------------------------------------------
+
+BLAS_ARITY = {ops.Dot22: 3, ops.Gemm: 6, ops.Gemv: 6, ops.Ger: 5}
+"""The BLAS ops with kernels, and their kernels' argument counts (the output, then the node's inputs)."""
+
+
+def blas_kernel_name(op_class: type, dtype: str) -> str:
+    """The BLAS module's kernel for nodes of `op_class` on `dtype` (float32 or float64)."""
+    if op_class not in BLAS_ARITY or dtype not in BLAS_PREFIX:
+        raise Unsupported(f"no BLAS kernel for {op_class.__name__} on {dtype}")
+    return f"rw_{op_class.__name__.lower()}_{dtype}"
+
+
+_BLAS_BODIES: dict[type, str] = {
+    ops.Dot22: """
+    if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 2) return 1;
+    const ptrdiff_t m = RW_DIMS(a1)[0], k = RW_DIMS(a1)[1], n = RW_DIMS(a2)[1];
+    if (RW_DIMS(a2)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n || k == 0) return 1;
+    if (m == 0 || n == 0) return 0;
+    return rw_{P}gemm_call(m, n, k, 1, a1, a2, 0, ({T} *)RW_DATA(a0));
+""",
+    ops.Gemm: """
+    if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 2
+        || RW_NDIM(a4) != 2 || RW_NDIM(a5) != 0) return 1;
+    const {T} alpha = *(const {T} *)RW_DATA(a2), beta = *(const {T} *)RW_DATA(a5);
+    if (alpha == 0 || beta == 0) return 1;
+    const ptrdiff_t m = RW_DIMS(a3)[0], k = RW_DIMS(a3)[1], n = RW_DIMS(a4)[1];
+    if (RW_DIMS(a4)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n || k == 0) return 1;
+    {T} *out = ({T} *)RW_DATA(a0);
+    if (rw_{P}_copy_broadcast(out, m, n, a1)) return 1;
+    if (m == 0 || n == 0) return 0;
+    return rw_{P}gemm_call(m, n, k, alpha, a3, a4, beta, out);
+""",
+    ops.Gemv: """
+    if (RW_NDIM(a0) != 1 || RW_NDIM(a1) != 1 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 2
+        || RW_NDIM(a4) != 1 || RW_NDIM(a5) != 0) return 1;
+    const {T} alpha = *(const {T} *)RW_DATA(a2), beta = *(const {T} *)RW_DATA(a5);
+    if (alpha == 0 || beta == 0) return 1;
+    const ptrdiff_t m = RW_DIMS(a3)[0], n = RW_DIMS(a3)[1];
+    if (RW_DIMS(a4)[0] != n || RW_DIMS(a0)[0] != m || n == 0) return 1;
+    {T} *out = ({T} *)RW_DATA(a0);
+    if (rw_{P}_copy_broadcast(out, m, 1, a1)) return 1;
+    if (m == 0) return 0;
+    if (m > RW_INT_MAX || n > RW_INT_MAX) return 1;
+    rw_matrix a;
+    rw_vector x;
+    int status = rw_as_matrix(a3, sizeof({T}), &a);
+    if (status) return status;
+    status = rw_as_vector(a4, sizeof({T}), &x);
+    if (status) {{ free(a.owned); return status; }}
+    const rw_int rows = a.trans == RW_NO_TRANS ? (rw_int)m : (rw_int)n;
+    const rw_int cols = a.trans == RW_NO_TRANS ? (rw_int)n : (rw_int)m;
+    ((rw_{P}gemv_fn)rw_blas[RW_{U}GEMV])(RW_ROW_MAJOR, a.trans, rows, cols, alpha, (const {T} *)a.data, a.ld,
+        (const {T} *)x.data, x.inc, beta, out, 1);
+    free(a.owned);
+    free(x.owned);
+    return 0;
+""",
+    ops.Ger: """
+    if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 1 || RW_NDIM(a4) != 1)
+        return 1;
+    const {T} alpha = *(const {T} *)RW_DATA(a2);
+    if (alpha == 0) return 1;
+    const ptrdiff_t m = RW_DIMS(a3)[0], n = RW_DIMS(a4)[0];
+    if (RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n) return 1;
+    {T} *out = ({T} *)RW_DATA(a0);
+    if (rw_{P}_copy_broadcast(out, m, n, a1)) return 1;
+    if (m == 0 || n == 0) return 0;
+    if (m > RW_INT_MAX || n > RW_INT_MAX) return 1;
+    rw_vector x, y;
+    int status = rw_as_vector(a3, sizeof({T}), &x);
+    if (status) return status;
+    status = rw_as_vector(a4, sizeof({T}), &y);
+    if (status) {{ free(x.owned); return status; }}
+    ((rw_{P}ger_fn)rw_blas[RW_{U}GER])(RW_ROW_MAJOR, (rw_int)m, (rw_int)n, alpha, (const {T} *)x.data, x.inc,
+        (const {T} *)y.data, y.inc, out, n > 1 ? (rw_int)n : 1);
+    free(x.owned);
+    free(y.owned);
+    return 0;
+""",
+}
+
+
+# -- shared C ------------------------------------------------------------------------------------------
+
+_PRELUDE = """\
+/* Generated by relwrite (generator {version}). */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+
+#define RW_DATA(a) (*(char *const *)((const char *)(a) + {data}))
+#define RW_NDIM(a) (*(const int *)((const char *)(a) + {ndim}))
+#define RW_DIMS(a) (*(const ptrdiff_t *const *)((const char *)(a) + {dims}))
+#define RW_STRIDES(a) (*(const ptrdiff_t *const *)((const char *)(a) + {strides}))
+#define RW_ALIGNED(p, size) ((uintptr_t)(p) % (uintptr_t)(size) == 0)
+"""
+
+_ELEMWISE_DRIVER = """
+#define RW_BLOCK 256
+typedef void (*rw_block_fn)(ptrdiff_t n, char *const *p);
+
+/* Whether array `a` has exactly `shape`, is C-contiguous and aligned. */
+static int rw_contiguous(const void *a, int nd, const ptrdiff_t *shape, int size) {
+    if (RW_NDIM(a) != nd || !RW_ALIGNED(RW_DATA(a), size)) return 0;
+    const ptrdiff_t *dims = RW_DIMS(a), *strides = RW_STRIDES(a);
+    ptrdiff_t expect = size;
+    for (int d = nd - 1; d >= 0; d--) {
+        if (dims[d] != shape[d] || (dims[d] != 1 && strides[d] != expect)) return 0;
+        expect *= dims[d];
+    }
+    return 1;
+}
+
+/* n elements of `size` bytes at `stride` from src into the contiguous dst (stride 0 repeats one). */
+static void rw_gather(char *dst, const char *src, ptrdiff_t n, ptrdiff_t stride, int size) {
+#define RW_GATHER(BYTES) for (ptrdiff_t k = 0; k < n; k++) memcpy(dst + k * BYTES, src + k * stride, BYTES)
+    switch (size) {
+    case 1: RW_GATHER(1); break;
+    case 2: RW_GATHER(2); break;
+    case 4: RW_GATHER(4); break;
+    default: RW_GATHER(8); break;
+    }
+#undef RW_GATHER
+}
+
+/* Broadcast and strided operands: coalesce axes, then run the block over the innermost axis,
+   RW_BLOCK elements at a time, gathering operands that are not contiguous along it. */
+static int rw_elemwise_strided(int nops, int nout, void *const *arrays, const int *size, rw_block_fn block,
+                               int nd, const ptrdiff_t *shape, ptrdiff_t total) {
+    for (int j = 0; j < nout; j++)
+        if (!rw_contiguous(arrays[j], nd, shape, size[j])) return 1;
+    const int width = nd > 0 ? nd : 1;
+    /* One allocation, in 8-byte units: strides, pointers, block buffers, then flags. */
+    char *work = malloc(sizeof(ptrdiff_t) * (size_t)nops * width + 3 * sizeof(char *) * (size_t)nops
+                        + (size_t)nops * RW_BLOCK * 8 + sizeof(int) * (size_t)nops);
+    if (!work) return -2;
+    ptrdiff_t *st = (ptrdiff_t *)work;                   /* st[j * width + d]: operand j's stride on axis d */
+    char **ptr = (char **)(st + (size_t)nops * width);   /* operand j at the current outer position */
+    char **bp = ptr + nops;                              /* what the block reads and writes */
+    const char **filled = (const char **)(bp + nops);    /* the source a stride-0 buffer holds */
+    char *buffers = (char *)(filled + nops);             /* RW_BLOCK elements per operand */
+    int *direct = (int *)(buffers + (size_t)nops * RW_BLOCK * 8);
+    for (int j = 0; j < nops; j++) {
+        const int nj = RW_NDIM(arrays[j]), lead = nd - nj;
+        if (nj > nd) { free(work); return 1; }
+        const ptrdiff_t *dims = RW_DIMS(arrays[j]), *strides = RW_STRIDES(arrays[j]);
+        for (int d = 0; d < nd; d++) {
+            ptrdiff_t s = 0;
+            if (d >= lead) {
+                const ptrdiff_t len = dims[d - lead];
+                if (len != shape[d] && len != 1) { free(work); return 1; }
+                if (len != 1) s = strides[d - lead];
+            }
+            st[j * width + d] = s;
+        }
+    }
+    if (total == 0) { free(work); return 0; }
+    ptrdiff_t len[64];
+    int m = 0;
+    for (int d = 0; d < nd; d++) {
+        if (shape[d] == 1) continue;
+        int merge = m > 0;
+        for (int j = 0; j < nops && merge; j++) merge = st[j * width + m - 1] == st[j * width + d] * shape[d];
+        if (merge) {
+            len[m - 1] *= shape[d];
+            for (int j = 0; j < nops; j++) st[j * width + m - 1] = st[j * width + d];
+        } else {
+            for (int j = 0; j < nops; j++) st[j * width + m] = st[j * width + d];
+            len[m++] = shape[d];
+        }
+    }
+    if (m == 0) {  /* a single element */
+        len[m++] = 1;
+        for (int j = 0; j < nops; j++) st[j * width] = size[j];
+    }
+    for (int j = 0; j < nops; j++) {
+        ptr[j] = RW_DATA(arrays[j]);
+        filled[j] = NULL;
+        int aligned = RW_ALIGNED(ptr[j], size[j]);
+        for (int d = 0; d < m; d++) aligned = aligned && st[j * width + d] % size[j] == 0;
+        direct[j] = aligned && st[j * width + m - 1] == size[j];
+        if (j < nout && !direct[j]) { free(work); return 1; }
+    }
+    const ptrdiff_t inner = len[m - 1];
+    ptrdiff_t index[64] = {0};
+    for (;;) {
+        for (ptrdiff_t start = 0; start < inner; start += RW_BLOCK) {
+            const ptrdiff_t n = inner - start < RW_BLOCK ? inner - start : RW_BLOCK;
+            for (int j = 0; j < nops; j++) {
+                const ptrdiff_t s = st[j * width + m - 1];
+                char *src = ptr[j] + start * s;
+                if (direct[j]) {
+                    bp[j] = src;
+                    continue;
+                }
+                bp[j] = buffers + (size_t)j * RW_BLOCK * 8;
+                if (s != 0 || filled[j] != src) {
+                    rw_gather(bp[j], src, n, s, size[j]);
+                    filled[j] = s == 0 ? src : NULL;
+                }
+            }
+            block(n, bp);
+        }
+        int d = m - 2;
+        for (; d >= 0; d--) {
+            for (int j = 0; j < nops; j++) ptr[j] += st[j * width + d];
+            if (++index[d] < len[d]) break;
+            for (int j = 0; j < nops; j++) ptr[j] -= st[j * width + d] * len[d];
+            index[d] = 0;
+        }
+        if (d < 0) break;
+    }
+    free(work);
+    return 0;
+}
+
+/* Run `block` over arrays[0..nops) (outputs first); one call when all are contiguous and aligned. */
+int rw_elemwise(int nops, int nout, void *const *arrays, const int *size, rw_block_fn block) {
+    const int nd = RW_NDIM(arrays[0]);
+    const ptrdiff_t *shape = RW_DIMS(arrays[0]);
+    if (nd > 64) return 1;
+    ptrdiff_t total = 1;
+    for (int d = 0; d < nd; d++) total *= shape[d];
+    for (int j = 0; j < nops; j++)
+        if (!rw_contiguous(arrays[j], nd, shape, size[j]))
+            return rw_elemwise_strided(nops, nout, arrays, size, block, nd, shape, total);
+    if (total > 0) {
+        char *p[nops];
+        for (int j = 0; j < nops; j++) p[j] = RW_DATA(arrays[j]);
+        block(total, p);
+    }
+    return 0;
+}
+"""
+
+_PROBE = """
+int rw_probe(void *a) { return RW_NDIM(a) * 1000 + (int)RW_DIMS(a)[1]; }
+"""
+
+_KERNELS_HEADER = """\
+/* Generated by relwrite (generator {version}). */
+#include <stddef.h>
+#include <stdint.h>
+#include <math.h>
+
+typedef void (*rw_block_fn)(ptrdiff_t n, char *const *p);
+typedef int (*rw_driver_fn)(int nops, int nout, void *const *arrays, const int *size, rw_block_fn block);
+static rw_driver_fn rw_elemwise;
+
+/* The runtime's driver; called once, right after the module is loaded. */
+void rw_set_driver(void *driver) {{ rw_elemwise = (rw_driver_fn)driver; }}
+"""
+
+_BLAS_SHARED = """
+typedef {int_type} rw_int;
+#define RW_INT_MAX {int_max}
+enum {{ RW_ROW_MAJOR = 101, RW_NO_TRANS = 111, RW_TRANS = 112 }};
+enum {{ RW_DGEMM, RW_SGEMM, RW_DGEMV, RW_SGEMV, RW_DGER, RW_SGER }};
+static void *rw_blas[6];
+
+/* The CBLAS routines, in the order above; called once, right after the module is loaded. */
+void rw_set_blas(void *const *table) {{
+    for (int k = 0; k < 6; k++) rw_blas[k] = table[k];
+}}
+
+typedef struct {{ const char *data; rw_int ld; int trans; char *owned; }} rw_matrix;
+typedef struct {{ const char *data; rw_int inc; char *owned; }} rw_vector;
+
+/* A 2-d array as a BLAS operand: row-major as it is, its transpose when column-major, or a contiguous
+   copy (negative, zero or misaligned strides).  0, 1 (too large for the BLAS integer) or -2 (no memory). */
+static int rw_as_matrix(const void *a, int size, rw_matrix *mat) {{
+    const ptrdiff_t r = RW_DIMS(a)[0], c = RW_DIMS(a)[1], s0 = RW_STRIDES(a)[0], s1 = RW_STRIDES(a)[1];
+    const char *p = RW_DATA(a);
+    mat->owned = NULL;
+    if (r > RW_INT_MAX || c > RW_INT_MAX) return 1;
+    const int aligned = RW_ALIGNED(p, size);
+    if (aligned && (c <= 1 || s1 == size)
+        && (r <= 1 || c == 0 || (s0 > 0 && s0 % size == 0 && s0 / size >= c))) {{
+        mat->data = p;
+        mat->trans = RW_NO_TRANS;
+        mat->ld = (r <= 1 || c == 0) ? (c > 1 ? (rw_int)c : 1) : (rw_int)(s0 / size);
+    }} else if (aligned && (r <= 1 || s0 == size)
+               && (c <= 1 || (s1 > 0 && s1 % size == 0 && s1 / size >= r))) {{
+        mat->data = p;
+        mat->trans = RW_TRANS;
+        mat->ld = c <= 1 ? (r > 1 ? (rw_int)r : 1) : (rw_int)(s1 / size);
+    }} else {{
+        char *copy = malloc(r * c > 0 ? (size_t)(r * c) * size : 1);
+        if (!copy) return -2;
+        for (ptrdiff_t i = 0; i < r; i++)
+            for (ptrdiff_t j = 0; j < c; j++) memcpy(copy + (i * c + j) * size, p + i * s0 + j * s1, size);
+        mat->data = copy;
+        mat->owned = copy;
+        mat->trans = RW_NO_TRANS;
+        mat->ld = c > 1 ? (rw_int)c : 1;
+    }}
+    return 0;
+}}
+
+/* A 1-d array as a BLAS vector: itself with a positive increment, or a contiguous copy. */
+static int rw_as_vector(const void *a, int size, rw_vector *vec) {{
+    const ptrdiff_t n = RW_DIMS(a)[0], s = RW_STRIDES(a)[0];
+    const char *p = RW_DATA(a);
+    vec->owned = NULL;
+    if (RW_ALIGNED(p, size) && (n <= 1 || (s > 0 && s % size == 0 && s / size <= RW_INT_MAX))) {{
+        vec->data = p;
+        vec->inc = n <= 1 ? 1 : (rw_int)(s / size);
+        return 0;
+    }}
+    char *copy = malloc(n > 0 ? (size_t)n * size : 1);
+    if (!copy) return -2;
+    for (ptrdiff_t i = 0; i < n; i++) memcpy(copy + i * size, p + i * s, size);
+    vec->data = copy;
+    vec->owned = copy;
+    vec->inc = 1;
+    return 0;
+}}
+"""
+
+_BLAS_TYPED = """
+typedef void (*rw_{P}gemm_fn)(int, int, int, rw_int, rw_int, rw_int, {T}, const {T} *, rw_int,
+                              const {T} *, rw_int, {T}, {T} *, rw_int);
+typedef void (*rw_{P}gemv_fn)(int, int, rw_int, rw_int, {T}, const {T} *, rw_int, const {T} *, rw_int,
+                              {T}, {T} *, rw_int);
+typedef void (*rw_{P}ger_fn)(int, rw_int, rw_int, {T}, const {T} *, rw_int, const {T} *, rw_int,
+                             {T} *, rw_int);
+
+/* out (rows x cols, C-contiguous) = src broadcast to that shape (a 1-d src is a column);
+   1 when it does not broadcast. */
+static int rw_{P}_copy_broadcast({T} *out, ptrdiff_t rows, ptrdiff_t cols, const void *src) {{
+    const int nd = RW_NDIM(src);
+    const ptrdiff_t *dims = RW_DIMS(src), *strides = RW_STRIDES(src);
+    ptrdiff_t r = dims[0], c = nd == 2 ? dims[1] : 1, sr = strides[0], sc = nd == 2 ? strides[1] : 0;
+    if (r != rows) {{ if (r != 1) return 1; sr = 0; }}
+    if (c != cols) {{ if (c != 1) return 1; sc = 0; }}
+    if (rows == 1) sr = 0;
+    if (cols == 1) sc = sizeof({T});
+    const char *p = RW_DATA(src);
+    if (sc == sizeof({T})) {{
+        if (sr == cols * (ptrdiff_t)sizeof({T})) {{
+            memcpy(out, p, (size_t)(rows * cols) * sizeof({T}));
+            return 0;
+        }}
+        for (ptrdiff_t i = 0; i < rows; i++) memcpy(out + i * cols, p + i * sr, (size_t)cols * sizeof({T}));
+        return 0;
+    }}
+    for (ptrdiff_t i = 0; i < rows; i++)
+        for (ptrdiff_t j = 0; j < cols; j++) memcpy(out + i * cols + j, p + i * sr + j * sc, sizeof({T}));
+    return 0;
+}}
+
+/* out (m x n, C-contiguous) = alpha * x @ y + beta * out, by one gemm call. */
+static int rw_{P}gemm_call(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, {T} alpha, const void *x, const void *y,
+                           {T} beta, {T} *out) {{
+    if (m > RW_INT_MAX || n > RW_INT_MAX || k > RW_INT_MAX) return 1;
+    rw_matrix a, b;
+    int status = rw_as_matrix(x, sizeof({T}), &a);
+    if (status) return status;
+    status = rw_as_matrix(y, sizeof({T}), &b);
+    if (status) {{ free(a.owned); return status; }}
+    ((rw_{P}gemm_fn)rw_blas[RW_{U}GEMM])(RW_ROW_MAJOR, a.trans, b.trans, (rw_int)m, (rw_int)n, (rw_int)k,
+        alpha, (const {T} *)a.data, a.ld, (const {T} *)b.data, b.ld, beta, out, n > 1 ? (rw_int)n : 1);
+    free(a.owned);
+    free(b.owned);
+    return 0;
+}}
+"""
+
+
+def _vector_math_declarations(functions: frozenset[str]) -> str:
+    """Declarations that let gcc call libmvec's SIMD variants of these functions in vectorized loops."""
+    lines = []
+    for name in sorted(functions):
+        for ctype, suffix in (("double", ""), ("float", "f")):
+            params = f"{ctype}, {ctype}" if name == "pow" else ctype
+            lines.append(f'{ctype} {name}{suffix}({params}) __attribute__((simd("notinbranch")));')
+    return "\n".join(lines) + "\n"
+
+
+def _prelude(layout: ArrayLayout) -> str:
+    return _PRELUDE.format(
+        version=GENERATOR_VERSION,
+        data=layout.data,
+        ndim=layout.ndim,
+        dims=layout.dims,
+        strides=layout.strides,
+    )
+
+
+def runtime_source(layout: ArrayLayout) -> str:
+    """The runtime module: `rw_elemwise`, the driver of every elementwise loop, and `rw_probe`.
+
+    `rw_probe(a)` returns `ndim * 1000 + shape[1]` of a 2-d array, which
+    checks compiler, loader and ndarray layout together.
+    """
+    return _prelude(layout) + _ELEMWISE_DRIVER + _PROBE
+
+
+def blas_source(layout: ArrayLayout, int_bits: int) -> str:
+    """The BLAS module: every kernel of `BLAS_ARITY`, float32 and float64, for a BLAS of `int_bits` ints."""
+    if int_bits not in (32, 64):
+        raise ValueError(f"the BLAS integer width must be 32 or 64, got {int_bits}")
+    parts = [_prelude(layout), _BLAS_SHARED.format(int_type=f"int{int_bits}_t", int_max=f"INT{int_bits}_MAX")]
+    for dtype, prefix in BLAS_PREFIX.items():
+        fields = {"T": C_TYPES[dtype], "P": prefix, "U": prefix.upper()}
+        parts.append(_BLAS_TYPED.format(**fields))
+        for op_class, arity in BLAS_ARITY.items():
+            params = ", ".join(f"void *a{k}" for k in range(arity))
+            body = _BLAS_BODIES[op_class].format(**fields)
+            parts.append(f"int {blas_kernel_name(op_class, dtype)}({params}) {{{body}}}\n")
+    return "".join(parts)
+
+
+def kernels_source(kernels: Sequence[Kernel], vector_math: frozenset[str]) -> str:
+    """A graph's module: its elementwise kernels, which call the driver `rw_set_driver` hands them."""
+    return (
+        _KERNELS_HEADER.format(version=GENERATOR_VERSION)
+        + _vector_math_declarations(vector_math)
+        + "".join(k.source for k in kernels)
+    )

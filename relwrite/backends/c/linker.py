@@ -1,0 +1,336 @@
+"""The C linker: a FunctionGraph run with compiled kernels where they pay, NumPy everywhere else.
+
+`CLinker(fgraph)` is called like `NumpyLinker`: one array per input, a list
+of output arrays back.  When linking, each `Composite` with a C form gets a
+loop, all of them in one module for the graph (compiled once, then loaded
+from the disk cache); BLAS nodes (`Dot22`, `Gemm`, `Gemv`, `Ger`) call the
+shared BLAS module's kernels.  Other nodes, and statically 0-d composites
+too small to pay for a foreign call, keep their NumPy implementation.  A
+kernel that meets a case it leaves to numpy (unusual broadcasting, a BLAS
+scale of zero) runs the node's NumPy implementation for that call.
+
+When no compiler works, or ``RELWRITE_NO_C=1`` is set, the linker runs the
+whole graph with the NumPy implementations and warns once per process.
+Kernels run without the GIL (ctypes releases it), so threads calling linked
+functions run in parallel; BLAS threads are those of numpy's OpenBLAS,
+limited with `threadpoolctl.threadpool_limits(n, user_api="blas")`.
+
+`CLinker` is a `NumpyLinker` that chooses other implementations for some
+nodes: slots, lifetimes, buffer reuse and the call loop are the NumPy linker's.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import numpy as np
+
+from relwrite.backends.c.blas import BLAS_FUNCTIONS, find_blas
+from relwrite.backends.c.codegen import (
+    BLAS_ARITY,
+    BLAS_PREFIX,
+    GENERATOR_VERSION,
+    ArrayLayout,
+    Kernel,
+    Unsupported,
+    blas_kernel_name,
+    blas_source,
+    composite_kernel,
+    kernels_source,
+    ndarray_layout,
+    runtime_source,
+)
+from relwrite.backends.c.compiler import CompileError, CompilerUnavailableError, ModuleCache, default_cache
+from relwrite.backends.numpy.impls import Impl
+from relwrite.backends.numpy.linker import NumpyLinker
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply
+from relwrite.graph.fg import FunctionGraph
+
+_STATUS_MEMORY = -2
+_STATUS_REFERENCE = 1
+
+
+class CFallbackWarning(UserWarning):
+    """The C backend could not be used; the graph runs with the NumPy backend."""
+
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        warnings.warn(message, CFallbackWarning, stacklevel=4)
+
+
+_LOAD_ERRORS = (CompileError, CompilerUnavailableError, OSError)
+
+
+@dataclass(frozen=True)
+class _Runtime:
+    """The process's C runtime: the module cache, the ndarray layout and the driver's address.
+
+    `cache` is None when C cannot be used here; `reason` says why.
+    """
+
+    cache: ModuleCache | None
+    layout: ArrayLayout | None
+    driver: int
+    reason: str
+
+
+def _function(module: ctypes.CDLL, name: str, n_args: int) -> Callable[..., int]:
+    """The module's `int name(PyObject *...)`, called without the GIL (CFUNCTYPE, not PYFUNCTYPE)."""
+    return ctypes.CFUNCTYPE(ctypes.c_int, *([ctypes.py_object] * n_args))((name, module))
+
+
+@cache
+def _runtime() -> _Runtime:
+    """Compile (once, then from the cache) and load the runtime module, probing that the chain works."""
+    try:
+        module_cache = default_cache()
+        try:
+            layout = ndarray_layout()
+        except RuntimeError as exc:
+            raise CompilerUnavailableError(str(exc)) from None
+        module = module_cache.load(runtime_source(layout), (GENERATOR_VERSION,))
+        if _function(module, "rw_probe", 1)(np.empty((2, 3))) != 2003:
+            raise CompilerUnavailableError("a compiled probe misread an ndarray")
+        driver = ctypes.cast(module.rw_elemwise, ctypes.c_void_p).value
+    except _LOAD_ERRORS as exc:
+        return _Runtime(None, None, 0, str(exc))
+    return _Runtime(module_cache, layout, driver, "")
+
+
+@cache
+def _blas_module() -> ctypes.CDLL | None:
+    """The BLAS module, pointed at the process's CBLAS; None (after one warning) when either is missing."""
+    runtime = _runtime()
+    blas = find_blas()
+    if blas is None:
+        _warn_once(
+            "no-blas",
+            "relwrite: no CBLAS found (numpy's OpenBLAS or scipy-openblas32); BLAS ops run with NumPy",
+        )
+        return None
+    try:
+        module = runtime.cache.load(
+            blas_source(runtime.layout, blas.int_bits), (GENERATOR_VERSION, f"blas-int{blas.int_bits}")
+        )
+    except _LOAD_ERRORS as exc:
+        _warn_once("blas-module", f"relwrite: the BLAS module failed, BLAS ops run with NumPy: {exc}")
+        return None
+    module.rw_set_blas((ctypes.c_void_p * len(BLAS_FUNCTIONS))(*blas.addresses))
+    return module
+
+
+def _forced_off() -> bool:
+    return os.environ.get("RELWRITE_NO_C", "") not in ("", "0")
+
+
+def c_available() -> bool:
+    """Whether the C backend can compile and load modules here (False when RELWRITE_NO_C=1)."""
+    return not _forced_off() and _runtime().cache is not None
+
+
+# -- node implementations around kernels ------------------------------------------------------------
+
+
+def _failure(status: int, reference: Callable[..., Any], arrays: Sequence[np.ndarray]) -> Any:
+    """What a non-zero kernel status means: run the NumPy implementation, or out of memory."""
+    if status == _STATUS_REFERENCE:
+        return reference(*arrays)
+    if status == _STATUS_MEMORY:
+        raise MemoryError("a compiled kernel could not allocate its scratch memory")
+    raise RuntimeError(f"a compiled kernel returned the unknown status {status}")
+
+
+def _broadcast_shape(node: Apply) -> Callable[[Sequence[np.ndarray]], tuple[int, ...]]:
+    """The output shape from the inputs' runtime shapes; inputs typed 0-d cannot change it."""
+    shaped = tuple(i for i, v in enumerate(node.inputs) if v.ndim > 0)
+    if not shaped:
+        return lambda arrays: ()
+    first, rest = shaped[0], shaped[1:]
+    if not rest:
+        return lambda arrays: arrays[first].shape
+
+    def shape(arrays: Sequence[np.ndarray]) -> tuple[int, ...]:
+        result = arrays[first].shape
+        for i in rest:
+            if arrays[i].shape != result:
+                return np.broadcast_shapes(*(a.shape for a in arrays))
+        return result
+
+    return shape
+
+
+def _composite_impl(node: Apply, kernel: Callable[..., int], reference: Impl) -> Impl:
+    shape_of, ref, empty = _broadcast_shape(node), reference.fn, np.empty
+    dtypes = tuple(np.dtype(v.dtype) for v in node.outputs)
+    if len(dtypes) == 1:
+        (dtype,) = dtypes
+
+        def run(*arrays: np.ndarray) -> np.ndarray:
+            out = empty(shape_of(arrays), dtype)
+            status = kernel(out, *arrays)
+            return out if status == 0 else _failure(status, ref, arrays)
+
+    else:
+
+        def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+            shape = shape_of(arrays)
+            outs = [empty(shape, dtype) for dtype in dtypes]
+            status = kernel(*outs, *arrays)
+            return tuple(outs) if status == 0 else _failure(status, ref, arrays)
+
+    return Impl(run)
+
+
+_BLAS_OUTPUT_SHAPES: dict[type, Callable[[Sequence[np.ndarray]], tuple[int, ...]]] = {
+    ops.Dot22: lambda a: (a[0].shape[0], a[1].shape[1]),
+    ops.Gemm: lambda a: (a[2].shape[0], a[3].shape[1]),
+    ops.Gemv: lambda a: (a[2].shape[0],),
+    ops.Ger: lambda a: (a[2].shape[0], a[3].shape[0]),
+}
+
+
+def _blas_impl(node: Apply, kernel: Callable[..., int], reference: Impl) -> Impl:
+    shape_of, ref, empty = _BLAS_OUTPUT_SHAPES[type(node.op)], reference.fn, np.empty
+    dtype = np.dtype(node.outputs[0].dtype)
+
+    def run(*arrays: np.ndarray) -> np.ndarray:
+        try:
+            out = empty(shape_of(arrays), dtype)
+        except IndexError:  # inputs of the wrong rank: numpy's error, or numpy's result
+            return ref(*arrays)
+        status = kernel(out, *arrays)
+        return out if status == 0 else _failure(status, ref, arrays)
+
+    return Impl(run)
+
+
+# -- the linker ---------------------------------------------------------------------------------------
+
+
+class CLinker(NumpyLinker):
+    """A FunctionGraph linked with C kernels where available; call it with one array per input.
+
+    Inputs that feed a compiled kernel must be ndarrays of the input's dtype
+    (`function` converts and checks values; a wrong one here is a TypeError,
+    never a bad memory read).  A call returns the list of output arrays;
+    outputs that would alias an input or a constant are copies.  Calls are
+    reentrant and thread-safe, and kernels run without the GIL.
+
+    `c_nodes` lists the nodes that run compiled code.  `cache` picks the module
+    cache (default: the process's, in ``$RELWRITE_CACHE_DIR``).
+    """
+
+    def __init__(self, fgraph: FunctionGraph, cache: ModuleCache | None = None):
+        self._cache = cache
+        super().__init__(fgraph)
+        fed = {v for node in self.c_nodes for v in node.inputs}
+        self._c_inputs = tuple(
+            (position, np.dtype(var.dtype)) for position, var in enumerate(fgraph.inputs) if var in fed
+        )
+
+    def implementations(self, nodes: Sequence[Apply]) -> list[Impl]:
+        """Compiled kernels for Composites and BLAS nodes that have one, NumPy's elsewhere; sets `c_nodes`."""
+        impls = super().implementations(nodes)
+        compiled = self._compile(nodes, impls, self._cache)
+        for index, impl in compiled.items():
+            impls[index] = impl
+        self.c_nodes: tuple[Apply, ...] = tuple(nodes[i] for i in sorted(compiled))
+        return impls
+
+    def _compile(
+        self, nodes: Sequence[Apply], impls: Sequence[Impl], cache: ModuleCache | None
+    ) -> dict[int, Impl]:
+        """Implementations of the nodes that run compiled code (by position), around their NumPy ones."""
+        if _forced_off():
+            _warn_once("unavailable", "relwrite: RELWRITE_NO_C is set; graphs run with the NumPy backend")
+            return {}
+        runtime = _runtime()
+        if runtime.cache is None:
+            _warn_once(
+                "unavailable",
+                f"relwrite: the C backend is unavailable ({runtime.reason}); "
+                "graphs run with the NumPy backend",
+            )
+            return {}
+        compiled = self._blas_nodes(nodes, impls)
+        compiled.update(self._composite_nodes(nodes, impls, cache or runtime.cache, runtime.driver))
+        return compiled
+
+    @staticmethod
+    def _blas_nodes(nodes: Sequence[Apply], impls: Sequence[Impl]) -> dict[int, Impl]:
+        chosen = [
+            (index, blas_kernel_name(type(node.op), node.outputs[0].dtype))
+            for index, node in enumerate(nodes)
+            if type(node.op) in BLAS_ARITY and node.outputs[0].dtype in BLAS_PREFIX
+        ]
+        module = _blas_module() if chosen else None
+        if module is None:
+            return {}
+        functions = {
+            name: _function(module, name, BLAS_ARITY[type(nodes[index].op)]) for index, name in chosen
+        }
+        return {index: _blas_impl(nodes[index], functions[name], impls[index]) for index, name in chosen}
+
+    @staticmethod
+    def _composite_nodes(
+        nodes: Sequence[Apply], impls: Sequence[Impl], cache: ModuleCache, driver: int
+    ) -> dict[int, Impl]:
+        kernels: dict[ops.Composite, Kernel] = {}
+        chosen: list[int] = []
+        for index, node in enumerate(nodes):
+            op = node.op
+            if not isinstance(op, ops.Composite):
+                continue
+            if op not in kernels:
+                try:
+                    kernels[op] = composite_kernel(op, f"rw_k{len(kernels)}")
+                except Unsupported:
+                    continue
+            chosen.append(index)
+        if not chosen:
+            return {}
+        source = kernels_source(list(kernels.values()), cache.toolchain.vector_math)
+        try:
+            module = cache.load(source, (GENERATOR_VERSION,))
+        except _LOAD_ERRORS as exc:
+            _warn_once(
+                cache.key(source, (GENERATOR_VERSION,)),
+                f"relwrite: compiling a C module failed, its loops run with the NumPy backend: {exc}",
+            )
+            return {}
+        module.rw_set_driver(ctypes.c_void_p(driver))
+        functions = {op: _function(module, k.name, k.n_args) for op, k in kernels.items()}
+        return {i: _composite_impl(nodes[i], functions[nodes[i].op], impls[i]) for i in chosen}
+
+    def _checked(self, arrays: tuple[Any, ...]) -> list[Any]:
+        """`arrays` with the inputs that feed kernels made plain ndarrays of their dtype, or a TypeError."""
+        arrays = list(arrays)
+        for position, dtype in self._c_inputs:
+            value = arrays[position]
+            if not isinstance(value, np.ndarray) or value.dtype != dtype:
+                var = self.fgraph.inputs[position]
+                got = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
+                raise TypeError(f"CLinker: input {position} ({var}) must be a {dtype} ndarray, got a {got}")
+            arrays[position] = np.asarray(value)
+        return arrays
+
+    def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
+        if len(arrays) == len(self.input_slots):  # a wrong count is the NumPy linker's error
+            for position, dtype in self._c_inputs:
+                value = arrays[position]
+                if type(value) is not np.ndarray or value.dtype is not dtype:
+                    arrays = self._checked(arrays)
+                    break
+        return self._run(arrays)

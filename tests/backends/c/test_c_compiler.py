@@ -1,0 +1,239 @@
+"""The toolchain and the module cache: flags, cache keys and hits, atomic writes, concurrent compiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import platform
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from relwrite.backends.c import CLinker, c_available, compiler
+from relwrite.backends.c.compiler import (
+    CompileError,
+    CompilerUnavailableError,
+    ModuleCache,
+    cache_directory,
+    find_toolchain,
+)
+from relwrite.graph import ops
+from relwrite.graph.basic import scalar, vector
+from relwrite.graph.fg import FunctionGraph
+
+requires_c = pytest.mark.skipif(not c_available(), reason="no working C compiler")
+
+SOURCE = "int rw_answer(void) { return 42; }\n"
+
+
+@pytest.fixture
+def module_cache(tmp_path: Path) -> ModuleCache:
+    return ModuleCache(tmp_path, find_toolchain())
+
+
+def leftovers(directory: Path) -> list[str]:
+    return [p.name for p in directory.iterdir() if p.name.startswith(".")]
+
+
+# -- toolchain ----------------------------------------------------------------------------------------------
+
+
+@requires_c
+def test_flags_never_use_fast_math():
+    chain = find_toolchain()
+    flags = chain.flags + chain.link_flags
+    assert not [f for f in flags if "fast-math" in f or f == "-Ofast"]
+    assert {"-shared", "-fPIC", "-O3", "-fno-math-errno", "-fno-trapping-math"} <= set(flags)
+
+
+@requires_c
+def test_x86_64_v3_only_when_the_cpu_has_every_feature(monkeypatch):
+    monkeypatch.setattr(compiler, "_cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f"}))
+    chain = find_toolchain.__wrapped__()
+    assert chain.target == "generic" and "-march=x86-64-v3" not in chain.flags
+    if platform.machine() == "x86_64":
+        monkeypatch.setattr(compiler, "_cpu_flags", lambda: compiler.X86_64_V3_FLAGS)
+        chain = find_toolchain.__wrapped__()
+        assert chain.target == "x86-64-v3" and "-march=x86-64-v3" in chain.flags
+
+
+@pytest.mark.parametrize(
+    ("version", "supported"),
+    [
+        ("gcc (Debian 12.2.0-14+deb12u1) 12.2.0", True),
+        ("gcc (GCC) 11.1.0", True),
+        ("gcc (GCC) 10.2.1 20210110", False),
+        ("Debian clang version 14.0.6", True),
+        ("clang version 11.0.0", False),
+        ("cc: some compiler", False),
+    ],
+)
+def test_march_x86_64_v3_needs_gcc_11_or_clang_12(version, supported):
+    assert compiler._supports_x86_64_v3(version) is supported
+
+
+def test_a_missing_compiler_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("RELWRITE_CC", "/nonexistent/cc")
+    with pytest.raises(CompilerUnavailableError, match=r"'/nonexistent/cc' cannot run"):
+        find_toolchain.__wrapped__()
+
+
+def test_a_failing_compiler_is_a_clear_error(monkeypatch, tmp_path):
+    failing = tmp_path / "cc"
+    failing.write_text("#!/bin/sh\nexit 3\n")
+    failing.chmod(0o755)
+    monkeypatch.setenv("RELWRITE_CC", str(failing))
+    with pytest.raises(CompilerUnavailableError, match="failed to report its version"):
+        find_toolchain.__wrapped__()
+
+
+def test_the_cache_directory_comes_from_the_environment_and_is_created(monkeypatch, tmp_path):
+    wanted = tmp_path / "deep" / "cache"
+    monkeypatch.setenv("RELWRITE_CACHE_DIR", str(wanted))
+    assert cache_directory() == wanted and wanted.is_dir()
+    monkeypatch.delenv("RELWRITE_CACHE_DIR")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert cache_directory() == tmp_path / ".cache" / "relwrite"
+
+
+def test_an_unwritable_cache_directory_is_a_clear_error(monkeypatch, tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    monkeypatch.setenv("RELWRITE_CACHE_DIR", str(blocker / "cache"))
+    with pytest.raises(CompilerUnavailableError, match=r"not writable.*set RELWRITE_CACHE_DIR"):
+        cache_directory()
+
+
+# -- the cache -----------------------------------------------------------------------------------------
+
+
+@requires_c
+def test_a_module_compiles_once_then_loads_from_disk(module_cache, tmp_path):
+    assert module_cache.load(SOURCE).rw_answer() == 42
+    assert module_cache.load(SOURCE).rw_answer() == 42
+    assert module_cache.compiles == 1
+    again = ModuleCache(tmp_path, module_cache.toolchain)
+    assert again.load(SOURCE).rw_answer() == 42
+    assert again.compiles == 0
+    assert (tmp_path / f"rw_{module_cache.key(SOURCE)}.c").read_text() == SOURCE
+
+
+@requires_c
+def test_the_key_covers_source_flags_compiler_target_and_extra_parts(module_cache):
+    chain = module_cache.toolchain
+    base = module_cache.key(SOURCE, ("blas-int64",))
+    variants = [
+        module_cache.key(SOURCE + "\n", ("blas-int64",)),
+        module_cache.key(SOURCE, ("blas-int32",)),
+        module_cache.key(SOURCE, ()),
+    ]
+    for change in ({"flags": (*chain.flags, "-g")}, {"identity": "gcc 99"}, {"target": "other"}):
+        other = ModuleCache(module_cache.directory, dataclasses.replace(chain, **change))
+        variants.append(other.key(SOURCE, ("blas-int64",)))
+    assert base not in variants and len(set(variants)) == len(variants)
+    assert module_cache.key(SOURCE, ("blas-int64",)) == base
+
+
+@requires_c
+def test_linking_the_same_graph_again_does_not_compile(tmp_path):
+    def graph() -> FunctionGraph:
+        xi = scalar("x")
+        op = ops.Composite([xi], [ops.exp(xi) * 3.0 - xi])
+        x = vector("x")
+        return FunctionGraph([x], [op(x)])
+
+    first = ModuleCache(tmp_path, find_toolchain())
+    linker = CLinker(graph(), cache=first)
+    assert first.compiles == 1 and linker.c_nodes
+    second = ModuleCache(tmp_path, find_toolchain())
+    again = CLinker(graph(), cache=second)
+    assert second.compiles == 0 and again.c_nodes
+    a = np.linspace(-1, 1, 9)
+    np.testing.assert_array_equal(again(a)[0], linker(a)[0])
+
+
+@requires_c
+def test_modules_are_written_to_a_temporary_file_then_renamed(module_cache, tmp_path, monkeypatch):
+    renames = []
+    real_replace = os.replace
+
+    def spy(src, dst):
+        src, dst = Path(src), Path(dst)
+        if dst.suffix == ".so":
+            assert not dst.exists()  # nothing was ever written at the final name
+            assert src.parent == dst.parent and src.name.startswith(".")
+            assert src.read_bytes()[:4] == b"\x7fELF"  # complete before it becomes visible
+        renames.append((src.name, dst.name))
+        real_replace(src, dst)
+
+    monkeypatch.setattr(compiler.os, "replace", spy)
+    module_cache.load(SOURCE)
+    assert [dst for _, dst in renames] == [
+        f"rw_{module_cache.key(SOURCE)}.c",
+        f"rw_{module_cache.key(SOURCE)}.so",
+    ]
+    assert leftovers(tmp_path) == []
+
+
+@requires_c
+def test_an_existing_module_file_is_never_written_again(module_cache, tmp_path):
+    module_cache.load(SOURCE)
+    path = module_cache.path(module_cache.key(SOURCE))
+    before = path.stat()
+    ModuleCache(tmp_path, module_cache.toolchain).load(SOURCE)
+    with pytest.raises(CompileError):
+        module_cache.load("int broken(")
+    after = path.stat()
+    assert (after.st_ino, after.st_mtime_ns, after.st_size) == (
+        before.st_ino,
+        before.st_mtime_ns,
+        before.st_size,
+    )
+
+
+@requires_c
+def test_compile_errors_carry_the_diagnostics_and_leave_no_module(module_cache, tmp_path):
+    with pytest.raises(CompileError, match=r"failed \(exit \d+\) on .*\.c:\n.*error"):
+        module_cache.load("int broken(")
+    key = module_cache.key("int broken(")
+    assert not module_cache.path(key).exists()
+    assert (tmp_path / f"rw_{key}.c").exists()  # kept for reading
+    assert leftovers(tmp_path) == []
+
+
+CONCURRENT = textwrap.dedent(
+    """
+    import sys, time
+    from relwrite.backends.c.compiler import ModuleCache, find_toolchain
+    cache = ModuleCache(sys.argv[1], find_toolchain())
+    start = float(sys.argv[2])
+    while time.time() < start:
+        pass
+    print(cache.load({source!r}).rw_answer(), cache.compiles)
+    """
+).format(source=SOURCE)
+
+
+@requires_c
+def test_two_processes_compiling_the_same_module_at_once_both_succeed(tmp_path):
+    start = time.time() + 4.0
+    runs = [
+        subprocess.Popen(
+            [sys.executable, "-c", CONCURRENT, str(tmp_path), str(start)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
+    outputs = [run.communicate(timeout=120) for run in runs]
+    for run, (out, err) in zip(runs, outputs):
+        assert run.returncode == 0, err
+        assert out.split()[0] == "42"
+    assert sum(int(out.split()[1]) for out, _ in outputs) >= 1
+    assert len(list(tmp_path.glob("*.so"))) == 1 and leftovers(tmp_path) == []
