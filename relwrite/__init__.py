@@ -1,11 +1,12 @@
 """relwrite: rewrite array-expression graphs with rules written as miniKanren relations.
 
 The names users write every day live here: constructors, ops, FunctionGraph,
-printing, the text front end and `function`.  Features are in
+printing, the text front end and `function` (which rewrites with a mode's
+pipeline and links with the C backend by default).  Features are in
 `relwrite.graph.features`.
 """
 
-from relwrite.backends.numpy import function
+from relwrite.backends.function import Mode, function
 from relwrite.graph.basic import (
     Apply,
     Constant,
@@ -75,6 +76,7 @@ __all__ = [
     "Apply",
     "Constant",
     "FunctionGraph",
+    "Mode",
     "Op",
     "TensorType",
     "Variable",

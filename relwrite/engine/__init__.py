@@ -17,6 +17,7 @@ from relwrite.engine.db import (
 )
 from relwrite.engine.equilibrium import EquilibriumRewriter
 from relwrite.engine.folding import ConstantFolding, constant_folding
+from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.graph_rewriters import (
     GraphRewriter,
     MergeRewriter,
@@ -45,6 +46,7 @@ __all__ = [
     "EquilibriumDB",
     "EquilibriumRewriter",
     "FunctionNodeRewriter",
+    "FusionRewriter",
     "GraphRewriter",
     "KanrenRelationSub",
     "MergeRewriter",

@@ -2,10 +2,13 @@
 
 A `Query` picks entries by tag: an entry is taken when one of its tags (its
 name counts as a tag) is in `include`, all of `require` are among them and
-none of `exclude` is.  A `SequenceDB` answers with a SequentialRewriter of
-the chosen entries in position order; an `EquilibriumDB` with an
-EquilibriumRewriter over them.  Databases nest: a chosen sub-database is
-queried in turn (with `subquery[name]` when given).
+none of `exclude` is.  Opt-in tags (`unsafe`, `explore`) must be asked for:
+an entry carrying one is taken only when the query includes or requires it.
+A `SequenceDB` answers with a SequentialRewriter of the chosen entries in
+position order; an `EquilibriumDB` with an EquilibriumRewriter over them.
+Databases nest: a chosen sub-database is queried in turn (with
+`subquery[name]` when given).  The default `optdb` is filled from the rule
+catalogue by phase tags.
 """
 
 from __future__ import annotations
@@ -16,10 +19,12 @@ from typing import Any
 
 from relwrite.engine.equilibrium import EquilibriumRewriter
 from relwrite.engine.folding import constant_folding
+from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.graph_rewriters import GraphRewriter, MergeRewriter, SequentialRewriter
-from relwrite.engine.node_rewriters import NodeRewriter
+from relwrite.engine.node_rewriters import KanrenRelationSub, NodeRewriter
 from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
+from relwrite.relations import OPT_IN_TAGS, PHASES, catalogue
 
 
 def _tags(tags: Iterable[str] | str | None) -> frozenset[str]:
@@ -69,6 +74,8 @@ class Query:
 
     def selects(self, name: str, tags: frozenset[str]) -> bool:
         labels = tags | {name}
+        if (labels & OPT_IN_TAGS) - self.include - self.require:
+            return False
         return bool(self.include & labels) and self.require <= labels and not self.exclude & labels
 
 
@@ -179,15 +186,22 @@ class EquilibriumDB(RewriteDatabase):
 
 
 def _default_optdb() -> SequenceDB:
+    """merge1, the three phases filled from the rule catalogue by tags, elemwise fusion, merge2, merge3."""
     db = SequenceDB("optdb")
     db.register("merge1", MergeRewriter(), "fast_run", "fast_compile", "merge", position=0)
-    canonicalize = EquilibriumDB("canonicalize")
-    canonicalize.register("constant_folding", constant_folding, "fast_run", "fast_compile")
-    db.register("canonicalize", canonicalize, "fast_run", "fast_compile", position=1)
-    db.register("stabilize", EquilibriumDB("stabilize"), "fast_run", position=1.5)
-    specialize = EquilibriumDB("specialize")
-    specialize.register("constant_folding", constant_folding, "fast_run")
-    db.register("specialize", specialize, "fast_run", position=2)
+    phases = {name: EquilibriumDB(name) for name in PHASES}
+    phases["canonicalize"].register("constant_folding", constant_folding, "fast_run", "fast_compile")
+    phases["specialize"].register("constant_folding", constant_folding, "fast_run")
+    for r in catalogue():
+        if r.phase is None:
+            raise ValueError(f"catalogue rule {r.name} has no phase tag (one of {', '.join(PHASES)})")
+        phases[r.phase].register(r.name, KanrenRelationSub(r, name=r.name), *r.tags)
+    db.register("canonicalize", phases["canonicalize"], "fast_run", "fast_compile", position=1)
+    db.register("stabilize", phases["stabilize"], "fast_run", position=1.5)
+    db.register("specialize", phases["specialize"], "fast_run", position=2)
+    # Fusion and merge2 share position 49; fusion, registered first, runs first, so merge2 merges
+    # the Composites that compute the same thing.
+    db.register("elemwise_fusion", FusionRewriter(), "fast_run", "fusion", position=49)
     db.register("merge2", MergeRewriter(), "fast_run", "merge", position=49)
     db.register("merge3", MergeRewriter(), "fast_run", "merge", position=100)
     return db

@@ -12,14 +12,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice
 from typing import Any
 
-from cons.core import ConsError, car
 from kanren.core import lall
 from unification import reify, var
 from unification.variable import isvar
 
-from relwrite.graph.basic import Apply, Op, Variable
-from relwrite.graph.terms import etuplize
+from relwrite.graph.basic import Apply, Constant, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, to_graph
+from relwrite.relations.registry import derive_tracks
 
 Tracks = Sequence[Op | type] | None
 
@@ -154,38 +153,9 @@ class PatternSub(NodeRewriter):
             new = build_replacement(self.out_pattern, s, like=out)
         except TypeError:
             return False
-        if not can_replace(out, new) or _changes_nothing([new], node):
+        if not can_replace(out, new) or _changes_nothing([new], node, fgraph):
             return False
         return [new]
-
-
-def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:
-    """The head ops a relation's input can have, found by running it on a fresh variable.
-
-    Sound only when the stream of answers ends within `limit`; otherwise (or
-    when an answer leaves the head open, or when there is no answer at all, as
-    for goals that wait for a ground input) None: the relation must be tried
-    on every node.
-    """
-    lhs, rhs = var(), var()
-    heads: list[Op] = []
-    try:
-        states = list(islice(relation(lhs, rhs)({}), limit + 1))
-    except Exception:
-        return None
-    if not states or len(states) > limit:
-        return None
-    for state in states:
-        term = reify(lhs, state)
-        try:
-            head = car(term)
-        except ConsError:
-            return None
-        if not isinstance(head, Op):
-            return None
-        if head not in heads:
-            heads.append(head)
-    return heads
 
 
 class KanrenRelationSub(NodeRewriter):
@@ -246,26 +216,52 @@ class KanrenRelationSub(NodeRewriter):
             if chosen is None or chosen is False:
                 return False
             outputs = _as_outputs(chosen, node, single)
-            return False if _changes_nothing(outputs, node) else outputs
+            return False if _changes_nothing(outputs, node, fgraph) else outputs
         for answer in answers:
             try:
                 outputs = _as_outputs(answer, node, single)
             except (TypeError, ValueError):
                 continue
-            if not _changes_nothing(outputs, node):
+            if not _changes_nothing(outputs, node, fgraph):
                 return outputs
         return False
 
 
-def _changes_nothing(outputs: Sequence[Variable], node: Apply) -> bool:
-    """Whether every replacement computes the same expression as the output it replaces.
+def _changes_nothing(outputs: Sequence[Variable], node: Apply, fgraph: Any) -> bool:
+    """Whether every replacement is a freshly built copy of the output it replaces.
 
     Such a rewrite (e.g. an answer that rebuilds the node from its own inputs)
-    would only swap a node for a copy and be proposed again forever.
+    would only swap a node for a copy and be proposed again forever.  The
+    comparison descends only through the new nodes an answer built, never
+    through the existing graph, so it costs what the answer's size does.
     """
-    return all(
-        new is old or etuplize(old, return_bad_args=True) == new for new, old in zip(outputs, node.outputs)
-    )
+    existing = getattr(fgraph, "apply_nodes", None)
+    return all(_fresh_copy(new, old, existing) for new, old in zip(outputs, node.outputs))
+
+
+def _fresh_copy(new: Variable, old: Variable, existing: Any, budget: int = 64) -> bool:
+    """Whether `new`, walked through the nodes not in `existing`, rebuilds exactly `old`.
+
+    Without a graph to tell new nodes from old (`existing` None), at most
+    `budget` pairs are compared and a longer walk counts as a change.
+    """
+    stack = [(new, old)]
+    while stack:
+        a, b = stack.pop()
+        if a is b or (isinstance(a, Constant) and a == b):
+            continue
+        if a.owner is None or b.owner is None:
+            return False
+        if existing is None:
+            budget -= 1
+            if budget < 0:
+                return False
+        elif a.owner in existing:
+            return False
+        if a.owner.op != b.owner.op or len(a.owner.inputs) != len(b.owner.inputs) or a.index != b.index:
+            return False
+        stack.extend(zip(a.owner.inputs, b.owner.inputs))
+    return True
 
 
 def _as_outputs(answer: Any, node: Apply, single: bool) -> list[Variable]:

@@ -169,14 +169,17 @@ class Constant(Variable):
         given = np.asarray(data)
         if given.dtype.kind not in "biuf":
             raise TypeError(f"constant {data!r} is not a bool, integer or float value")
-        with np.errstate(all="ignore"):
-            array = np.array(given, dtype=type.numpy_dtype, copy=True)
-            if array.dtype.kind == "f" and given.dtype.kind == "f":  # rounding to a float type is fine
-                faithful = np.array_equal(np.isfinite(array), np.isfinite(given))
-            else:
-                faithful = np.array_equal(array.astype(given.dtype), given)
-        if not faithful:
-            raise TypeError(f"constant {data!r} is not representable as {type.dtype}")
+        if given.dtype == type.numpy_dtype:
+            array = np.array(given, copy=True)
+        else:
+            with np.errstate(all="ignore"):
+                array = given.astype(type.numpy_dtype)
+                if array.dtype.kind == "f" and given.dtype.kind == "f":  # rounding to a float type is fine
+                    faithful = np.array_equal(np.isfinite(array), np.isfinite(given))
+                else:
+                    faithful = np.array_equal(array.astype(given.dtype), given)
+            if not faithful:
+                raise TypeError(f"constant {data!r} is not representable as {type.dtype}")
         error = type.value_error(array)
         if error is not None:
             raise TypeError(f"constant {data!r} does not fit {type}: {error}")

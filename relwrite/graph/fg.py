@@ -117,7 +117,10 @@ class FunctionGraph:
             var, client = work.pop()
             clients = self.clients[var]
             node, index = client
-            for k, (c_node, c_index) in enumerate(clients):
+            # Newest first: pruning walks from outputs to inputs, so the reader removed is usually
+            # the last one added (an equal constant read by many nodes would be quadratic otherwise).
+            for k in range(len(clients) - 1, -1, -1):
+                c_node, c_index = clients[k]
                 if c_node is node and c_index == index:
                     del clients[k]
                     break

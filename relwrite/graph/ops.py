@@ -52,7 +52,7 @@ class Elemwise(Op):
             dtype = self.output_dtype([v.dtype for v in inputs])
         except (TypeError, np.exceptions.DTypePromotionError) as exc:
             raise self.type_error(inputs, f"unsupported dtypes ({exc})") from None
-        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=str(self))
+        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=self)
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -583,7 +583,7 @@ class Composite(Elemwise):
         for i, (outer, inner) in enumerate(zip(inputs, self.inputs)):
             if outer.dtype != inner.dtype:
                 raise self.type_error(inputs, f"input {i} must have dtype {inner.dtype}")
-        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=str(self))
+        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=self)
         return Apply(self, inputs, [Variable(TensorType(v.dtype, shape)) for v in self.outputs])
 
     def __str__(self) -> str:

@@ -36,11 +36,16 @@ from relwrite.graph.types import TensorType
 
 @dataclass(frozen=True)
 class Function:
-    """A callable of the language: `build(*operands, **axis)` with `arity` operands (None: one or more)."""
+    """A callable of the language: `build(*operands, **axis)` with `arity` operands (None: one or more).
+
+    `static` names what follows the operands, if anything: "shape" (ints, or
+    one tuple of ints) or "dtype" (a string); it is passed after them.
+    """
 
     build: Callable[..., Variable]
     arity: int | None
     takes_axis: bool = False
+    static: str | None = None
 
 
 _ONE_OPERAND = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
@@ -56,10 +61,16 @@ FUNCTIONS: dict[str, Function] = {
     **{name: Function(getattr(ops, name), 1, takes_axis=True) for name in ("sum", "mean", "max")},
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
+    "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),
+    "alloc": Function(lambda x, shape: ops.Alloc(shape)(x), 1, static="shape"),
+    "cast": Function(ops.cast, 1, static="dtype"),
 }
 
 # Methods take the receiver as their first operand.
-METHODS: dict[str, Function] = {name: FUNCTIONS[name] for name in ("sum", "mean", "max", "dot")}
+METHODS: dict[str, Function] = {
+    **{name: FUNCTIONS[name] for name in ("sum", "mean", "max", "dot", "reshape")},
+    "astype": FUNCTIONS["cast"],
+}
 
 _BINARY = {
     ast.Add: ops.add,
@@ -270,6 +281,12 @@ class _Parser:
             if isinstance(arg, ast.Starred):
                 raise self.error(f"{name}: unsupported *arguments", arg)
             operands.append(arg)
+        statics: list[Any] = []
+        if function.static is not None:
+            if len(operands) <= function.arity:
+                raise self.error(f"{name} needs a {function.static} after its operand(s)", node)
+            operands, rest = operands[: function.arity], operands[function.arity :]
+            statics.append(self.static(function.static, rest, name))
         kwargs: dict[str, Any] = {}
         for keyword in node.keywords:
             if keyword.arg is None:
@@ -283,7 +300,29 @@ class _Parser:
         ):
             expected = "one or more" if function.arity is None else function.arity
             raise self.error(f"{name} takes {expected} operand(s), got {count}", node)
-        return _Step(operands, lambda args: function.build(*args, **kwargs))
+        return _Step(operands, lambda args: function.build(*args, *statics, **kwargs))
+
+    def static(self, kind: str, nodes: list[ast.expr], name: str) -> Any:
+        """A shape (ints, or one tuple of ints) or a dtype (one string) given to `name`."""
+        if kind == "dtype":
+            if len(nodes) == 1 and isinstance(nodes[0], ast.Constant) and isinstance(nodes[0].value, str):
+                return nodes[0].value
+            raise self.error(f"{name}: the dtype must be one string such as 'float32'", nodes[0])
+        if len(nodes) == 1 and isinstance(nodes[0], ast.Tuple):
+            nodes = list(nodes[0].elts)
+        shape = []
+        for n in nodes:
+            sign, literal = (
+                (-1, n.operand) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) else (1, n)
+            )
+            if not (
+                isinstance(literal, ast.Constant)
+                and isinstance(literal.value, int)
+                and not isinstance(literal.value, bool)
+            ):
+                raise self.error(f"{name}: the shape must be ints or a tuple of ints", n)
+            shape.append(sign * literal.value)
+        return tuple(shape)
 
     def axis(self, node: ast.expr) -> int | tuple[int, ...] | None:
         if isinstance(node, ast.Constant) and node.value is None:

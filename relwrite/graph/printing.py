@@ -326,7 +326,6 @@ def _default_printers() -> dict[type, Printer]:
         ops.Mul: OperatorPrinter("*", -1, "either"),
         ops.TrueDiv: OperatorPrinter("/", -1, "left"),
         ops.Dot: OperatorPrinter("@", -1, "left"),
-        ops.Dot22: OperatorPrinter("@", -1, "left"),
         ops.Neg: PrefixPrinter("-"),
         ops.Pow: OperatorPrinter("**", 1, "right"),
         ops.DimShuffle: DimShufflePrinter(),

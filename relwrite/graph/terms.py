@@ -33,7 +33,15 @@ from unification.core import _reify, _unify
 
 from relwrite.graph.basic import Apply, Op, Variable
 
-__all__ = ["GraphETuple", "OpETuple", "etuple", "etuplize", "record_expansions"]
+__all__ = [
+    "GraphETuple",
+    "OpETuple",
+    "etuple",
+    "etuplize",
+    "note_read",
+    "record_expansions",
+    "same_expression",
+]
 
 _ATOM = "an atom (graph input, constant or output of a multi-output node)"
 
@@ -56,7 +64,7 @@ def record_expansions() -> Iterator[set[Apply]]:
         _recorders.remove(seen)
 
 
-def _read(node: Apply) -> Apply:
+def note_read(node: Apply) -> Apply:
     """Note that matching read `node`'s op or inputs (for `record_expansions`)."""
     for seen in _recorders:
         seen.add(node)
@@ -76,7 +84,7 @@ def _term(var: Variable) -> GraphETuple | Variable:
     return var if _expression_node(var) is None else GraphETuple.of(var)
 
 
-def _same_expression(u: Variable, v: Variable) -> bool:
+def same_expression(u: Variable, v: Variable) -> bool:
     """Whether two graphs compute the same expression: same ops, same atoms, same shape.
 
     Atoms match when they are the same variable or equal constants.  Each pair
@@ -96,7 +104,7 @@ def _same_expression(u: Variable, v: Variable) -> bool:
         if node_a is None or node_b is None:
             if node_a is not node_b or a != b:
                 return False
-        elif _read(node_a).op != _read(node_b).op or len(node_a.inputs) != len(node_b.inputs):
+        elif note_read(node_a).op != note_read(node_b).op or len(node_a.inputs) != len(node_b.inputs):
             return False
         else:
             stack.extend(zip(node_a.inputs, node_b.inputs))
@@ -196,7 +204,7 @@ class GraphETuple(OpETuple):
     @property
     def _tuple(self) -> tuple:
         if self._expression is None:
-            node = _read(self.variable.owner)
+            node = note_read(self.variable.owner)
             self._expression = (node.op, *map(_term, node.inputs))
         return self._expression
 
@@ -205,9 +213,9 @@ class GraphETuple(OpETuple):
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, GraphETuple):
-            return _same_expression(self.variable, other.variable)
+            return same_expression(self.variable, other.variable)
         if isinstance(other, Variable):
-            return _same_expression(self.variable, other)
+            return same_expression(self.variable, other)
         return super().__eq__(other)
 
     def __hash__(self) -> int:
@@ -253,7 +261,7 @@ def _expression_node_or_cons_error(z: Variable) -> Apply:
 
 @_car.register(Variable)
 def _car_variable(z: Variable) -> Op:
-    return _read(_expression_node_or_cons_error(z)).op
+    return note_read(_expression_node_or_cons_error(z)).op
 
 
 @_cdr.register(Variable)
@@ -272,7 +280,7 @@ def _unify_expressions(u: Variable | GraphETuple, v: Variable | GraphETuple, s: 
     """
     u = u.variable if isinstance(u, GraphETuple) else u
     v = v.variable if isinstance(v, GraphETuple) else v
-    return s if _same_expression(u, v) else False
+    return s if same_expression(u, v) else False
 
 
 def _unify_variable_term(u: Variable, v: ExpressionTuple | ConsPair, s: Mapping):

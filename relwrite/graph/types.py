@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from contextlib import suppress
+from functools import cache
 from typing import Any
 
 import numpy as np
 
 Shape = tuple[int | None, ...]
+
+
+def _dtype_name(dtype: Any) -> str:
+    """The canonical name of a supported dtype (cached: numpy's dtype names are slow to compute)."""
+    try:
+        return _DTYPE_NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"TensorType: {dtype!r} is not a numpy dtype") from exc
+    if dt.kind not in "biuf":
+        raise TypeError(f"TensorType: dtype {dt.name} is not supported (bool, int, uint, float only)")
+    with suppress(TypeError):  # unhashable dtype specs are just not cached
+        _DTYPE_NAMES[dtype] = dt.name
+    return dt.name
+
+
+_DTYPE_NAMES: dict[Any, str] = {}
 
 
 def _normalize_shape(shape: Iterable[int | None]) -> Shape:
@@ -32,13 +54,7 @@ class TensorType:
     __slots__ = ("_hash", "dtype", "shape")
 
     def __init__(self, dtype: Any, shape: Iterable[int | None] = ()):
-        try:
-            dt = np.dtype(dtype)
-        except TypeError as exc:
-            raise TypeError(f"TensorType: {dtype!r} is not a numpy dtype") from exc
-        if dt.kind not in "biuf":
-            raise TypeError(f"TensorType: dtype {dt.name} is not supported (bool, int, uint, float only)")
-        object.__setattr__(self, "dtype", dt.name)
+        object.__setattr__(self, "dtype", _dtype_name(dtype))
         object.__setattr__(self, "shape", _normalize_shape(shape))
         object.__setattr__(self, "_hash", hash((TensorType, self.dtype, self.shape)))
 
@@ -100,8 +116,8 @@ class TensorType:
         return None
 
 
-def broadcast_shapes(*shapes: Shape, op_name: str = "broadcast") -> Shape:
-    """Static numpy broadcasting; raises TypeError on lengths that can never broadcast."""
+def broadcast_shapes(*shapes: Shape, op_name: object = "broadcast") -> Shape:
+    """Static numpy broadcasting; raises TypeError (naming `op_name`) on lengths that can never broadcast."""
     ndim = max((len(s) for s in shapes), default=0)
     padded = [(1,) * (ndim - len(s)) + tuple(s) for s in shapes]
     out: list[int | None] = []
@@ -128,10 +144,10 @@ def dtype_of_python_scalar(value: bool | int | float, others: Sequence[str]) -> 
 
     Falls back to the default dtype (bool/int64/float64) when the value does not fit.
     """
-    default = np.asarray(value).dtype.name
+    default = _DEFAULT_SCALAR_DTYPES[type(value)]
     if not others:
         return default
-    candidate = np.result_type(*[np.dtype(d) for d in others], value)
+    candidate = _weak_result_type(tuple(others), type(value))
     if candidate.kind in "iu" and not isinstance(value, bool):
         info = np.iinfo(candidate)
         if not info.min <= value <= info.max:
@@ -142,6 +158,15 @@ def dtype_of_python_scalar(value: bool | int | float, others: Sequence[str]) -> 
         if overflows:
             return upcast(default, *others)
     return candidate.name
+
+
+_DEFAULT_SCALAR_DTYPES = {bool: "bool", int: "int64", float: "float64"}
+
+
+@cache
+def _weak_result_type(others: tuple[str, ...], kind: type) -> np.dtype:
+    """numpy's dtype for arrays of `others` combined with a Python scalar of type `kind` (NEP 50)."""
+    return np.result_type(*[np.dtype(d) for d in others], kind(0))
 
 
 # Short names for the common ranks, used by constructors and the text front end.

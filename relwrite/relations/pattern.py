@@ -112,6 +112,43 @@ class Pattern:
             return slot
         raise TypeError(f"unsupported pattern element {spec!r} ({type(spec).__name__})")
 
+    def relational(
+        self,
+    ) -> tuple[Any, list[tuple[Var, Any]], list[tuple[Var, Constraint]], list[tuple[Var, Any]]]:
+        """The pattern as one kanren term: (term, literals, constraints, bindings).
+
+        Inner applications are written inline; every number becomes a logic
+        variable listed in `literals` with its value; every constraint is
+        listed with the variable it applies to, and a constrained
+        application gets a variable of its own, tied to it in `bindings`.
+        """
+        literals: list[tuple[Var, Any]] = []
+        constraints: list[tuple[Var, Constraint]] = []
+        bindings: list[tuple[Var, Any]] = []
+
+        def compile_(spec: Any) -> Any:
+            if isinstance(spec, str):
+                return self._name(spec)
+            if isinstance(spec, Mapping):
+                inner = compile_(spec["pattern"])
+                if "constraint" in spec:
+                    if not isvar(inner):
+                        slot = var(prefix="sub")
+                        bindings.append((slot, inner))
+                        inner = slot
+                    constraints.append((inner, spec["constraint"]))
+                return inner
+            if isinstance(spec, tuple):
+                return etuple(spec[0], *(compile_(s) for s in spec[1:]))
+            if isinstance(spec, (bool, int, float, np.number, np.bool_)):
+                slot = var(prefix="literal")
+                literals.append((slot, spec))
+                return slot
+            return spec
+
+        term = compile_(self.spec)
+        return term, literals, constraints, bindings
+
     def _stage(self, term: Any) -> Var:
         slot = var(prefix="sub")
         self.stages.append(_Stage(slot, term))

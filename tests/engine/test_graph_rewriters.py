@@ -56,7 +56,7 @@ RULE_OPS = (neg, mul, true_div, maximum, abs, sqr, add, exp, log, sin)
 def evaluate(fgraph, values):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return relwrite.function(fgraph.inputs, fgraph.outputs)(*values)
+        return relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs)(*values)
 
 
 def recording(order_log, tracks=None):

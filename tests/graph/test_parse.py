@@ -326,3 +326,20 @@ def test_type_errors_from_ops_propagate():
         parse("switch(x, y, z)")
     with pytest.raises(TypeError, match="Softmax: axis must be an int"):
         parse("softmax(v, axis=(0,))", types={"v": vector("v")})
+
+
+def test_calls_with_a_static_shape_or_dtype():
+    from relwrite.graph.parse import parse
+
+    assert parse("x.reshape(3, 2).reshape(6)", {"x": "(6,)"}).type.shape == (6,)
+    assert parse("reshape(x, (2, 3))", {"x": "(6,)"}).type.shape == (2, 3)
+    assert parse("alloc(x, 2, 3)").type.shape == (2, 3)
+    assert parse('x.astype("float32")').dtype == "float32"
+    assert parse('cast(x, "int8")').dtype == "int8"
+    for text, message in [
+        ("x.astype(3)", "the dtype must be one string"),
+        ("alloc(x)", "alloc needs a shape after its operand"),
+        ("reshape(x, y)", "the shape must be ints or a tuple of ints"),
+    ]:
+        with pytest.raises(ValueError, match=message):
+            parse(text)

@@ -61,9 +61,9 @@ def test_pprint_seed_assign_dot_operator_printer_keeps_at(dot_vars):
     assert pprint(A.dot(x + y)) == "(A @ (x + y))"
 
 
-def test_pprint_dot22_prints_as_at():
+def test_pprint_dot22_prints_as_a_call_so_it_differs_from_dot():
     X, Y = matrix("X"), matrix("Y")
-    assert pprint(ops.dot22(X, Y)) == "(X @ Y)"
+    assert pprint(ops.dot22(X, Y)) == "dot22(X, Y)"
 
 
 # -- pprint: operators, calls, leaves --------------------------------------------------------------

@@ -98,13 +98,22 @@ class Function:
     """A linked FunctionGraph, called with one value per input, by position or by input name.
 
     Returns the list of output arrays, or the single array when built for one
-    output.  Every call returns fresh arrays.
+    output.  Every call returns fresh arrays.  `linker` runs the graph (the
+    NumPy linker unless another backend's is given); with `trust_input` the
+    arguments go to it unchecked (positionally), saving the checks' cost.
     """
 
-    def __init__(self, fgraph: FunctionGraph, single_output: bool = False):
+    def __init__(
+        self,
+        fgraph: FunctionGraph,
+        single_output: bool = False,
+        linker: Callable[..., list[np.ndarray]] | None = None,
+        trust_input: bool = False,
+    ):
         self.fgraph = fgraph
-        self.linker = NumpyLinker(fgraph)
+        self.linker = NumpyLinker(fgraph) if linker is None else linker
         self.single_output = single_output
+        self.trust_input = trust_input
         self._checks = tuple(_input_checker(v, i) for i, v in enumerate(fgraph.inputs))
         self._labels = tuple(_label(v, i) for i, v in enumerate(fgraph.inputs))
         self._positions: dict[str, list[int]] = {}
@@ -113,6 +122,9 @@ class Function:
                 self._positions.setdefault(var.name, []).append(i)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
+        if self.trust_input and not kwargs:
+            outputs = self.linker(*args)
+            return outputs[0] if self.single_output else outputs
         if kwargs:
             args = self._bind(args, kwargs)
         elif len(args) != len(self._checks):
@@ -150,6 +162,17 @@ def function(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence
     outputs it returns a list.  Every variable the outputs depend on must be
     listed in `inputs` or be a constant.
     """
+    return Function(*function_graph(inputs, outputs))
+
+
+def function_graph(
+    inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]
+) -> tuple[FunctionGraph, bool]:
+    """The FunctionGraph (a copy) a `function` compiles, and whether one output variable was given.
+
+    Raises clear errors for inputs that are not variables or listed twice,
+    and for variables the outputs need that are not among the inputs.
+    """
     inputs = [inputs] if isinstance(inputs, Variable) else list(inputs)
     for i, var in enumerate(inputs):
         if not isinstance(var, Variable):
@@ -163,4 +186,4 @@ def function(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence
         fgraph = FunctionGraph(inputs, [outputs] if single else list(outputs), clone=True)
     except MissingInputError as exc:
         raise MissingInputError(f"function: {exc}; add it to the inputs") from None
-    return Function(fgraph, single)
+    return fgraph, single

@@ -1,0 +1,186 @@
+"""relwrite's default rewrite phases against PyTensor's, side by side, on three graphs.
+
+Both run `rewrite_graph(fgraph, include=canonicalize + stabilize + specialize)`
+on the same expression built with each library:
+
+- seed: z + ((y * x) / y) * (z / x) on float64 scalars;
+- chain: x = exp(x) * 2 + 1 - x / 3, repeated `--chain` times (default 50:
+  200 arithmetic operators and 50 exp) on a float64 vector;
+- mlp: a 3-layer perceptron's loss, -mean(log(softmax(tanh(tanh(X W1 + b1) W2 + b2) W3 + b3)))
+  with matrix weights and vector biases.
+
+relwrite runs twice per case: with the three phase tags, and with `unsafe`
+added (rules valid under assumptions, e.g. y != 0 for x * y / y -> x).
+PyTensor, when importable, runs once per case with the three tags; its
+figures are repeated on the unsafe row.  Times are the best of `--repeat`
+runs, each on a freshly built graph, the two libraries' runs interleaved;
+building the graph (and its FunctionGraph) is not timed.  Node counts are apply nodes after rewriting.
+The goal: relwrite's time <= 0.5x PyTensor's, with no more nodes.
+
+    python benchmarks/rewrite.py
+    python benchmarks/rewrite.py --repeat 10 --chain 100
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import relwrite as rw
+from relwrite.engine import RewriteWarning, rewrite_graph
+from relwrite.graph.fg import FunctionGraph
+
+PHASES = ("canonicalize", "stabilize", "specialize")
+
+warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")  # rewriting needs no BLAS
+try:
+    import pytensor.tensor as pt
+    from pytensor.graph.fg import FunctionGraph as PtFunctionGraph
+    from pytensor.graph.rewriting.utils import rewrite_graph as pt_rewrite_graph
+    from pytensor.printing import pprint as pt_pprint
+except ImportError:
+    pt = None
+
+
+def seed(lib: Any) -> list:
+    x, y, z = (lib.dscalar(n) for n in "xyz") if lib is pt else (rw.float64(n) for n in "xyz")
+    return [z + ((y * x) / y) * (z / x)]
+
+
+def chain(lib: Any, repeats: int) -> list:
+    x = lib.dvector("x") if lib is pt else rw.vector("x")
+    for _ in range(repeats):
+        x = lib.exp(x) * 2 + 1 - x / 3
+    return [x]
+
+
+def mlp(lib: Any) -> list:
+    """A 3-layer perceptron's loss: tanh hidden layers (dot + bias), softmax output, log, mean."""
+    if lib is pt:
+        X, W1, W2, W3 = (pt.dmatrix(n) for n in ("X", "W1", "W2", "W3"))
+        b1, b2, b3 = (pt.dvector(n) for n in ("b1", "b2", "b3"))
+        softmax = pt.special.softmax
+    else:
+        X, W1, W2, W3 = (rw.matrix(n) for n in ("X", "W1", "W2", "W3"))
+        b1, b2, b3 = (rw.vector(n) for n in ("b1", "b2", "b3"))
+        softmax = rw.softmax
+    h1 = lib.tanh(lib.dot(X, W1) + b1)
+    h2 = lib.tanh(lib.dot(h1, W2) + b2)
+    probabilities = softmax(lib.dot(h2, W3) + b3, axis=-1)
+    return [-lib.mean(lib.log(probabilities))]
+
+
+@dataclass
+class Measure:
+    seconds: float = float("inf")
+    nodes_before: int = 0
+    nodes_after: int = 0
+    warnings: tuple[str, ...] = ()
+
+    def add(self, run: tuple[float, int, int, list[str]]) -> None:
+        """Keep the best time; node counts and warnings are those of the latest run."""
+        seconds, self.nodes_before, self.nodes_after, caught = run
+        self.seconds = min(self.seconds, seconds)
+        self.warnings = tuple(caught)
+
+
+def run_relwrite(build: Callable[[Any], list], include: tuple[str, ...]) -> tuple[float, int, int, list[str]]:
+    fgraph = FunctionGraph(outputs=build(rw), clone=False)
+    before = len(fgraph.apply_nodes)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RewriteWarning)
+        start = time.perf_counter()
+        rewrite_graph(fgraph, include=include)
+        seconds = time.perf_counter() - start
+    messages = [str(w.message) for w in caught if issubclass(w.category, RewriteWarning)]
+    return seconds, before, len(fgraph.apply_nodes), messages
+
+
+def run_pytensor(build: Callable[[Any], list]) -> tuple[float, int, int, list[str]]:
+    fgraph = PtFunctionGraph(outputs=build(pt), clone=False)
+    before = len(fgraph.apply_nodes)
+    start = time.perf_counter()
+    pt_rewrite_graph(fgraph, include=PHASES)
+    seconds = time.perf_counter() - start
+    return seconds, before, len(fgraph.apply_nodes), []
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best counts")
+    parser.add_argument("--chain", type=int, default=50, help="repetitions of the chain's step (default 50)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1 or args.chain < 1:
+        parser.error("--repeat and --chain must be at least 1")
+
+    cases: list[tuple[str, Callable[[Any], list]]] = [
+        ("seed", seed),
+        (f"chain x{args.chain}", lambda lib: chain(lib, args.chain)),
+        ("mlp", mlp),
+    ]
+    if pt is None:
+        print("PyTensor is not importable: its columns are empty.\n")
+    header = (
+        f"{'case':<20} | {'relwrite time':>13} | {'relwrite nodes after':>20} | {'pytensor time':>13} | "
+        f"{'pytensor nodes after':>20} | {'time ratio':>10} | goal (<= 0.5x, nodes <= pytensor)"
+    )
+    print(header)
+    print("-" * len(header))
+    notes: list[str] = []
+    for name, build in cases:
+        variants = {name: PHASES, f"{name} +unsafe": (*PHASES, "unsafe")}
+        ours = {label: Measure() for label in variants}
+        theirs = Measure() if pt is not None else None
+        for _ in range(args.repeat):  # interleaved, so a change in machine load hits both sides alike
+            if theirs is not None:
+                theirs.add(run_pytensor(build))
+            for label, include in variants.items():
+                ours[label].add(run_relwrite(build, include))
+        for label, measured in ours.items():
+            notes.append(
+                f"{label}: relwrite {measured.nodes_before} -> {measured.nodes_after} nodes"
+                + (f", pytensor {theirs.nodes_before} -> {theirs.nodes_after}" if theirs else "")
+            )
+            notes.extend(f"{label}: relwrite warned: {message}" for message in measured.warnings)
+            print(_row(label, measured, theirs), flush=True)
+    print()
+    print("nodes before -> after:")
+    for note in notes:
+        print(f"  {note}")
+    print()
+    for include in (PHASES, (*PHASES, "unsafe")):
+        out = rewrite_graph(seed(rw)[0], include=include)
+        print(f"relwrite on the seed with {' + '.join(include)}: {rw.pprint(out)}")
+    if pt is not None:
+        fgraph = PtFunctionGraph(outputs=seed(pt), clone=False)
+        pt_rewrite_graph(fgraph, include=PHASES)
+        print(f"pytensor on the seed with {' + '.join(PHASES)}: {pt_pprint(fgraph.outputs[0])}")
+    return 0
+
+
+def _row(label: str, ours: Measure, theirs: Measure | None) -> str:
+    if theirs is None:
+        their_time, their_nodes, ratio, goal = "-", "-", "-", "-"
+    else:
+        their_time, their_nodes = f"{theirs.seconds * 1e3:10.2f} ms", str(theirs.nodes_after)
+        time_ratio = ours.seconds / theirs.seconds
+        ratio = f"{time_ratio:.2f}x"
+        misses = [
+            what
+            for what, ok in (("time", time_ratio <= 0.5), ("nodes", ours.nodes_after <= theirs.nodes_after))
+            if not ok
+        ]
+        goal = "met" if not misses else f"NOT met ({', '.join(misses)})"
+    return (
+        f"{label:<20} | {ours.seconds * 1e3:10.2f} ms | {ours.nodes_after:>20} | {their_time:>13} | "
+        f"{their_nodes:>20} | {ratio:>10} | {goal}"
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

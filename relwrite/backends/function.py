@@ -1,0 +1,79 @@
+"""`function(inputs, outputs, mode=...)`: rewrite a graph with a mode's rewrites, then link it.
+
+A mode pairs a rewrite query with a linker: `fast_compile` (o1) only
+canonicalizes and evaluates with NumPy; `fast_run` (o4) applies every
+default rewrite (stabilize, specialize, BLAS, fusion) and runs the result
+with the C linker, which falls back to NumPy with one warning when no C
+compiler works.  `Mode(linker=..., query=...)` builds any other pairing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from relwrite.backends.numpy.function import Function, function_graph
+from relwrite.backends.numpy.linker import NumpyLinker
+from relwrite.engine.db import Query, RewriteDatabase, mode_query, optdb
+from relwrite.graph.basic import Variable
+
+LINKERS = ("c", "numpy")
+
+
+@dataclass(frozen=True)
+class Mode:
+    """How `function` compiles: which rewrites (`query` on `db`, default optdb) and which `linker`."""
+
+    linker: str = "c"
+    query: Query | str = "fast_run"
+    db: RewriteDatabase | None = None
+
+    def __post_init__(self) -> None:
+        if self.linker not in LINKERS:
+            raise ValueError(f"Mode: unknown linker {self.linker!r}; choose one of {', '.join(LINKERS)}")
+        object.__setattr__(self, "query", mode_query(self.query))
+
+
+MODES: dict[str, Mode] = {
+    "fast_compile": Mode("numpy", "fast_compile"),
+    "fast_run": Mode("c", "fast_run"),
+    "o1": Mode("numpy", "o1"),
+    "o2": Mode("numpy", "o2"),
+    "o3": Mode("c", "o3"),
+    "o4": Mode("c", "o4"),
+}
+
+
+def get_mode(mode: str | Mode) -> Mode:
+    """A Mode from its name (fast_compile, fast_run, o1..o4) or itself."""
+    if isinstance(mode, Mode):
+        return mode
+    try:
+        return MODES[mode]
+    except (KeyError, TypeError):
+        raise ValueError(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}") from None
+
+
+def function(
+    inputs: Variable | Sequence[Variable],
+    outputs: Variable | Sequence[Variable],
+    mode: str | Mode = "fast_run",
+    trust_input: bool = False,
+) -> Function:
+    """Compile the graph from `inputs` to `outputs`: rewrite a copy with the mode's query, then link it.
+
+    The call takes one value per input (by position or name) and returns one
+    array for a single output variable, a list for a list.  Inputs are checked
+    against their types (dtype, rank, static shape) unless `trust_input`, in
+    which case arrays of exactly the right types must be passed positionally.
+    """
+    mode = get_mode(mode)
+    fgraph, single = function_graph(inputs, outputs)
+    (mode.db or optdb).query(mode.query).rewrite(fgraph)
+    if mode.linker == "c":
+        from relwrite.backends.c import CLinker
+
+        linker = CLinker(fgraph)
+    else:
+        linker = NumpyLinker(fgraph)
+    return Function(fgraph, single, linker=linker, trust_input=trust_input)

@@ -1,0 +1,169 @@
+"""The catalogue described for people: each rule's directions and an example before -> after.
+
+`describe(rule)` is what `relwrite rules` prints; `catalogue_markdown()` is
+the text of docs/catalogue.md (regenerate it with
+`relwrite rules --markdown > docs/catalogue.md`).  Examples are rewritten by
+one forward step of the rule alone, outermost match first, with the same
+checks the engine applies (dtype and static shape kept), so what is shown is
+what the rule does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import islice
+
+from unification.variable import isvar
+
+from relwrite.graph.fg import FunctionGraph
+from relwrite.graph.parse import parse
+from relwrite.graph.printing import pprint
+from relwrite.graph.terms import etuplize
+from relwrite.relations.pattern import can_replace, to_graph
+from relwrite.relations.registry import PHASES, Rule, catalogue
+
+MAX_ANSWERS = 64  # answers examined per node, as the engine's KanrenRelationSub does
+
+
+def rewrite_example(r: Rule, text: str) -> tuple[str, str]:
+    """`text` (parsed with the rule's types) and its rewrite by one forward step of `r`, pretty-printed.
+
+    Raises ValueError when the example does not parse or the rule does not rewrite it.
+    """
+    try:
+        expr = parse(text, r.types)
+    except (SyntaxError, ValueError, TypeError) as exc:
+        raise ValueError(f"example {text!r} of rule {r.name} does not parse: {exc}") from None
+    fgraph = FunctionGraph(outputs=[expr])
+    before = pprint(fgraph.outputs[0])
+    for node in reversed(fgraph.toposort()):
+        if len(node.outputs) != 1:
+            continue
+        old = node.outputs[0]
+        for answer in islice(r.forward(old), MAX_ANSWERS):
+            if isvar(answer):
+                continue
+            try:
+                new = to_graph(answer, like=old)
+            except (TypeError, ValueError):
+                continue
+            if new is old or not can_replace(old, new) or etuplize(old, return_bad_args=True) == new:
+                continue
+            fgraph.replace(old, new, reason=r.name)
+            return before, pprint(fgraph.outputs[0])
+    raise ValueError(f"rule {r.name} does not rewrite its example {before}")
+
+
+def directions(r: Rule) -> str:
+    """`both`, or `forward` with the reason the rule is not run backward."""
+    return "both" if r.backward else f"forward (not backward: {r.backward_note})"
+
+
+@dataclass(frozen=True)
+class RuleDescription:
+    """What `relwrite rules` and the catalogue page show for one rule.
+
+    `example` is `(before, after)` for the rule's first example, None when
+    the rule has none; `example_error` says what went wrong when rewriting it failed.
+    """
+
+    rule: Rule
+    phase: str
+    tags: str
+    directions: str
+    assumptions: str
+    example: tuple[str, str] | None
+    example_error: str | None
+
+    @property
+    def example_text(self) -> str:
+        if self.example is not None:
+            return f"{self.example[0]} -> {self.example[1]}"
+        return f"(error: {self.example_error})" if self.example_error else "(no example)"
+
+
+def describe(r: Rule) -> RuleDescription:
+    """The rule's facts, its first example rewritten by the rule."""
+    example, error = None, None
+    if r.examples:
+        try:
+            example = rewrite_example(r, r.examples[0])
+        except ValueError as exc:
+            error = str(exc)
+    return RuleDescription(
+        rule=r,
+        phase=r.phase or "(no phase)",
+        tags=", ".join(sorted(r.tags)),
+        directions=directions(r),
+        assumptions=", ".join(str(a) for a in r.assumptions) or "none",
+        example=example,
+        example_error=error,
+    )
+
+
+_INTRO = """\
+# The rule catalogue
+
+Every rewrite rule relwrite ships, generated from the registry
+(`relwrite.relations.catalogue()`); do not edit by hand. Regenerate with
+
+    relwrite rules --markdown > docs/catalogue.md
+
+Each rule is one kanren relation between a left side and a right side. The
+default pipeline (`rewrite_graph(g, include=["canonicalize", "stabilize",
+"specialize"])`) runs the phases in that order, each to a fixed point, and
+takes the rules whose tags the query includes; rules tagged `unsafe` (valid
+only under their assumptions) or `explore` run only when the query names that
+tag.
+
+- **directions**: `both` when running the relation backward (right side to
+  left side) terminates and means something, else `forward` and the reason;
+- **assumptions**: what the inputs must satisfy for the two sides to be equal;
+- **example**: the rule's first example and what one forward step of the rule
+  alone makes of it.
+
+`relwrite rules` prints the same in the terminal; `relwrite check` runs the
+soundness checks of every rule.
+"""
+
+
+def _escape(text: str) -> str:
+    """Markdown-escape prose (`*`, `_`, `<`, backslashes) outside `code spans`."""
+    pieces = text.split("`")
+    for i in range(0, len(pieces), 2):
+        piece = pieces[i].replace("\\", "\\\\")
+        for char in "*_<":
+            piece = piece.replace(char, "\\" + char)
+        pieces[i] = piece
+    return "`".join(pieces)
+
+
+def _entry(d: RuleDescription) -> list[str]:
+    lines = [f"### {d.rule.name}\n"]
+    if d.rule.doc:
+        lines.append(_escape(d.rule.doc) + "\n")
+    lines.append(f"- tags: {d.tags}")
+    lines.append(f"- directions: {_escape(d.directions)}")
+    lines.append(f"- assumptions: `{d.assumptions}`" if d.rule.assumptions else "- assumptions: none")
+    if d.example is not None:
+        lines.append(f"- example: `{d.example[0]}` -> `{d.example[1]}`")
+    else:
+        lines.append(f"- example: {_escape(d.example_text)}")
+    return [*lines, ""]
+
+
+def catalogue_markdown(rules: list[Rule] | None = None) -> str:
+    """The catalogue page (docs/catalogue.md) for `rules` (default: the whole catalogue)."""
+    descriptions = [describe(r) for r in (catalogue() if rules is None else rules)]
+    phases = list(dict.fromkeys([*PHASES, *(d.phase for d in descriptions)]))
+    counts = {p: sum(d.phase == p for d in descriptions) for p in phases}
+    lines = [_INTRO]
+    summary = ", ".join(f"{counts[p]} {p}" for p in phases if counts[p])
+    lines.append(f"{len(descriptions)} rules ({summary}).\n" if descriptions else "No rules.\n")
+    for phase in phases:
+        if counts[phase]:
+            lines.append(f"## {phase}\n")
+            for d in descriptions:
+                if d.phase == phase:
+                    lines.extend(_entry(d))
+    return "\n".join(lines).rstrip("\n") + "\n"

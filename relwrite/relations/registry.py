@@ -1,0 +1,312 @@
+"""Rules: kanren relations with the metadata engines, tests and docs need.
+
+A `Rule` is itself a relation — `rule(lhs, rhs)` is a kanren goal — so
+`run(1, q, r(graph, q))` rewrites forward and `run(1, q, r(q, graph))` runs
+backward.  It also records its name, tags, tracks (head ops), assumptions
+(domain preconditions such as ``"y != 0"``), whether running it backward is
+meaningful, and examples.
+
+Simple rules are one `rule(name, lhs_pattern, rhs_pattern, ...)` call: the
+same two patterns give the kanren goal and a fast direct matcher
+(`Rule.forward`, plain unify/reify) that engines use forward.  Complex rules
+are functions composed from kanren goals, decorated with `@relation(...)`.
+"""
+
+from __future__ import annotations
+
+import importlib
+import operator
+import re
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+import numpy as np
+from cons.core import ConsError, car
+from kanren.core import eq, lall
+from unification import reify, var
+from unification.variable import Var
+
+from relwrite.graph.basic import Op, Variable
+from relwrite.relations.goals import literalo, whereo
+from relwrite.relations.pattern import Pattern
+
+PHASES = ("canonicalize", "stabilize", "specialize")
+OPT_IN_TAGS = frozenset({"unsafe", "explore"})
+RULE_MODULES = (
+    "relwrite.relations.canonicalize",
+    "relwrite.relations.stabilize",
+    "relwrite.relations.specialize",
+    "relwrite.relations.blas",
+)
+
+_COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "!=": operator.ne}
+_ASSUMPTION = re.compile(
+    r"^\s*([A-Za-z_]\w*)\s*(>=|<=|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
+
+
+@dataclass(frozen=True)
+class Assumption:
+    """A domain precondition on one variable of a rule: ``name op value`` (e.g. ``x > 0``)."""
+
+    name: str
+    op: str
+    value: float
+
+    @classmethod
+    def parse(cls, text: str) -> Assumption:
+        found = _ASSUMPTION.match(text) if isinstance(text, str) else None
+        if found is None:
+            raise ValueError(
+                f"assumption {text!r} is not of the form 'NAME OP NUMBER' with OP one of > >= < <= !="
+            )
+        name, op, value = found.groups()
+        return cls(name, op, float(value))
+
+    def holds(self, values: Any) -> np.ndarray:
+        """Elementwise, whether `values` satisfy the assumption."""
+        return _COMPARE[self.op](np.asarray(values), self.value)
+
+    def __str__(self) -> str:
+        return f"{self.name} {self.op} {self.value:g}"
+
+
+class Rule:
+    """A rewrite rule: a bidirectional kanren relation plus metadata.
+
+    - `tags`: one phase (canonicalize, stabilize or specialize) and others such
+      as fast_run, fast_compile, unsafe (valid only under `assumptions`: NaN/Inf
+      behaviour may change), explore (kept out of default pipelines);
+    - `tracks`: the ops an input can be headed by (None: any);
+    - `assumptions`: preconditions the rule needs, as `Assumption`s;
+    - `backward`: whether running it backward terminates and means something,
+      with `backward_note` saying why not when it does not;
+    - `examples`: left-hand sides in `parse` syntax, typed by `types`;
+    - `guard`: an optional cheap test a graph must pass for the rule to match
+      (a necessary condition), checked by `forward` before the relation is
+      built, so that failing attempts cost microseconds.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        relation: Callable[[Any, Any], Any],
+        tags: Iterable[str],
+        tracks: Sequence[Op | type] | None = None,
+        assumptions: Iterable[str] = (),
+        backward: bool | str = True,
+        examples: Iterable[str] = (),
+        types: Mapping[str, str] | None = None,
+        doc: str = "",
+        lhs: Pattern | None = None,
+        rhs: Pattern | None = None,
+        guard: Callable[[Any], bool] | None = None,
+    ):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"rule name must be an identifier, got {name!r}")
+        self.name = name
+        self.relation = relation
+        self.tags = frozenset(tags)
+        self.tracks = tuple(tracks) if tracks is not None else None
+        self.assumptions = tuple(Assumption.parse(a) for a in assumptions)
+        self.backward = backward is True
+        self.backward_note = None if backward is True else (backward or "not meaningful backward")
+        self.examples = tuple(examples)
+        self.types = dict(types or {})
+        self.doc = " ".join(doc.split())
+        self.lhs, self.rhs = lhs, rhs
+        self.guard = guard
+
+    @property
+    def phase(self) -> str | None:
+        """The pipeline phase the rule belongs to (its canonicalize/stabilize/specialize tag)."""
+        return next((p for p in PHASES if p in self.tags), None)
+
+    def __call__(self, lhs: Any, rhs: Any) -> Any:
+        return self.relation(lhs, rhs)
+
+    def reversed(self, lhs: Any, rhs: Any) -> Any:
+        """The rule run backward, as a relation: `reversed(a, b)` is `self(b, a)`."""
+        return self.relation(rhs, lhs)
+
+    def forward(self, term: Any) -> Iterator[Any]:
+        """The rule's answers for `term`: by direct matching for pattern rules, else by kanren."""
+        if self.guard is not None and isinstance(term, Variable) and not self.guard(term):
+            return
+        if self.lhs is not None:
+            s = self.lhs.match(term)
+            if s is not None:
+                yield reify(self.rhs.term, s)
+            return
+        q = var()
+        for state in self.relation(term, q)({}):
+            yield reify(q, state)
+
+    def __repr__(self) -> str:
+        return f"<Rule {self.name} [{', '.join(sorted(self.tags))}]>"
+
+
+def rule(
+    name: str,
+    lhs: Any,
+    rhs: Any,
+    tags: Iterable[str],
+    assumptions: Iterable[str] = (),
+    examples: Iterable[str] | None = None,
+    types: Mapping[str, str] | None = None,
+    doc: str = "",
+) -> Rule:
+    """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
+
+    Strings name logic variables shared by the two sides; a number on the
+    left matches a constant equal to it (any dtype), on the right it becomes
+    a constant of the dtype around it.  Running backward is meaningful when
+    every variable of the left side also appears on the right.
+    """
+    names: dict[str, Var] = {}
+    lhs_pattern = Pattern(lhs, names)
+    lhs_names = set(names)
+    rhs_pattern = Pattern(rhs, names, staged=False)
+    if lhs_pattern.head is None:
+        raise ValueError(f"rule {name}: the left side must be an application of an op, got {lhs!r}")
+    if set(names) - lhs_names:
+        raise ValueError(
+            f"rule {name}: the right side uses {sorted(set(names) - lhs_names)} the left side lacks"
+        )
+    term, literals, constraints, bindings = lhs_pattern.relational()
+    rhs_term, rhs_literals, _, _ = rhs_pattern.relational()  # numbers as literals: constants match backward
+    literals = [*literals, *rhs_literals]
+    template_vars = [*names.values(), *(v for v, _ in literals), *(v for v, _ in bindings)]
+    rhs_names = {n for n in names if _mentions(rhs, n)}
+    missing = sorted(lhs_names - rhs_names)
+    backward: bool | str = True
+    if missing:
+        backward = f"the right side does not determine {', '.join(missing)}"
+
+    def relation(a: Any, b: Any) -> Any:
+        fresh = {v: var(prefix=_prefix(v)) for v in template_vars}
+        goals = [eq(a, reify(term, fresh)), eq(b, reify(rhs_term, fresh))]
+        goals += [eq(fresh[slot], reify(inner, fresh)) for slot, inner in bindings]
+        goals += [literalo(fresh[v], number) for v, number in literals]
+        goals += [whereo(reify(v, fresh), check) for v, check in constraints]
+        return lall(*goals)
+
+    relation.__name__ = name
+    if examples is None:
+        examples = () if constraints else (lhs_pattern.text,)
+    return Rule(
+        name,
+        relation,
+        tags,
+        tracks=(lhs_pattern.head,),
+        assumptions=assumptions,
+        backward=backward,
+        examples=examples,
+        types=types,
+        doc=doc or f"{lhs_pattern.text} -> {rhs_pattern.text}",
+        lhs=lhs_pattern,
+        rhs=rhs_pattern,
+    )
+
+
+def relation(
+    tags: Iterable[str],
+    tracks: Sequence[Op | type] | None = None,
+    assumptions: Iterable[str] = (),
+    backward: bool | str = True,
+    examples: Iterable[str] = (),
+    types: Mapping[str, str] | None = None,
+    name: str | None = None,
+    guard: Callable[[Any], bool] | None = None,
+) -> Callable[[Callable], Rule]:
+    """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
+
+    Tracks not given are derived with `derive_tracks`; `guard` is a cheap
+    necessary condition on a graph for the rule to match (see Rule).
+    """
+
+    def decorate(fn: Callable[[Any, Any], Any]) -> Rule:
+        return Rule(
+            name or fn.__name__,
+            fn,
+            tags,
+            tracks=tracks if tracks is not None else derive_tracks(fn),
+            assumptions=assumptions,
+            backward=backward,
+            examples=examples,
+            types=types,
+            doc=fn.__doc__ or "",
+            guard=guard,
+        )
+
+    return decorate
+
+
+def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:
+    """The head ops a relation's input can have, found by running it on fresh variables.
+
+    Sound only when the stream of answers ends within `limit` and every
+    answer fixes the input's head op; otherwise None (try the relation on
+    every node).  Relations with no answer on fresh variables (goals that
+    wait for ground input) get None too.
+    """
+    lhs, rhs = var(), var()
+    heads: list[Op] = []
+    try:
+        states = list(islice(relation(lhs, rhs)({}), limit + 1))
+    except Exception:
+        return None
+    if not states or len(states) > limit:
+        return None
+    for state in states:
+        try:
+            head = car(reify(lhs, state))
+        except ConsError:
+            return None
+        if not isinstance(head, Op):
+            return None
+        if head not in heads:
+            heads.append(head)
+    return heads
+
+
+def _prefix(v: Var) -> str:
+    return str(v.token).rsplit("_", 1)[0]
+
+
+def _mentions(spec: Any, name: str) -> bool:
+    stack = [spec]
+    while stack:
+        item = stack.pop()
+        if item == name and isinstance(item, str):
+            return True
+        if isinstance(item, tuple):
+            stack.extend(item)
+        elif isinstance(item, Mapping):
+            stack.append(item.get("pattern"))
+    return False
+
+
+def catalogue() -> list[Rule]:
+    """Every rule of the catalogue, in definition order (phase modules in pipeline order)."""
+    rules: list[Rule] = []
+    seen: dict[str, str] = {}
+    for module_name in RULE_MODULES:
+        module = importlib.import_module(module_name)
+        for value in vars(module).values():
+            if isinstance(value, Rule):
+                if value.name in seen:
+                    raise ValueError(f"rule {value.name} is defined in {seen[value.name]} and {module_name}")
+                seen[value.name] = module_name
+                rules.append(value)
+    return rules
+
+
+def get_rule(name: str) -> Rule:
+    """The catalogue rule called `name` (KeyError naming it otherwise)."""
+    for r in catalogue():
+        if r.name == name:
+            return r
+    raise KeyError(f"no rule named {name!r} in the catalogue")

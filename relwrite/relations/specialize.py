@@ -1,0 +1,242 @@
+"""Specialize: replace general operations by cheaper special cases.
+
+The rules match the canonical form canonicalize leaves (constants first in
+add and mul).  Powers with a constant exponent become squares, square roots
+and reciprocals; products and sums lose their neutral constants; division by
+a constant becomes multiplication by its reciprocal, which constant folding
+(part of this phase) then computes once.
+
+Every right side computes exactly its left side's values (infinities, NaN
+and integer wrap-around included), except where a rule's doc says it may
+differ in the last place (one rounding instead of another).  Exponents other
+than 0, 1 and 2 need a floating base: numpy refuses negative integer powers
+of integers, and a fractional power of an integer is a float64 while sqrt of
+it may be narrower.
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import numpy as np
+from unification import var
+
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Constant, Variable
+from relwrite.relations.goals import (
+    Goal,
+    along,
+    conj,
+    is_float,
+    is_signed,
+    literal_value,
+    mappingo,
+    neutralo,
+    operandso,
+    replaceableo,
+    rewrite_operandso,
+    variadico,
+    whereo,
+)
+from relwrite.relations.registry import relation, rule
+from relwrite.relations.stabilize import float_var, leading_literalo
+
+SPECIALIZE = ("specialize", "fast_run")
+
+
+def is_number(value: Any) -> bool:
+    """Whether `value` is a graph variable of a number dtype (not bool: x ** 2 of a bool is an int)."""
+    return isinstance(value, Variable) and value.type.numpy_dtype.kind in "iuf"
+
+
+def number_var(name: str) -> dict:
+    """The pattern variable `name`, accepted only for number-dtype values."""
+    return {"pattern": name, "constraint": is_number}
+
+
+def divides_by_invertible_constant(division: Variable) -> bool:
+    """Whether `division` (x / c) divides by a constant c of its own floating dtype with a normal reciprocal.
+
+    Then x * (1 / c) differs from x / c by at most a rounding; a subnormal or
+    huge c would make 1 / c overflow or lose digits.
+    """
+    divisor = division.owner.inputs[1] if isinstance(division, Variable) and division.owner else None
+    if not isinstance(divisor, Constant) or divisor.dtype != division.dtype or not is_float(divisor):
+        return False
+    with np.errstate(all="ignore"):
+        inverse = np.reciprocal(divisor.data)
+    return bool(np.all(np.isfinite(inverse) & (np.abs(inverse) >= np.finfo(inverse.dtype).tiny)))
+
+
+# -- powers ---------------------------------------------------------------------------------------
+
+pow_two = rule(
+    "pow_two",
+    (o.pow, number_var("x"), 2),
+    (o.sqr, "x"),
+    SPECIALIZE,
+    examples=("x ** 2",),
+    types={"x": "vector"},
+    doc="x ** 2 -> sqr(x): one multiplication (integers wrap around the same way)",
+)
+
+pow_minus_two = rule(
+    "pow_minus_two",
+    (o.pow, float_var("x"), -2),
+    (o.reciprocal, (o.sqr, "x")),
+    SPECIALIZE,
+    examples=("x ** -2",),
+    types={"x": "vector"},
+    doc="x ** -2 -> 1 / sqr(x) (floats; may differ in the last place)",
+)
+
+pow_half = rule(
+    "pow_half",
+    (o.pow, float_var("x"), 0.5),
+    (o.sqrt, "x"),
+    SPECIALIZE,
+    examples=("x ** 0.5",),
+    types={"x": "vector"},
+    doc="x ** 0.5 -> sqrt(x) (floats; numpy itself computes a power of 0.5 as sqrt, -inf giving NaN)",
+)
+
+pow_minus_half = rule(
+    "pow_minus_half",
+    (o.pow, float_var("x"), -0.5),
+    (o.reciprocal, (o.sqrt, "x")),
+    (*SPECIALIZE, "unsafe"),
+    assumptions=("x > 0",),
+    examples=("x ** -0.5",),
+    types={"x": "vector"},
+    doc="x ** -0.5 -> 1 / sqrt(x), for x > 0: at x = -0.0 the left side is +inf and the right side -inf,"
+    " at x = -inf 0 and NaN",
+)
+
+pow_minus_one = rule(
+    "pow_minus_one",
+    (o.pow, float_var("x"), -1),
+    (o.reciprocal, "x"),
+    SPECIALIZE,
+    examples=("x ** -1",),
+    types={"x": "vector"},
+    doc="x ** -1 -> reciprocal(x) (floats: numpy refuses negative integer powers of integers)",
+)
+
+pow_one = rule(
+    "pow_one",
+    (o.pow, number_var("x"), 1),
+    "x",
+    SPECIALIZE,
+    examples=("x ** 1",),
+    types={"x": "vector"},
+    doc="x ** 1 -> x",
+)
+
+
+@relation(SPECIALIZE, tracks=(o.pow,), examples=("x ** 0",), types={"x": "vector"})
+def pow_zero(lhs: Any, rhs: Any) -> Goal:
+    """x ** 0 -> ones_like(x) (fill(x, 1)): numpy gives 1 for every base, 0, inf and NaN included."""
+    base, exponent = var(prefix="x"), var(prefix="zero")
+    return conj(
+        along(
+            lhs,
+            operandso(lhs, o.pow, (base, exponent)),
+            mappingo((base, exponent), rhs, _ones_like_base, _zeroth_powers),
+        ),
+        replaceableo(lhs, rhs),
+    )
+
+
+def _ones_like_base(arguments: tuple) -> Variable | None:
+    """fill(x, 1) for (x, 0) with 0 a 0-d constant (an array of zeros could widen the result), else None."""
+    x, exponent = arguments
+    data = literal_value(exponent)
+    if not is_number(x) or data is None or data.ndim != 0 or data != 0:
+        return None
+    return o.fill(x, 1)
+
+
+def _zeroth_powers(ones: Any) -> list[tuple]:
+    """The (x, 0) whose power `ones`, a fill(x, 1), may be (mappingo keeps it only if it maps back)."""
+    node = ones.owner if isinstance(ones, Variable) else None
+    return [(node.inputs[0], 0)] if node is not None and node.op == o.fill else []
+
+
+# -- products, sums and divisions --------------------------------------------------------------------
+
+mul_self = rule(
+    "mul_self",
+    (o.mul, "x", "x"),
+    (o.sqr, "x"),
+    SPECIALIZE,
+    examples=("mul(x, x)",),
+    types={"x": "vector"},
+    doc="x * x -> sqr(x)",
+)
+
+sqr_neg = rule(
+    "sqr_neg",
+    (o.sqr, (o.neg, "x")),
+    (o.sqr, "x"),
+    SPECIALIZE,
+    examples=("sqr(neg(x))",),
+    types={"x": "vector"},
+    doc="sqr(-x) -> sqr(x): the negation is wasted (exact, integers included)",
+)
+
+
+@relation(
+    SPECIALIZE,
+    tracks=(o.mul,),
+    examples=("mul(-1, x)", "mul(-1, x, y)"),
+    types={"x": "vector"},
+)
+def mul_minus_one(lhs: Any, rhs: Any) -> Goal:
+    """-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats: exact)."""
+    factors, rest, product = var(prefix="factors"), var(prefix="rest"), var(prefix="x")
+    return conj(
+        along(
+            lhs,
+            operandso(lhs, o.mul, factors),
+            leading_literalo(-1, factors, rest),
+            variadico(product, o.mul, rest),
+            operandso(rhs, o.neg, (product,)),
+        ),
+        whereo(product, is_signed),
+        replaceableo(lhs, rhs),
+    )
+
+
+@relation(SPECIALIZE, tracks=(o.mul,), examples=("mul(1, x, y)", "mul(1, x)"), types={"x": "vector"})
+def drop_mul_one(lhs: Any, rhs: Any) -> Goal:
+    """1 * a * b -> a * b, as canonicalize's mul_one: for the ones constant folding leaves in this phase."""
+    return rewrite_operandso(o.mul, lhs, rhs, partial(neutralo, o.mul))
+
+
+@relation(SPECIALIZE, tracks=(o.add,), examples=("add(0, x, y)", "add(0, x)"), types={"x": "vector"})
+def drop_add_zero(lhs: Any, rhs: Any) -> Goal:
+    """0 + a + b -> a + b, as canonicalize's add_zero: for the zeros constant folding leaves in this phase."""
+    return rewrite_operandso(o.add, lhs, rhs, partial(neutralo, o.add))
+
+
+one_over = rule(
+    "one_over",
+    (o.true_div, 1, float_var("x")),
+    (o.reciprocal, "x"),
+    SPECIALIZE,
+    examples=("true_div(1, x)",),
+    types={"x": "vector"},
+    doc="1 / x -> reciprocal(x) (floats)",
+)
+
+div_by_constant = rule(
+    "div_by_constant",
+    {"pattern": (o.true_div, "x", "c"), "constraint": divides_by_invertible_constant},
+    (o.mul, (o.reciprocal, "c"), "x"),
+    SPECIALIZE,
+    examples=("x / 4.0", "x / 3.0"),
+    types={"x": "vector"},
+    doc="x / c -> (1 / c) * x for a floating constant c with a normal reciprocal; constant folding"
+    " computes 1 / c once (exact for powers of two, else within a rounding)",
+)

@@ -1,0 +1,949 @@
+"""Soundness checks for rules: both sides of a relation must compute the same values.
+
+`check_relation(rule)` generates left sides for a rule (from its pattern,
+from running it on fresh logic variables, and from its examples), gives their
+variables random types and values that respect the rule's assumptions, runs
+the relation forward, evaluates both sides with the NumPy backend and
+compares them; then runs it backward from each right side and compares
+every left side found.  A mismatch raises `SoundnessError` (an
+`AssertionError`) describing a counterexample that hypothesis has shrunk::
+
+    from relwrite.testing import check_relation
+    check_relation(my_rule)              # forward and backward
+    check_relation(my_relation, assumptions=["x > 0"], direction="forward")
+
+What counts as equal: the right side's type can replace the left side's (same
+dtype and rank, static lengths kept: what the engine requires), same shape
+(broadcasting included) and values equal within tolerances set by the dtype
+(integers exactly), NaN equal to NaN.  Precision the left side itself
+lacks is not held against the right side: positions where the left side is
+ill-conditioned (its value is not reproduced when evaluated in the next lower
+precision) are not compared, and examples whose left side passes through
+subnormal numbers are skipped.
+
+Where the left side is not finite, the right side must match it too, except
+for rules tagged `unsafe` (valid only under their assumptions) or `stabilize`
+(whose purpose is to replace overflowing or NaN-producing computations): for
+those only the positions where the left side is finite are compared, and
+inputs are never NaN or infinite.  For other rules inputs are occasionally NaN
+or infinite, so a rule that changes NaN/Inf behaviour (x * 0 -> 0) is caught.
+"""
+
+from __future__ import annotations
+
+import ast
+import math
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import islice
+from typing import Any
+
+import numpy as np
+from etuples.core import ExpressionTuple
+from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import strategies as st
+from hypothesis.errors import Unsatisfiable
+from hypothesis.extra import numpy as hnp
+from kanren.core import lall
+from unification import reify, var
+from unification.variable import Var, isvar
+
+from relwrite.backends.numpy.function import function
+from relwrite.graph.basic import (
+    Constant,
+    Op,
+    Variable,
+    ancestors,
+    constant,
+    graph_inputs,
+    io_toposort,
+    type_from_spec,
+)
+from relwrite.graph.parse import parse
+from relwrite.graph.printing import pprint
+from relwrite.graph.terms import GraphETuple
+from relwrite.graph.types import TensorType
+from relwrite.relations.pattern import as_graph, to_graph
+from relwrite.relations.registry import Assumption, Rule
+from relwrite.testing.strategies import FLOAT_BOUND
+
+DIRECTIONS = ("both", "forward", "backward")
+
+MAX_ANSWERS = 4
+"""How many answers of the relation are checked per left side (forward) and per right side (backward)."""
+
+PROBE_STATES = 16
+"""How many states of the relation run on fresh variables are read when looking for left-side templates."""
+
+PROBE_TEMPLATES = 4
+"""How many distinct left-side templates probing keeps."""
+
+INT_BOUND = 100
+"""Magnitude bound of generated integers (small enough that products rarely overflow)."""
+
+TINY = 2.0**-20
+"""Non-zero floats smaller than this in magnitude are not generated: products of them underflow to 0."""
+
+FINITE_ONLY_TAGS = frozenset({"unsafe", "stabilize"})
+"""Rules with one of these tags are compared only where their left side is finite."""
+
+_NUMBER = (bool, int, float, np.number, np.bool_)
+
+
+class SoundnessError(AssertionError):
+    """A rule whose two sides differ on some input; the message describes the counterexample.
+
+    Attributes: `rule` (its name), `direction` ("forward" or "backward"),
+    `inputs` (input name -> array), `left` and `right` (the two graphs; either
+    may be None when it could not be built) and `left_value`, `right_value`.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        rule: str,
+        direction: str,
+        inputs: Mapping[str, np.ndarray],
+        left: Variable | None = None,
+        right: Variable | None = None,
+        left_value: np.ndarray | None = None,
+        right_value: np.ndarray | None = None,
+    ):
+        super().__init__(message)
+        self.rule = rule
+        self.direction = direction
+        self.inputs = dict(inputs)
+        self.left, self.right = left, right
+        self.left_value, self.right_value = left_value, right_value
+
+
+@dataclass(frozen=True)
+class SoundnessReport:
+    """What `check_relation` checked: the directions, how many examples each, and notes (skips)."""
+
+    rule: str
+    directions: tuple[str, ...]
+    examples: Mapping[str, int]
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, repr=False)
+class Binding:
+    """A left side to check: the graph, its input variables, one value per input, and where it came from."""
+
+    lhs: Variable
+    inputs: tuple[Variable, ...]
+    values: tuple[np.ndarray, ...]
+    source: str
+
+    @property
+    def named_values(self) -> dict[str, np.ndarray]:
+        """The values by input name (unnamed inputs as `input<i>`)."""
+        return {_input_name(v, i): value for i, (v, value) in enumerate(zip(self.inputs, self.values))}
+
+    def __repr__(self) -> str:
+        values = ", ".join(f"{name}={_show_value(value)}" for name, value in self.named_values.items())
+        return f"Binding({pprint(self.lhs)}; {values})"
+
+    def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
+        """The same text in hypothesis' report of a failing example."""
+        printer.text(repr(self))
+
+
+# -- what is checked: a rule, or a plain relation with arguments ------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Subject:
+    """A relation under test with the metadata the checks need."""
+
+    name: str
+    relation: Callable[[Any, Any], Any]
+    fast_forward: Callable[[Any], Iterator[Any]] | None
+    rule: Rule | None
+    tags: frozenset[str]
+    assumptions: tuple[Assumption, ...]
+    types: Mapping[str, TensorType]
+    backward: bool
+    backward_note: str | None
+    examples: tuple[str, ...]
+
+    @property
+    def compares_non_finite(self) -> bool:
+        return not (self.tags & FINITE_ONLY_TAGS)
+
+
+def _subject(
+    rule_or_relation: Rule | Callable,
+    types: Mapping[str, str | TensorType] | None,
+    assumptions: Iterable[str | Assumption],
+) -> _Subject:
+    if isinstance(assumptions, str):
+        raise TypeError(
+            f"assumptions must be a sequence of strings like 'x > 0', got the string {assumptions!r}"
+        )
+    extra = tuple(a if isinstance(a, Assumption) else Assumption.parse(a) for a in assumptions)
+    if isinstance(rule_or_relation, Rule):
+        rule = rule_or_relation
+        return _Subject(
+            name=rule.name,
+            relation=rule.relation,
+            fast_forward=rule.forward if rule.lhs is not None else None,
+            rule=rule,
+            tags=rule.tags,
+            assumptions=rule.assumptions + extra,
+            types=_resolve_types(rule.name, {**rule.types, **(types or {})}),
+            backward=rule.backward,
+            backward_note=rule.backward_note,
+            examples=rule.examples,
+        )
+    if not callable(rule_or_relation):
+        raise TypeError(
+            f"check_relation needs a Rule or a relation function relation(lhs, rhs), got {rule_or_relation!r}"
+        )
+    name = getattr(rule_or_relation, "__name__", None) or repr(rule_or_relation)
+    return _Subject(
+        name=name,
+        relation=rule_or_relation,
+        fast_forward=None,
+        rule=None,
+        tags=frozenset(),
+        assumptions=extra,
+        types=_resolve_types(name, dict(types or {})),
+        backward=True,
+        backward_note=None,
+        examples=(),
+    )
+
+
+def _resolve_types(name: str, types: Mapping[str, str | TensorType]) -> dict[str, TensorType]:
+    resolved = {}
+    for var_name, spec in types.items():
+        try:
+            resolved[var_name] = type_from_spec(spec)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{name}: variable {var_name!r} has a bad type spec {spec!r}: {exc}") from None
+    return resolved
+
+
+# -- left-side templates --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Template:
+    """A left side with holes: `build(variables by name)` makes the graph."""
+
+    description: str
+    names: tuple[str, ...]
+    build: Callable[[Mapping[str, Variable]], Variable]
+
+
+def _term_template(term: Any, description: str) -> _Template | None:
+    """A template from a kanren term whose logic variables are the holes, or None if it is not buildable."""
+    if not isinstance(term, ExpressionTuple) or not term or not isinstance(term[0], Op):
+        return None
+    logic_vars: list[Var] = []
+    stack = [term]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, GraphETuple):
+            continue
+        if isinstance(item, ExpressionTuple):
+            if not item or not isinstance(item[0], Op):
+                return None
+            stack.extend(reversed(item[1:]))
+        elif isvar(item):
+            if item not in logic_vars:
+                logic_vars.append(item)
+        elif not isinstance(item, (*_NUMBER, Variable)):
+            return None
+    names: dict[Var, str] = {}
+    for lv in logic_vars:
+        base = str(lv.token).rsplit("_", 1)[0] if isinstance(lv.token, str) else ""
+        base = base if base.isidentifier() else "v"
+        name, k = base, 1
+        while name in names.values():
+            k += 1
+            name = f"{base}{k}"
+        names[lv] = name
+
+    def build(variables: Mapping[str, Variable]) -> Variable:
+        return as_graph(reify(term, {lv: variables[name] for lv, name in names.items()}))
+
+    return _Template(description, tuple(names.values()), build)
+
+
+def _example_template(text: str) -> _Template:
+    try:
+        tree = ast.parse(text.strip(), mode="eval")
+    except SyntaxError as exc:
+        raise ValueError(f"example {text!r} is not an expression: {exc}") from None
+    called = {id(node.func) for node in ast.walk(tree) if isinstance(node, ast.Call)}
+    found = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and id(n) not in called]
+    names = list(dict.fromkeys(n.id for n in sorted(found, key=lambda n: (n.lineno, n.col_offset))))
+
+    def build(variables: Mapping[str, Variable]) -> Variable:
+        return parse(text, types=dict(variables))
+
+    return _Template(f"example {text!r}", tuple(names), build)
+
+
+def _probe_templates(relation: Callable[[Any, Any], Any]) -> list[_Template]:
+    """Left sides the relation itself proposes when run on fresh logic variables (bounded)."""
+    lhs, rhs = var(), var()
+    try:
+        states = list(islice(lall(relation(lhs, rhs))({}), PROBE_STATES))
+    except Exception:
+        return []
+    templates: list[_Template] = []
+    seen: set[str] = set()
+    for state in states:
+        term = reify(lhs, state)
+        text = str(term)
+        template = _term_template(term, f"left side {text} found by running the relation")
+        if template is not None and text not in seen:
+            seen.add(text)
+            templates.append(template)
+            if len(templates) == PROBE_TEMPLATES:
+                break
+    return templates
+
+
+def _templates(subject: _Subject) -> list[_Template]:
+    rule = subject.rule
+    if rule is not None and rule.lhs is not None:
+        term, literals, _constraints, bindings = rule.lhs.relational()
+        term = reify(term, {**dict(bindings), **dict(literals)})  # constrained applications inline, numbers
+        pattern = _term_template(term, f"the rule's pattern {rule.lhs.text}")
+        templates = [pattern] if pattern is not None else []
+        return templates + [_example_template(t) for t in subject.examples if t != rule.lhs.text]
+    return _probe_templates(subject.relation) + [_example_template(t) for t in subject.examples]
+
+
+# -- values -----------------------------------------------------------------------------------------
+
+
+def _float_bounds(assumptions: Sequence[Assumption], name: str) -> tuple[float, float, bool, bool]:
+    """The interval (low, high, exclude_low, exclude_high) the assumptions on `name` leave."""
+    low = high = None
+    exclude_low = exclude_high = False
+    for a in assumptions:
+        if a.op in (">", ">=") and (low is None or a.value > low or (a.value == low and a.op == ">")):
+            low, exclude_low = a.value, a.op == ">"
+        elif a.op in ("<", "<=") and (high is None or a.value < high or (a.value == high and a.op == "<")):
+            high, exclude_high = a.value, a.op == "<"
+    if low is None and high is None:
+        low, high = -FLOAT_BOUND, FLOAT_BOUND
+    elif low is None:
+        low = min(high, 0.0) - FLOAT_BOUND
+    elif high is None:
+        high = max(low, 0.0) + FLOAT_BOUND
+    if low > high or (low == high and (exclude_low or exclude_high)):
+        raise ValueError(f"the assumptions on {name} ({', '.join(map(str, assumptions))}) leave no value")
+    return low, high, exclude_low, exclude_high
+
+
+def _representable(bound: float, dtype: np.dtype, upward: bool) -> float:
+    """`bound` rounded inward to a value of `dtype` (hypothesis needs exactly representable bounds)."""
+    if dtype.itemsize >= 8:
+        return bound
+    rounded = dtype.type(bound)
+    if upward and rounded < bound:
+        rounded = np.nextafter(rounded, dtype.type(np.inf))
+    elif not upward and rounded > bound:
+        rounded = np.nextafter(rounded, dtype.type(-np.inf))
+    return float(rounded)
+
+
+@cache
+def _elements(
+    dtype: np.dtype, assumptions: tuple[Assumption, ...], name: str, non_finite: bool
+) -> st.SearchStrategy:
+    """Array elements of `dtype` satisfying `assumptions`; floats occasionally NaN/Inf when `non_finite`."""
+
+    def holds(value: Any) -> bool:
+        return all(bool(a.holds(value)) for a in assumptions)
+
+    if dtype.kind == "b":
+        return st.booleans().filter(holds)
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        low, high, exclude_low, exclude_high = _float_bounds(assumptions, name)
+        low_int = max(info.min, -INT_BOUND, math.floor(low) + 1 if exclude_low else math.ceil(low))
+        high_int = min(info.max, INT_BOUND, math.ceil(high) - 1 if exclude_high else math.floor(high))
+        if low_int > high_int:
+            raise ValueError(f"the assumptions on {name} leave no value of dtype {dtype.name}")
+        return st.integers(low_int, high_int).filter(holds)
+    low, high, exclude_low, exclude_high = _float_bounds(assumptions, name)
+    low_r, high_r = _representable(low, dtype, upward=True), _representable(high, dtype, upward=False)
+    finite = st.floats(
+        low_r,
+        high_r,
+        exclude_min=exclude_low and low_r == low,
+        exclude_max=exclude_high and high_r == high,
+        allow_nan=False,
+        allow_subnormal=False,
+        width=min(dtype.itemsize * 8, 64),
+    )
+    if max(abs(low), abs(high)) >= TINY:
+        finite = finite.filter(lambda v: v == 0 or abs(v) >= TINY)
+    finite = finite.filter(holds)
+    specials = [s for s in (math.nan, math.inf, -math.inf) if holds(s)] if non_finite else []
+    if not specials:
+        return finite
+    special = st.sampled_from(specials)
+    return st.integers(0, 15).flatmap(lambda k: special if k == 15 else finite)
+
+
+def _draw_type(draw: st.DrawFn, full: Sequence[int], max_ndim: int) -> TensorType:
+    """A random float type: float64 (sometimes float32), rank 0..max_ndim, lengths unknown, full or 1."""
+    dtype = draw(st.sampled_from(("float64", "float64", "float64", "float32")))
+    ndim = draw(st.integers(0, max_ndim))
+    shape: list[int | None] = []
+    for axis in range(ndim):
+        if draw(st.booleans()):
+            shape.append(1 if draw(st.integers(0, 3)) == 3 else full[ndim - 1 - axis])
+        else:
+            shape.append(None)
+    return TensorType(dtype, shape)
+
+
+def _full_lengths(draw: st.DrawFn, fixed: Iterable[TensorType], rank: int) -> list[int]:
+    """The length each axis position (counted from the right) has when it is not 1."""
+    base = draw(st.integers(2, 3))
+    full = []
+    for position in range(rank):
+        known = [t.shape[-1 - position] for t in fixed if t.ndim > position]
+        known = [d for d in known if d is not None and d != 1]
+        full.append(known[0] if known else draw(st.one_of(st.just(base), st.integers(1, 3))))
+    return full
+
+
+def _unknown_length(draw: st.DrawFn, full: Sequence[int], position: int) -> int:
+    """A value's length where its type does not say: usually the full length, sometimes 1 (to broadcast)."""
+    if position >= len(full) or draw(st.integers(0, 3)) == 3:
+        return 1
+    return full[position]
+
+
+def _input_name(v: Variable, position: int) -> str:
+    return v.name if v.name else f"input{position}"
+
+
+@st.composite
+def _bindings(
+    draw: st.DrawFn,
+    subject: _Subject,
+    templates: Sequence[_Template],
+    non_finite: bool,
+    max_ndim: int,
+    rejections: _Rejections | None,
+) -> Binding:
+    template = draw(st.sampled_from(templates))
+    fixed = [subject.types[n] for n in template.names if n in subject.types]
+    rank = max([max_ndim, *(t.ndim for t in fixed)])
+    full = _full_lengths(draw, fixed, rank)
+    variables = {
+        name: (subject.types[name] if name in subject.types else _draw_type(draw, full, max_ndim))(name)
+        for name in template.names
+    }
+    try:
+        lhs = template.build(variables)
+    except (TypeError, ValueError) as exc:
+        _reject(rejections, f"{template.description} did not build", exc)
+    if not isinstance(lhs, Variable):
+        _reject(rejections, f"{template.description} is not a graph")
+    used = graph_inputs([lhs])
+    inputs = [v for v in variables.values() if v in used]
+    inputs += [v for v in used if v not in inputs]
+    values = []
+    for position, v in enumerate(inputs):
+        shape = tuple(
+            d if d is not None else _unknown_length(draw, full, v.ndim - 1 - axis)
+            for axis, d in enumerate(v.type.shape)
+        )
+        name = _input_name(v, position)
+        assumed = tuple(a for a in subject.assumptions if a.name == name)
+        elements = _elements(v.type.numpy_dtype, assumed, name, non_finite)
+        values.append(draw(hnp.arrays(v.type.numpy_dtype, shape, elements=elements)))
+    return Binding(lhs, tuple(inputs), tuple(values), template.description)
+
+
+class _Rejections:
+    """Why drawn examples were rejected, counted, with the last error seen for each reason."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.errors: dict[str, str] = {}
+
+    def add(self, reason: str, error: BaseException | None) -> None:
+        self.counts[reason] += 1
+        if error is not None:
+            self.errors[reason] = _exception(error)
+
+    def __str__(self) -> str:
+        return "; ".join(
+            f"{reason} ({count} times{', last: ' + self.errors[reason] if reason in self.errors else ''})"
+            for reason, count in self.counts.most_common()
+        )
+
+
+def _reject(rejections: _Rejections | None, reason: str, error: BaseException | None = None) -> None:
+    """Mark the example invalid (hypothesis draws another), noting why."""
+    if rejections is not None:
+        rejections.add(reason, error)
+    assume(False)
+
+
+def relation_bindings(
+    rule_or_relation: Rule | Callable,
+    types: Mapping[str, str | TensorType] | None = None,
+    assumptions: Iterable[str | Assumption] = (),
+    non_finite: bool | None = None,
+    max_ndim: int = 2,
+) -> st.SearchStrategy[Binding]:
+    """Left sides of a relation with inputs and values: a hypothesis strategy of `Binding`s.
+
+    Templates come from the rule's pattern (for `rule()` rules), else from
+    running the relation on fresh logic variables, plus the rule's examples.
+    Each variable (named by its logic variable's prefix or its example name)
+    gets the type `types` or the rule's `types` give it, else a random float
+    type of rank 0..`max_ndim` whose lengths broadcast (length-1 axes
+    included); values satisfy the assumptions on the variable's name.
+    Ill-typed combinations are rejected.  Floats are occasionally NaN or
+    infinite when `non_finite` (default: unless the rule is tagged unsafe or
+    stabilize).
+    """
+    subject = _subject(rule_or_relation, types, assumptions)
+    templates = _checked_templates(subject)
+    if max_ndim < 0:
+        raise ValueError(f"max_ndim must be >= 0, got {max_ndim}")
+    return _bindings(
+        subject, templates, subject.compares_non_finite if non_finite is None else non_finite, max_ndim, None
+    )
+
+
+def _checked_templates(subject: _Subject) -> list[_Template]:
+    templates = _templates(subject)
+    if not templates:
+        raise ValueError(
+            f"{subject.name}: no left side to generate: running it on fresh logic variables gave no "
+            "term headed by an op, and it has no examples (give the rule examples=[...])"
+        )
+    names = {n for t in templates for n in t.names}
+    for a in subject.assumptions:
+        if a.name not in names:
+            raise ValueError(
+                f"{subject.name}: assumption '{a}' names no variable of its left side "
+                f"(variables: {', '.join(sorted(names)) or 'none'})"
+            )
+        try:
+            _float_bounds([b for b in subject.assumptions if b.name == a.name], a.name)
+        except ValueError as exc:
+            raise ValueError(f"{subject.name}: {exc}") from None
+    return templates
+
+
+# -- evaluation and comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Evaluated:
+    value: np.ndarray
+    magnitude: float  # the largest finite magnitude among the graph's intermediate values
+    underflow: bool  # whether some intermediate value is subnormal (and so has lost precision)
+
+
+def _evaluate(graph: Variable, binding: Binding) -> _Evaluated:
+    """Evaluate `graph` on the binding's values with the NumPy backend."""
+    outputs = [graph, *(v for v in ancestors([graph]) if v.owner is not None and v is not graph)]
+    with np.errstate(all="ignore"):
+        results = function(list(binding.inputs), outputs)(*binding.values)
+    return _Evaluated(
+        np.asarray(results[0]), max(_magnitude(r) for r in results), any(_subnormal(r) for r in results)
+    )
+
+
+def _magnitude(array: np.ndarray) -> float:
+    array = np.asarray(array)
+    if array.dtype.kind not in "iuf" or array.size == 0:
+        return 0.0
+    finite = np.abs(array[np.isfinite(array)]) if array.dtype.kind == "f" else np.abs(array)
+    return float(finite.max()) if finite.size else 0.0
+
+
+def _subnormal(array: np.ndarray) -> bool:
+    array = np.asarray(array)
+    if array.dtype.kind != "f":
+        return False
+    magnitude = np.abs(array)
+    return bool(((magnitude > 0) & (magnitude < np.finfo(array.dtype).smallest_normal)).any())
+
+
+def _tolerances(dtype: np.dtype, rtol: float | None, atol: float | None, scale: float) -> tuple[float, float]:
+    """Relative and absolute tolerances for `dtype`: sqrt(eps), the absolute one times `scale`."""
+    if dtype.kind != "f":
+        return (rtol or 0.0, atol or 0.0)
+    tolerance = float(np.sqrt(np.finfo(dtype).eps))
+    return (tolerance if rtol is None else rtol, tolerance * scale if atol is None else atol)
+
+
+def _difference(
+    left: np.ndarray,
+    right: np.ndarray,
+    finite_only: bool,
+    rtol: float | None,
+    atol: float | None,
+    scale: float,
+    unreliable: Callable[[], np.ndarray | None] = lambda: None,
+) -> str | None:
+    """How `right` differs from `left`, or None when they agree.
+
+    `unreliable()`, asked only when some values differ, marks positions where
+    `left` itself is too inaccurate to compare against.
+    """
+    if left.dtype != right.dtype:
+        return f"dtypes differ: left {left.dtype.name}, right {right.dtype.name}"
+    if left.shape != right.shape:
+        return f"shapes differ: left {left.shape}, right {right.shape}"
+    r_tol, a_tol = _tolerances(left.dtype, rtol, atol, scale)
+    if left.dtype.kind == "f":
+        with np.errstate(all="ignore"):
+            same = (left == right) | (np.isnan(left) & np.isnan(right))
+            close = (
+                np.isfinite(left)
+                & np.isfinite(right)
+                & (np.abs(left - right) <= a_tol + r_tol * np.abs(left))
+            )
+        agree = same | close
+        if finite_only:
+            agree |= ~np.isfinite(left)
+        if not agree.all():
+            skipped = unreliable()
+            if skipped is not None:
+                agree |= skipped
+    else:
+        exact_left, exact_right = left.astype(np.float64), right.astype(np.float64)  # no integer overflow
+        agree = np.abs(exact_left - exact_right) <= a_tol + r_tol * np.abs(exact_left)
+    if agree.all():
+        return None
+    index = tuple(int(i) for i in np.argwhere(~agree)[0])
+    where = f" at index {index}" if index else ""
+    return (
+        f"values differ{where}: left {left[index].tolist()!r}, right {right[index].tolist()!r}"
+        f" (rtol={r_tol:.3g}, atol={a_tol:.3g})"
+    )
+
+
+LOWER_PRECISION = {"float64": "float32", "float32": "float16"}
+
+
+def _unreliable_positions(
+    graph: Variable, binding: Binding, value: np.ndarray, scale: float
+) -> np.ndarray | None:
+    """Where `value` (graph's value on the binding) is numerically unreliable, or None if unknown.
+
+    The graph is evaluated again with its float inputs and constants in the
+    next lower precision; a finite position whose value is not reproduced
+    within that precision's tolerance is ill-conditioned (catastrophic
+    cancellation, say), so its last digits in the higher precision mean
+    nothing either.  Stabilizing rules exist for such positions.
+    """
+    lower = LOWER_PRECISION.get(value.dtype.name)
+    if lower is None:
+        return None
+    try:
+        lowered = _in_precision(graph, binding, np.dtype(lower))
+    except Exception:
+        return None
+    if lowered.shape != value.shape:
+        return None
+    tolerance = float(np.sqrt(np.finfo(lower).eps))
+    with np.errstate(all="ignore"):
+        reproduced = np.isfinite(lowered) & (
+            np.abs(value - lowered) <= tolerance * scale + tolerance * np.abs(value)
+        )
+    return np.isfinite(value) & ~reproduced
+
+
+def _in_precision(graph: Variable, binding: Binding, dtype: np.dtype) -> np.ndarray:
+    """`graph` evaluated with every wider float input and constant cast to `dtype`."""
+
+    def lowered(v: Variable) -> Variable:
+        if v.type.numpy_dtype.kind == "f" and v.type.numpy_dtype.itemsize > dtype.itemsize:
+            if isinstance(v, Constant):
+                return constant(v.data.astype(dtype))
+            return TensorType(dtype, v.type.shape)(v.name)
+        return v
+
+    replacement = {v: lowered(v) for v in binding.inputs}
+    for node in io_toposort(list(binding.inputs), [graph]):
+        args = [replacement[i] if i in replacement else lowered(i) for i in node.inputs]
+        for old, new in zip(node.outputs, node.op.make_node(*args).outputs):
+            replacement[old] = new
+    values = [value.astype(replacement[v].dtype) for v, value in zip(binding.inputs, binding.values)]
+    with np.errstate(all="ignore"):
+        return np.asarray(function([replacement[v] for v in binding.inputs], replacement[graph])(*values))
+
+
+def _type_problem(old: Variable, new: Variable) -> str | None:
+    """Why `new` cannot replace `old` in a graph (the engine's rule), or None."""
+    if old.type.is_super(new.type):
+        return None
+    if old.dtype != new.dtype:
+        what = f"dtype {new.dtype} instead of {old.dtype}"
+    elif old.ndim != new.ndim:
+        what = f"rank {new.ndim} instead of {old.ndim}"
+    else:
+        what = f"static shape {new.type.shape} does not keep {old.type.shape}"
+    return f"types differ: {what} (the engine refuses such a replacement)"
+
+
+# -- running the relation ----------------------------------------------------------------------------------
+
+
+def _has_logic_variables(term: Any) -> bool:
+    stack = [term]
+    while stack:
+        item = stack.pop()
+        if isvar(item):
+            return True
+        if isinstance(item, (ExpressionTuple, tuple, list)) and not isinstance(item, GraphETuple):
+            stack.extend(item)
+    return False
+
+
+def _kanren_answers(relation: Callable[[Any, Any], Any], given: Any, forward: bool) -> list[Any]:
+    q = var()
+    goal = relation(given, q) if forward else relation(q, given)
+    return [reify(q, state) for state in islice(lall(goal)({}), MAX_ANSWERS)]
+
+
+def _forward_answers(subject: _Subject, lhs: Variable) -> list[Any]:
+    answers = list(islice(subject.fast_forward(lhs), MAX_ANSWERS)) if subject.fast_forward is not None else []
+    answers += _kanren_answers(subject.relation, lhs, forward=True)
+    return [a for a in answers if not isvar(a)]
+
+
+def _answer_graph(answer: Any, like: Variable) -> Variable:
+    if _has_logic_variables(answer):
+        raise ValueError(f"the answer {answer} still contains logic variables")
+    return to_graph(answer, like=like)
+
+
+# -- the check ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Checker:
+    subject: _Subject
+    forward: bool
+    backward: bool
+    rtol: float | None
+    atol: float | None
+    examples: Counter = field(default_factory=Counter)
+    rejections: _Rejections = field(default_factory=_Rejections)
+
+    def check(self, binding: Binding) -> None:
+        lhs = binding.lhs
+        try:
+            left = _evaluate(lhs, binding)
+        except Exception as exc:
+            _reject(self.rejections, "the left side did not evaluate on the drawn values", exc)
+        if left.underflow:  # gradual underflow loses precision no tolerance can account for
+            _reject(self.rejections, "the left side passed through subnormal numbers")
+        try:
+            answers = _forward_answers(self.subject, lhs)
+        except Exception as exc:
+            self.fail("forward", binding, f"running the relation forward raised {_exception(exc)}", lhs)
+        if not answers:
+            _reject(self.rejections, "the relation did not rewrite the left side")
+        right_sides = []
+        for answer in answers:
+            try:
+                rhs = _answer_graph(answer, like=lhs)
+                problem = _type_problem(lhs, rhs)
+                right = _evaluate(rhs, binding)
+            except Exception as exc:
+                if self.forward:
+                    self.fail(
+                        "forward",
+                        binding,
+                        f"an answer could not be built or evaluated: {_exception(exc)}",
+                        lhs,
+                    )
+                continue
+            if self.forward:
+                self.compare("forward", binding, lhs, left, rhs, right, problem)
+            right_sides.append((rhs, right))
+        if self.forward:
+            self.examples["forward"] += 1
+        if self.backward:
+            if not right_sides:
+                _reject(self.rejections, "no right side could be evaluated")
+            for rhs, right in right_sides:
+                self.check_backward(binding, rhs, right)
+            self.examples["backward"] += 1
+
+    def check_backward(self, binding: Binding, rhs: Variable, right: _Evaluated) -> None:
+        try:
+            forms = [a for a in _kanren_answers(self.subject.relation, rhs, forward=False) if not isvar(a)]
+        except Exception as exc:
+            self.fail(
+                "backward", binding, f"running the relation backward raised {_exception(exc)}", None, rhs
+            )
+        if not forms:
+            self.fail(
+                "backward",
+                binding,
+                "running the relation backward on the right side gave no left side",
+                None,
+                rhs,
+            )
+        for form in forms:
+            try:
+                found = _answer_graph(form, like=rhs)
+                problem = _type_problem(rhs, found)
+                left = _evaluate(found, binding)
+            except Exception as exc:
+                self.fail(
+                    "backward",
+                    binding,
+                    f"a left side found could not be built or evaluated: {_exception(exc)}",
+                    None,
+                    rhs,
+                )
+            self.compare("backward", binding, found, left, rhs, right, problem)
+
+    def compare(
+        self,
+        direction: str,
+        binding: Binding,
+        lhs: Variable,
+        left: _Evaluated,
+        rhs: Variable,
+        right: _Evaluated,
+        problem: str | None,
+    ) -> None:
+        if problem is None:
+            scale = max(1.0, left.magnitude, right.magnitude, *(_magnitude(v) for v in binding.values))
+            problem = _difference(
+                left.value,
+                right.value,
+                not self.subject.compares_non_finite,
+                self.rtol,
+                self.atol,
+                scale,
+                lambda: _unreliable_positions(lhs, binding, left.value, scale),
+            )
+        if problem is not None:
+            self.fail(direction, binding, problem, lhs, rhs, left.value, right.value)
+
+    def fail(
+        self,
+        direction: str,
+        binding: Binding,
+        problem: str,
+        lhs: Variable | None,
+        rhs: Variable | None = None,
+        left_value: np.ndarray | None = None,
+        right_value: np.ndarray | None = None,
+    ) -> None:
+        inputs = binding.named_values
+        lines = [f"{self.subject.name} is unsound {direction}: {problem}", "  inputs:"]
+        lines += [f"    {name} = {_show_value(value)}" for name, value in inputs.items()]
+        lines.append(f"  left side:    {pprint(binding.lhs)}")
+        if rhs is not None:
+            lines.append(f"  right side:   {pprint(rhs)}")
+        if direction == "backward" and lhs is not None:
+            lines.append(f"  left side found backward: {pprint(lhs)}")
+        if left_value is not None:
+            label = "left value:  " if direction == "forward" else "value of the left side found:"
+            lines.append(f"  {label} {_show_value(left_value)}")
+            lines.append(f"  right value:  {_show_value(right_value)}")
+        lines.append(f"  (left side from {binding.source})")
+        raise SoundnessError(
+            "\n".join(lines), self.subject.name, direction, inputs, lhs, rhs, left_value, right_value
+        )
+
+
+def _exception(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _show_value(value: Any) -> str:
+    array = np.asarray(value)
+    return f"{array.tolist()!r} ({array.dtype.name}, shape {array.shape})"
+
+
+def check_relation(
+    rule_or_relation: Rule | Callable,
+    direction: str = "both",
+    max_examples: int | None = None,
+    types: Mapping[str, str | TensorType] | None = None,
+    assumptions: Iterable[str | Assumption] = (),
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> SoundnessReport:
+    """Property-test that a rule's two sides compute the same values; raise `SoundnessError` if not.
+
+    `rule_or_relation` is a `Rule` or a plain relation `fn(lhs, rhs)` built
+    from kanren goals.  `direction` is "forward" (the right sides the relation
+    gives for generated left sides), "backward" (the left sides it gives when
+    run on those right sides) or "both"; backward is skipped, with a note in
+    the report, for rules that declare it not meaningful.  `types` and
+    `assumptions` add to the rule's own (for a plain relation they are the
+    only ones).  `max_examples` defaults to the current hypothesis profile's.
+    Tolerances default to sqrt(eps) of the dtype, the absolute one scaled by
+    the largest magnitude computed; integers compare exactly; positions where
+    the left side is ill-conditioned are not compared.
+
+    Raises ValueError when no left side can be generated or arguments are bad.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    if max_examples is not None and (not isinstance(max_examples, int) or max_examples < 1):
+        raise ValueError(f"max_examples must be a positive int or None, got {max_examples!r}")
+    for label, tolerance in (("rtol", rtol), ("atol", atol)):
+        if tolerance is not None and not tolerance >= 0:
+            raise ValueError(f"{label} must be a non-negative number or None, got {tolerance!r}")
+    subject = _subject(rule_or_relation, types, assumptions)
+    notes = []
+    backward = direction in ("both", "backward")
+    if backward and not subject.backward:
+        note = f"{subject.name}: backward not checked: {subject.backward_note}"
+        if direction == "backward":
+            raise ValueError(f"{note} (the rule declares it not meaningful)")
+        notes.append(note)
+        backward = False
+    checker = _Checker(subject, direction in ("both", "forward"), backward, rtol, atol)
+    templates = _checked_templates(subject)
+    strategy = _bindings(subject, templates, subject.compares_non_finite, 2, checker.rejections)
+
+    @settings(
+        max_examples=max_examples or settings.default.max_examples,
+        deadline=None,
+        report_multiple_bugs=False,
+        phases=[phase for phase in settings.default.phases if phase != Phase.explain],
+        suppress_health_check=list(HealthCheck),
+    )
+    @given(strategy)
+    def run(binding: Binding) -> None:
+        checker.check(binding)
+
+    try:
+        run()
+    except Unsatisfiable:
+        reasons = str(checker.rejections)
+        raise ValueError(
+            f"{subject.name}: no usable example could be generated ({reasons or 'every draw was rejected'}); "
+            "check its examples, types and assumptions"
+        ) from None
+    checked = tuple(
+        d
+        for d in ("forward", "backward")
+        if (d == "forward" and checker.forward) or (d == "backward" and backward)
+    )
+    return SoundnessReport(subject.name, checked, dict(checker.examples), tuple(notes))

@@ -1,0 +1,264 @@
+"""`function(..., mode=...)`: every mode computes what the un-rewritten graph computes under NumPy.
+
+The reference is `relwrite.backends.numpy.function` on the graph as built (no
+rewriting).  Values agree within a tolerance by dtype, scaled by the result's
+magnitude; non-finite results agree in kind (NaN, +inf, -inf) at every position.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import relwrite as rw
+from relwrite.backends.c import c_available
+from relwrite.backends.function import MODES, Mode, function
+from relwrite.backends.numpy import function as reference_function
+from relwrite.engine.db import Query
+from relwrite.graph import ops
+from relwrite.graph.basic import ancestors
+from relwrite.testing.strategies import expression_graphs, input_values, tensor_types
+
+CUSTOM_MODE = Mode(linker="numpy", query=Query(include=["fast_compile", "stabilize", "specialize"]))
+ALL_MODES = [*MODES.values(), CUSTOM_MODE]
+RTOL = {"float64": 1e-12, "float32": 1e-5}
+
+needs_c = pytest.mark.skipif(not c_available(), reason="no working C compiler here")
+
+
+def largest_finite(arrays: list[np.ndarray]) -> float:
+    return max((float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)) for a in arrays), default=0.0)
+
+
+def assert_matches_reference(
+    got: np.ndarray, want: np.ndarray, context: str, intermediates: list[np.ndarray] = ()
+) -> None:
+    """`got` equals `want` within the dtype's tolerance, with NaN/inf in the same places and of the same kind.
+
+    The tolerance is relative to the magnitude of the result and of the `intermediates` it was computed
+    from: rewriting reorders arithmetic, so a result that cancels large terms keeps their rounding.
+    """
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, context
+    for kind in (np.isnan, np.isposinf, np.isneginf):
+        np.testing.assert_array_equal(kind(got), kind(want), err_msg=f"{context}: {kind.__name__} differs")
+    finite = np.isfinite(want)
+    rtol = RTOL[want.dtype.name]
+    magnitude = max(1.0, largest_finite([want, *intermediates]))
+    np.testing.assert_allclose(got[finite], want[finite], rtol=rtol, atol=rtol * magnitude, err_msg=context)
+
+
+def assert_every_mode_matches_reference(inputs: list, output, values: list) -> None:
+    computed = [v for v in ancestors([output]) if v.owner is not None]
+    with np.errstate(all="ignore"):
+        want, *intermediates = reference_function(inputs, [output, *computed])(*values)
+        for mode in ALL_MODES:
+            got = function(inputs, output, mode=mode)(*values)
+            assert_matches_reference(got, want, f"mode {mode}", intermediates)
+
+
+graph_input_types = tensor_types(dtypes=("float64", "float32"), max_ndim=2)
+
+# Rewrites reassociate sums, so where terms cancel and a tiny divisor then amplifies the rounding
+# (e.g. (x1 + x0 - x0) / x1 with x1 ~ 1e-6), no tolerance fixed per dtype holds.  Finite values are
+# kept at |x| >= 1e-3 (or 0) to bound that amplification; NaN/inf propagation is tested separately.
+well_scaled = st.just(0.0) | st.floats(1e-3, 1e3) | st.floats(-1e3, -1e-3)
+# Non-finite inputs among well-scaled ones: huge finite values would let reassociated products overflow
+# where the original order did not (0 * x**3 vs x * (0 * x * x)), which no reordering rule can avoid.
+with_non_finite = st.sampled_from([np.nan, np.inf, -np.inf]) | well_scaled
+
+
+@given(graph_input_types.flatmap(lambda t: expression_graphs(input_type=t)), st.data())
+def test_every_mode_equals_the_numpy_reference_on_random_graphs(graph, data):
+    inputs, output = graph
+    values = data.draw(input_values(inputs, elements=well_scaled))
+    assert_every_mode_matches_reference(inputs, output, values)
+
+
+@given(expression_graphs(), st.data())
+def test_nan_and_infinities_propagate_as_in_numpy(graph, data):
+    inputs, output = graph
+    assert_every_mode_matches_reference(
+        inputs, output, data.draw(input_values(inputs, elements=with_non_finite))
+    )
+
+
+def expression20(x, y, lib):
+    """20 operations over exp, sin, tanh, sqrt, abs, + - * / (counted on the right)."""
+    t1 = lib.exp(1.0 - lib.abs(x))  # 3
+    t2 = lib.sin(y) * 0.5  # 5
+    t3 = lib.tanh(x * y)  # 7
+    t4 = lib.sqrt(lib.abs(t2) + 1.0)  # 10
+    t6 = t3 - t1 / t4  # 12
+    t7 = t6 * t6 + x  # 14
+    t8 = lib.sin(t7) / (1.0 + lib.abs(y))  # 18
+    return t8 - lib.tanh(t1)  # 20
+
+
+def test_fast_run_fuses_a_20_op_expression_into_one_composite():
+    x, y = rw.vector("x"), rw.vector("y")
+    f = function([x, y], expression20(x, y, ops), mode="fast_run")
+    (node,) = f.fgraph.apply_nodes
+    assert isinstance(node.op, ops.Composite)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(1000), rng.standard_normal(1000)
+    assert_matches_reference(f(a, b), expression20(a, b, np), "20-op expression")
+
+
+def test_fast_run_turns_a_scaled_product_plus_scaled_matrix_into_gemm():
+    a, b, x, y, z = rw.scalar("a"), rw.scalar("b"), rw.matrix("X"), rw.matrix("Y"), rw.matrix("Z")
+    f = function([a, x, y, b, z], a * (x @ y) + b * z, mode="fast_run")
+    assert any(isinstance(node.op, ops.Gemm) for node in f.fgraph.apply_nodes)
+    rng = np.random.default_rng(0)
+    xv, yv, zv = rng.standard_normal((5, 4)), rng.standard_normal((4, 3)), rng.standard_normal((5, 3))
+    assert_matches_reference(f(1.5, xv, yv, -0.5, zv), 1.5 * (xv @ yv) - 0.5 * zv, "gemm")
+
+
+@needs_c
+def test_fast_run_runs_the_fused_loop_and_gemm_as_compiled_code():
+    x, y = rw.vector("x"), rw.vector("y")
+    assert function([x, y], expression20(x, y, ops), mode="fast_run").linker.c_nodes
+    a, b, m, n, z = rw.scalar("a"), rw.scalar("b"), rw.matrix("X"), rw.matrix("Y"), rw.matrix("Z")
+    gemm = function([a, m, n, b, z], a * (m @ n) + b * z, mode="fast_run")
+    assert any(isinstance(node.op, ops.Gemm) for node in gemm.linker.c_nodes)
+
+
+def test_fast_compile_neither_fuses_nor_uses_blas():
+    x, y = rw.vector("x"), rw.vector("y")
+    f = function([x, y], rw.exp(x) * y + x, mode="fast_compile")
+    assert not any(isinstance(node.op, (ops.Composite, ops.Gemm)) for node in f.fgraph.apply_nodes)
+    assert not hasattr(f.linker, "c_nodes")
+
+
+# -- input checks and trust_input --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("mode", ["fast_compile", "fast_run"])
+def test_inputs_are_checked_with_errors_naming_the_input(mode):
+    x, y = rw.vector("x"), rw.vector("y", dtype="float32")
+    f = function([x, y], rw.exp(x) + y, mode=mode)
+    with pytest.raises(TypeError, match=r"takes 2 input\(s\), got 1"):
+        f(np.ones(3))
+    with pytest.raises(TypeError, match=r"input 'x' \(position 0\).*1 dimension\(s\), got 2"):
+        f(np.ones((3, 1)), np.ones(3, dtype="float32"))
+    with pytest.raises(TypeError, match=r"input 'y' \(position 1\).*does not cast safely to float32"):
+        f(np.ones(3), np.ones(3))
+    with pytest.raises(TypeError, match=r"no input named 'z'"):
+        f(np.ones(3), z=np.ones(3))
+
+
+@pytest.mark.parametrize("mode", ["fast_compile", "fast_run"])
+def test_checked_inputs_are_converted_exactly_and_bound_by_name(mode):
+    x, y = rw.vector("x"), rw.vector("y")
+    f = function([x, y], x * y - x, mode=mode)
+    np.testing.assert_array_equal(f([1, 2, 3], y=np.array([2.0, 2.0, 2.0])), [1.0, 2.0, 3.0])
+
+
+@pytest.mark.parametrize("mode", [*MODES, CUSTOM_MODE])
+def test_trust_input_gives_the_same_results_on_exact_arrays(mode):
+    x, y = rw.vector("x"), rw.vector("y")
+    output = rw.tanh(x * y) + rw.exp(-rw.abs(x))
+    checked = function([x, y], output, mode=mode)
+    trusted = function([x, y], output, mode=mode, trust_input=True)
+    a, b = np.linspace(-2.0, 2.0, 7), np.linspace(3.0, -1.0, 7)
+    np.testing.assert_array_equal(trusted(a, b), checked(a, b))
+
+
+def test_trust_input_skips_the_checks():
+    x = rw.scalar("x")
+    checked = function([x], x + 1.0, mode="fast_compile")
+    trusted = function([x], x + 1.0, mode="fast_compile", trust_input=True)
+    with pytest.raises(TypeError, match="input 'x'"):
+        checked(np.zeros(3))
+    np.testing.assert_array_equal(trusted(np.zeros(3)), np.ones(3))  # unchecked: numpy just broadcasts
+
+
+@needs_c
+def test_trusted_inputs_of_the_wrong_dtype_never_reach_a_kernel():
+    x, y = rw.vector("x"), rw.vector("y")
+    f = function([x, y], rw.tanh(x * y) + rw.exp(x), mode="fast_run", trust_input=True)
+    assert f.linker.c_nodes
+    with pytest.raises(TypeError, match="must be a float64 ndarray"):
+        f(np.ones(4, dtype="float32"), np.ones(4))
+
+
+# -- modes -------------------------------------------------------------------------------------------------
+
+
+def test_an_unknown_mode_is_a_value_error_naming_it():
+    x = rw.vector("x")
+    with pytest.raises(ValueError, match=r"unknown mode 'fastest'.*fast_run"):
+        function([x], x + 1.0, mode="fastest")
+
+
+def test_a_mode_with_an_unknown_linker_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match=r"unknown linker 'jit'"):
+        Mode(linker="jit")
+
+
+def test_a_mode_with_an_unknown_query_name_is_a_value_error_naming_it():
+    with pytest.raises(ValueError, match=r"unknown mode 'quick'"):
+        Mode(linker="numpy", query="quick")
+
+
+# -- the NumPy fallback ------------------------------------------------------------------------------------
+
+FALLBACK_SCRIPT = textwrap.dedent(
+    """
+    import json, warnings
+    import numpy as np
+    import relwrite as rw
+    from relwrite.backends.c import CFallbackWarning
+    from relwrite.backends.function import function
+    from relwrite.backends.numpy import function as reference_function
+    from relwrite.graph import ops
+
+    x, y = rw.vector("x"), rw.vector("y")
+    a, b, m, n, z = rw.scalar("a"), rw.scalar("b"), rw.matrix("X"), rw.matrix("Y"), rw.matrix("Z")
+    cases = [
+        ([x, y], rw.sin(rw.exp(x) * y) / (1.0 + rw.abs(y)) - rw.tanh(x)),
+        ([a, m, n, b, z], a * (m @ n) + b * z),
+    ]
+    rng = np.random.default_rng(0)
+    values = [
+        [rng.standard_normal(6), rng.standard_normal(6)],
+        [np.array(2.0), rng.standard_normal((3, 4)), rng.standard_normal((4, 2)), np.array(0.5),
+         rng.standard_normal((3, 2))],
+    ]
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        functions, errors = [], []
+        for (inputs, output), value in [*zip(cases, values), *zip(cases, values)]:
+            f = function(inputs, output, mode="fast_run")
+            functions.append(f)
+            errors.append(float(np.max(np.abs(f(*value) - reference_function(inputs, output)(*value)))))
+    fused = (ops.Composite, ops.Gemm)
+    print(json.dumps({
+        "fused": [any(isinstance(nd.op, fused) for nd in f.fgraph.apply_nodes) for f in functions],
+        "compiled": sum(len(f.linker.c_nodes) for f in functions),
+        "errors": errors,
+        "warnings": [str(w.message) for w in caught if issubclass(w.category, CFallbackWarning)],
+    }))
+    """
+)
+
+
+def test_relwrite_no_c_falls_back_to_numpy_with_one_warning(tmp_path):
+    environment = {**os.environ, "RELWRITE_NO_C": "1", "RELWRITE_CACHE_DIR": str(tmp_path)}
+    run = subprocess.run(
+        [sys.executable, "-c", FALLBACK_SCRIPT], capture_output=True, text=True, env=environment, check=False
+    )
+    assert run.returncode == 0, run.stderr
+    report = json.loads(run.stdout)
+    assert all(report["fused"])  # the rewrites still run; only the linking changes
+    assert report["compiled"] == 0
+    assert max(report["errors"]) <= 1e-12
+    assert len(report["warnings"]) == 1 and "RELWRITE_NO_C" in report["warnings"][0], report["warnings"]

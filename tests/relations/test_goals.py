@@ -1,0 +1,241 @@
+"""The primitive goals relations are built from: both directions, fast failure, and the operand-list goals."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kanren import eq, lall, run, var
+
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Constant, constant, matrix, scalar, tensor, vector
+from relwrite.graph.printing import graph_repr
+from relwrite.relations.goals import (
+    along,
+    broadcasts_into,
+    cancelledo,
+    canonical_key,
+    choiceo,
+    conj,
+    divided_outo,
+    equals_everywhere,
+    filled_constant,
+    flatteno,
+    foldedo,
+    is_float,
+    is_signed,
+    like_factorso,
+    like_termso,
+    mappingo,
+    neutralo,
+    nodeo,
+    operandso,
+    replaceableo,
+    same_dtype_at,
+    sortedo,
+    variadico,
+)
+from relwrite.relations.pattern import as_graph
+
+x, y, z = scalar("x"), scalar("y"), scalar("z")
+
+
+def shown(terms) -> list[str]:
+    return [graph_repr([as_graph(t)]) for t in terms]
+
+
+def test_operandso_reads_a_graph_and_builds_one():
+    args = var()
+    assert run(0, args, operandso(x + y, o.add, args)) == ((x, y),)
+    assert run(0, args, operandso(x * y, o.add, args)) == ()  # another head: no answer
+    assert run(0, args, operandso(x, o.add, args)) == ()  # an input is an atom
+    term = var()
+    (built,) = run(0, term, operandso(term, o.mul, (x, y)))
+    assert built.owner.op == o.mul and built.owner.inputs == [x, y]
+    assert run(0, term, operandso(term, o.add, args)) == ()  # neither side known
+    assert run(0, term, operandso(term, o.dot, (x, y))) == ()  # ill-typed: nothing built
+
+
+def test_operandso_keeps_holes_as_an_etuple():
+    term, hole = var(), var()
+    (partial,) = run(0, term, operandso(term, o.add, (x, hole)))
+    assert partial[0] == o.add and partial[1] is x and partial[2] is hole
+
+
+def test_variadico_lets_one_operand_stand_for_itself():
+    term, args = var(), var()
+    assert run(0, term, variadico(term, o.add, (x,))) == (x,)
+    (built,) = run(0, term, variadico(term, o.add, (x, y)))
+    assert built.owner.inputs == [x, y]
+    total = x + y
+    assert run(0, args, variadico(total, o.add, args)) == ((x, y), (total,))
+    assert run(0, args, variadico(x, o.add, args)) == ((x,),)
+
+
+def test_nodeo_matches_op_classes_both_ways():
+    a = matrix("a")
+    op, arg = var(), var()
+    ((found_op, found_arg),) = run(0, (op, arg), nodeo(a.T, o.DimShuffle, op, (arg,)))
+    assert found_op == o.DimShuffle(2, (1, 0)) and found_arg is a
+    assert run(0, op, nodeo(o.exp(a), o.DimShuffle, op, (arg,))) == ()
+    term = var()
+    (built,) = run(0, term, nodeo(term, o.DimShuffle, o.DimShuffle(2, (1, 0)), (a,)))
+    assert built.owner.op.is_transpose and built.owner.inputs == [a]
+
+
+def test_along_runs_from_whichever_end_is_known():
+    def doubled(lhs, rhs):
+        middle = var()
+        return along(lhs, operandso(lhs, o.neg, (middle,)), operandso(rhs, o.exp, (middle,)))
+
+    q = var()
+    (forward,) = run(0, q, doubled(o.neg(x), q))
+    assert graph_repr([forward]) == "exp(x)"
+    (backward,) = run(0, q, doubled(q, o.exp(x)))
+    assert graph_repr([backward]) == "neg(x)"
+
+
+def test_mappingo_backward_keeps_only_true_preimages():
+    def halve(n):
+        return n // 2 if n % 2 == 0 else None
+
+    q = var()
+    assert run(0, q, mappingo(10, q, halve)) == (5,)
+    assert run(0, q, mappingo(7, q, halve)) == ()
+    # candidates 8, 9, 10, 11: only 10 halves to 5
+    assert run(0, q, mappingo(q, 5, halve, lambda m: range(8, 12))) == (10,)
+    assert run(0, q, mappingo(q, 5, halve)) == ()  # no preimages given: not run backward
+
+
+def test_choiceo_tests_or_enumerates():
+    q = var()
+    assert run(0, q, choiceo(q, lambda n: [n, n + 1], 3)) == (3, 4)
+    assert run(0, q, choiceo(4, lambda n: [n, n + 1], 3)) == (q,)
+    assert run(0, q, choiceo(5, lambda n: [n, n + 1], 3)) == ()
+    assert run(0, q, choiceo(4, lambda n: [n], q)) == ()  # the given side must be known
+
+
+def test_replaceableo_is_the_engines_type_check():
+    v, fixed = vector("v"), tensor("f", shape=(3,))
+    assert run(0, x, replaceableo(v, fixed)) == (x,)
+    assert run(0, x, replaceableo(fixed, v)) == ()  # would forget the static length
+    assert run(0, x, replaceableo(v, vector("i", dtype="int64"))) == ()
+
+
+def test_conj_agrees_with_lall():
+    a, b = var(), var()
+    goals = (eq(a, 1), eq(b, a))
+    assert run(0, (a, b), conj(*goals)) == run(0, (a, b), lall(*goals)) == ((1, 1),)
+
+
+def test_predicates():
+    i, u = vector("i", dtype="int8"), vector("u", dtype="uint8")
+    assert is_float(x) and not is_float(i) and not is_float(1.0)
+    assert is_signed(x) and is_signed(i) and not is_signed(u)
+    assert same_dtype_at(0, 0)(o.exp(o.log(x))) and not same_dtype_at(0, 0)(o.exp(o.log(i)))
+    assert not same_dtype_at(0, 0)(o.exp(x))  # the path leaves the graph
+    assert broadcasts_into(tensor("a", shape=(1, 3)), tensor("b", shape=(None, 3)))
+    assert not broadcasts_into(vector("p"), vector("q"))
+    layers = filled_constant(o.fill(vector("m"), o.fill(x, constant(0.0))))
+    assert layers is not None and [str(m) for m in layers[0]] == ["m", "x"] and layers[1].data == 0
+    assert filled_constant(o.fill(x, y)) is None
+    assert equals_everywhere(constant([1.0, 1.0]), 1) and not equals_everywhere(constant(np.zeros(0)), 0)
+
+
+# -- operand lists -------------------------------------------------------------------------------------------
+
+
+def forward(goal_of, terms):
+    q = var()
+    found = run(0, q, goal_of(terms, q))
+    return found[0] if found else None
+
+
+def test_flatteno_splices_at_any_depth_and_only_one_dtype():
+    nested = (x, o.add(y, o.add(z, x)))
+    assert shown(forward(lambda a, b: flatteno(o.add, a, b), nested)) == ["x", "y", "z", "x"]
+    i, j = vector("i", dtype="int8"), vector("j", dtype="int8")
+    assert forward(lambda a, b: flatteno(o.add, a, b), (i, o.add(j, vector("f")))) is None
+    with pytest.raises(ValueError, match="add or mul"):
+        flatteno(o.sub, (), ())
+
+
+@given(st.permutations(["a", "b", "c", "d"]), st.integers(0, 4))
+def test_sortedo_is_a_stable_sort_whose_rotations_come_back(names, position):
+    variables = {n: scalar(n) for n in "abcd"}
+    terms = [variables[n] for n in names]
+    terms.insert(position, constant(2.0))
+    ordered = forward(sortedo, tuple(terms))
+    expected = sorted(terms, key=canonical_key)
+    if expected == terms:
+        assert ordered is None
+        return
+    assert list(ordered) == expected
+    q = var()
+    for candidate in run(0, q, sortedo(q, ordered)):
+        assert forward(sortedo, candidate) == ordered
+
+
+def test_flatteno_backward_candidates_flatten_back():
+    w = scalar("w")
+    q = var()
+    found = run(0, q, flatteno(o.mul, q, (x, y, z, w)))
+    assert len(found) == 5  # runs of 2 (three places) and of 3 (two places)
+    for candidate in found:
+        assert shown(forward(lambda a, b: flatteno(o.mul, a, b), candidate)) == ["x", "y", "z", "w"]
+
+
+def test_foldedo_combines_constants_first_and_leaves_overflow_for_run_time():
+    folded = forward(lambda a, b: foldedo(o.mul, a, b), (constant(2.0), x, constant(3.0)))
+    assert shown(folded) == ["6.0", "x"]
+    big = constant(1e308)
+    assert forward(lambda a, b: foldedo(o.mul, a, b), (big, x, big)) is None
+    assert forward(lambda a, b: foldedo(o.add, a, b), (constant(2.0), x)) is None
+
+
+def test_neutralo_drops_what_cannot_widen_and_adds_zero_backward():
+    v = vector("v")
+    zeros_like_v = o.fill(v, constant(0.0))
+    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (x, constant(0.0), y))) == ["x", "y"]
+    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (v, zeros_like_v))) == ["v"]  # same shape
+    assert forward(lambda a, b: neutralo(o.add, a, b), (x, zeros_like_v)) is None  # v may widen x
+    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (x,))) == ["x"]  # add(x) is x
+    q = var()
+    (candidate,) = run(0, q, neutralo(o.mul, q, (x, y)))
+    assert shown(candidate) == ["1.0", "x", "y"]
+
+
+def test_like_termso_splits_exact_and_cancelling_groups():
+    three_x = o.mul(constant(3.0), x)
+    assert shown(forward(like_termso, (x, y, three_x))) == ["mul(4.0, x)", "y"]
+    assert forward(like_termso, (x, o.neg(x))) is None  # inf - inf: not exact
+    cancelled = forward(lambda a, b: like_termso(a, b, cancelling=True), (x, y, o.neg(x)))
+    assert shown(cancelled) == ["y"]  # zeros shaped like x, dropped: x cannot widen y
+    i = vector("i", dtype="uint8")
+    assert shown(forward(like_termso, (i, o.neg(i)))) == ["fill(i, 0)"]  # exact for integers
+
+
+def test_like_factorso_gathers_positive_integer_powers_exactly():
+    assert shown(forward(like_factorso, (x, y, o.pow(x, constant(2.0))))) == ["pow(x, 3.0)", "y"]
+    roots = (o.pow(x, constant(0.5)), o.pow(x, constant(0.5)))
+    assert forward(like_factorso, roots) is None
+    assert shown(forward(lambda a, b: like_factorso(a, b, general=True), roots)) == ["pow(x, 1.0)"]
+    i = vector("i", dtype="int8")
+    assert shown(forward(like_factorso, (i, i))) == ["pow(i, 2)"]
+    assert forward(lambda a, b: like_factorso(a, b, general=True), (i, i)) is None
+
+
+def test_cancelling_goals():
+    v = vector("v")
+    assert shown(forward(cancelledo, (x, o.true_div(z, x), y))) == ["z", "y"]
+    assert shown(forward(cancelledo, (v, o.reciprocal(v), y))) == ["fill(v, 1.0)", "y"]
+    assert forward(cancelledo, (x, o.true_div(z, y))) is None
+    q = var()
+    assert shown(run(0, q, divided_outo(y, (x, y, z), q))[0]) == ["x", "z"]
+    assert run(0, q, divided_outo(y, (x, z), q)) == ()
+    ints = (vector("i", dtype="int64"), vector("j", dtype="int64"))
+    assert run(0, q, divided_outo(ints[1], ints, q)) == ()  # integer products may have wrapped
+
+
+def test_constant_is_not_a_term_of_a_group():
+    c = Constant(x.type, 2.0)
+    assert forward(like_termso, (c, c, x)) is None

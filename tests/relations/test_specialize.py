@@ -1,0 +1,280 @@
+"""Specialize rules: each rewrites its examples, computes what its left side computes (both ways, floats
+and integers, infinities and NaN included), and never fires on near misses."""
+
+from functools import cache
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+from kanren import run, var
+
+from relwrite import constant, parse, pprint, scalar, vector
+from relwrite.backends.numpy import function  # evaluates a graph as it is, without rewriting it
+from relwrite.engine import KanrenRelationSub, rewrite_graph
+from relwrite.graph import ops as o
+from relwrite.graph.basic import graph_inputs
+from relwrite.relations import Rule, catalogue, specialize
+from relwrite.relations.pattern import to_graph
+from relwrite.testing import input_values
+
+RULES = [r for r in vars(specialize).values() if isinstance(r, Rule)]
+RULES_BY_NAME = {r.name: r for r in RULES}
+EXAMPLES = [pytest.param(r.name, text, id=f"{r.name}: {text}") for r in RULES for text in r.examples]
+SPECIAL_VALUES = np.array(
+    [-np.inf, -1e300, -2.5, -1.0, -0.0, 0.0, 5e-324, 1e-310, 1e-300, 0.5, 1.0, 3.0, 1e300, np.inf, np.nan]
+)
+
+
+def forward(rule: Rule, graph):
+    """The replacement the engine takes from `rule` for `graph` (None when the rule does not apply)."""
+    result = KanrenRelationSub(rule).transform(None, graph.owner)
+    return result[0] if result else None
+
+
+def backward(rule: Rule, graph):
+    """The first left side `rule` run backward gives for `graph`, as a graph (None when there is none)."""
+    q = var()
+    answers = run(1, q, rule(q, graph))
+    return to_graph(answers[0], like=graph) if answers else None
+
+
+@cache
+def example(name: str, text: str, types: tuple[tuple[str, str], ...] | None = None):
+    """(inputs, left side, forward result, backward result) for `text` rewritten by rule `name`."""
+    rule = RULES_BY_NAME[name]
+    lhs = parse(text, types=rule.types if types is None else dict(types))
+    rhs = forward(rule, lhs)
+    assert rhs is not None, f"{name} does not rewrite {text}"
+    back = backward(rule, rhs) if rule.backward else None
+    inputs = sorted(graph_inputs([lhs]), key=lambda v: v.name)
+    return inputs, lhs, rhs, back
+
+
+def evaluate(inputs, graph, values):
+    with np.errstate(all="ignore"):
+        return function(inputs, graph)(*values)
+
+
+def assert_same(expected: np.ndarray, actual: np.ndarray) -> None:
+    """Equal dtype and shape, and equal values up to a rounding (NaN where NaN, infinities included)."""
+    assert actual.dtype == expected.dtype
+    assert actual.shape == expected.shape
+    np.testing.assert_allclose(actual, expected, rtol=1e-14, atol=1e-320, equal_nan=True)
+
+
+def elements(rule: Rule) -> st.SearchStrategy[float]:
+    """Finite floats of moderate size satisfying the rule's assumptions."""
+    low, high, open_low, open_high = -1e3, 1e3, False, False
+    for assumption in rule.assumptions:
+        if assumption.op in (">", ">="):
+            low, open_low = assumption.value, assumption.op == ">"
+        elif assumption.op in ("<", "<="):
+            high, open_high = assumption.value, assumption.op == "<"
+    floats = st.floats(low, high, exclude_min=open_low, exclude_max=open_high)
+    excluded = [a.value for a in rule.assumptions if a.op == "!="]
+    return floats.filter(lambda v: v not in excluded) if excluded else floats
+
+
+# -- metadata --------------------------------------------------------------------------------------
+
+
+def test_the_catalogue_holds_every_specialize_rule_once():
+    names = [r.name for r in catalogue()]
+    assert len(names) == len(set(names))
+    assert {r.name for r in RULES} <= set(names)
+    assert len(RULES) >= 12
+
+
+@pytest.mark.parametrize("rule", RULES, ids=lambda r: r.name)
+def test_rules_carry_complete_metadata(rule):
+    assert rule.phase == "specialize"
+    assert "fast_run" in rule.tags
+    assert rule.tracks, "specialize rules name the ops they apply to"
+    assert rule.examples and rule.doc
+    assert rule.backward, rule.backward_note
+    assert ("unsafe" in rule.tags) == bool(rule.assumptions)
+
+
+# -- examples, both directions, numerically --------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, text", EXAMPLES)
+def test_examples_rewrite_and_come_back(name, text):
+    inputs, lhs, rhs, back = example(name, text)
+    assert rhs.type == lhs.type
+    assert pprint(rhs) != pprint(lhs)
+    assert back is not None, f"{name} run backward on {pprint(rhs)} gives nothing"
+    assert pprint(back) == pprint(lhs)
+
+
+@pytest.mark.parametrize("name, text", EXAMPLES)
+def test_kanren_runs_give_few_answers_the_first_being_the_rewrite(name, text):
+    inputs, lhs, rhs, back = example(name, text)
+    rule, q = RULES_BY_NAME[name], var()
+    answers = run(0, q, rule(lhs, q))
+    assert 1 <= len(answers) <= 3
+    assert pprint(to_graph(answers[0], like=lhs)) == pprint(rhs)
+    assert 1 <= len(run(0, q, rule(q, rhs))) <= 3
+
+
+@pytest.mark.parametrize("name, text", EXAMPLES)
+@given(data=st.data())
+def test_both_sides_agree_on_the_domain(name, text, data):
+    inputs, lhs, rhs, back = example(name, text)
+    values = data.draw(input_values(inputs, elements=elements(RULES_BY_NAME[name])))
+    expected = evaluate(inputs, lhs, values)
+    assert_same(expected, evaluate(inputs, rhs, values))
+    assert_same(expected, evaluate(inputs, back, values))
+
+
+SAFE_ONE_INPUT = [
+    pytest.param(r.name, text, id=f"{r.name}: {text}")
+    for r in RULES
+    if "unsafe" not in r.tags
+    for text in r.examples
+    if len(graph_inputs([parse(text, types=r.types)])) == 1
+]
+
+
+@pytest.mark.parametrize("name, text", SAFE_ONE_INPUT)
+def test_both_sides_agree_on_infinities_nan_and_signed_zeros(name, text):
+    inputs, lhs, rhs, back = example(name, text)
+    expected = evaluate(inputs, lhs, [SPECIAL_VALUES])
+    assert_same(expected, evaluate(inputs, rhs, [SPECIAL_VALUES]))
+    assert_same(expected, evaluate(inputs, back, [SPECIAL_VALUES]))
+
+
+def test_pow_minus_half_differs_outside_its_assumption_only_at_minus_zero_and_minus_inf():
+    inputs, lhs, rhs, back = example("pow_minus_half", "x ** -0.5")
+    left, right = evaluate(inputs, lhs, [SPECIAL_VALUES]), evaluate(inputs, rhs, [SPECIAL_VALUES])
+    differs = ~np.isclose(left, right, equal_nan=True)
+    assert set(SPECIAL_VALUES[differs].tolist()) == {-np.inf, 0.0}  # -0.0 == 0.0: the sign is lost in a set
+    assert np.signbit(SPECIAL_VALUES[differs]).all()
+
+
+INTEGER_CASES = [
+    ("pow_two", "x ** 2", "vector:int8"),
+    ("pow_two", "x ** 2", "vector:uint16"),
+    ("pow_one", "x ** 1", "vector:int16"),
+    ("pow_zero", "x ** 0", "vector:int32"),
+    ("mul_self", "mul(x, x)", "vector:int8"),
+    ("sqr_neg", "sqr(neg(x))", "vector:uint8"),
+    ("sqr_neg", "sqr(neg(x))", "vector:int8"),
+    ("mul_minus_one", "mul(-1, x)", "vector:int8"),
+    ("mul_minus_one", "mul(-1, x, y)", "vector:int64"),
+    ("drop_mul_one", "mul(1, x, y)", "vector:int16"),
+    ("drop_add_zero", "add(0, x)", "vector:uint8"),
+]
+
+
+@pytest.mark.parametrize(
+    "name, text, spec", INTEGER_CASES, ids=[f"{n}: {t} {s}" for n, t, s in INTEGER_CASES]
+)
+@given(data=st.data())
+def test_integer_results_are_identical_wrap_around_included(name, text, spec, data):
+    inputs, lhs, rhs, back = example(name, text, (("x", spec), ("y", spec.replace("vector", "scalar"))))
+    values = [data.draw(hnp.arrays(v.type.numpy_dtype, (3,) * v.ndim)) for v in inputs]
+    expected = evaluate(inputs, lhs, values)
+    for graph in (rhs, back):
+        actual = evaluate(inputs, graph, values)
+        assert actual.dtype == expected.dtype
+        np.testing.assert_array_equal(actual, expected)
+
+
+def test_pow_zero_keeps_the_shape_of_the_base():
+    x = vector("x")
+    rhs = forward(specialize.pow_zero, x**0)
+    np.testing.assert_array_equal(evaluate([x], rhs, [np.array([np.nan, 0.0, -np.inf])]), [1.0, 1.0, 1.0])
+
+
+def test_div_by_constant_folds_to_a_product_in_the_pipeline_and_float32_stays_float32():
+    x = vector("x", dtype="float32")
+    result = rewrite_graph(parse("x / 4.0", types={"x": x}), include=["specialize"])
+    assert pprint(result) == "(0.25 * x)"
+    assert result.dtype == "float32"
+
+
+# -- near misses -----------------------------------------------------------------------------------
+
+NEAR_MISSES = [
+    ("pow_two", "x ** 3", {}),
+    ("pow_two", "x ** 2.5", {}),
+    ("pow_minus_two", "x ** -2", {"x": "vector:int64"}),  # numpy refuses negative powers of integers
+    ("pow_half", "x ** 0.5", {"x": "vector:int32"}),  # a float64 power, a float32 sqrt
+    ("pow_minus_half", "x ** 0.5", {}),
+    ("pow_minus_one", "x ** -1", {"x": "vector:int64"}),
+    ("pow_minus_one", "x ** 1", {}),
+    ("pow_one", "x ** 1.5", {}),
+    ("pow_one", "1 ** x", {}),
+    ("pow_zero", "x ** 1e-300", {}),
+    ("mul_self", "mul(x, y)", {}),
+    ("mul_self", "mul(x, x, x)", {}),
+    ("sqr_neg", "sqr(abs(x))", {}),
+    ("mul_minus_one", "mul(-2, x)", {}),
+    ("mul_minus_one", "mul(-1)", {}),
+    ("mul_minus_one", "mul(x, y)", {}),
+    ("drop_mul_one", "mul(2, x)", {}),
+    ("drop_add_zero", "add(1, x, y)", {}),
+    ("one_over", "true_div(2, x)", {}),
+    ("one_over", "true_div(1, x)", {"x": "vector:int64"}),
+    ("div_by_constant", "x / y", {}),
+    ("div_by_constant", "x / 0.0", {}),
+    ("div_by_constant", "x / 1e-320", {}),  # 1 / c overflows
+    ("div_by_constant", "x / 1e308", {}),  # 1 / c is subnormal
+    ("div_by_constant", "x / 4", {"x": "vector:int64"}),  # an integer divisor: 1 / c would be a float
+]
+
+
+@pytest.mark.parametrize("name, text, types", NEAR_MISSES, ids=[f"{n}: {t} {ts}" for n, t, ts in NEAR_MISSES])
+def test_rules_do_not_fire_on_near_misses(name, text, types):
+    assert list(RULES_BY_NAME[name].forward(parse(text, types=types))) == []
+
+
+@pytest.mark.parametrize("rule", [specialize.drop_add_zero, specialize.drop_mul_one, specialize.pow_zero])
+def test_constant_arrays_that_could_broadcast_are_not_dropped(rule):
+    x = scalar("x")
+    neutral = constant(np.zeros(3) if rule is not specialize.drop_mul_one else np.ones(3))
+    graph = {
+        "drop_add_zero": o.add(neutral, x, x),
+        "drop_mul_one": o.mul(neutral, x, x),
+        "pow_zero": o.pow(x, neutral),
+    }[rule.name]
+    assert list(rule.forward(graph)) == []
+
+
+# -- the pipeline ----------------------------------------------------------------------------------
+
+PIPELINE = ["canonicalize", "stabilize", "specialize"]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("x ** 2", "sqr(x)"),
+        ("x / 4.0", "0.25 * x"),
+        ("x ** -1", "reciprocal(x)"),
+        ("x ** 0.5", "sqrt(x)"),
+        ("x ** -2", "reciprocal(sqr(x))"),
+        ("x * x", "sqr(x)"),
+        ("mul(-1, x, y)", "-(x * y)"),
+        ("x ** -0.5", "x ** -0.5"),  # unsafe: left alone unless asked for
+    ],
+)
+def test_the_default_pipeline_specializes(text, expected):
+    x, y = vector("x"), vector("y")
+    result = rewrite_graph(parse(text, types={"x": x, "y": y}), include=PIPELINE)
+    assert pprint(result) == pprint(parse(expected, types={"x": x, "y": y}))
+
+
+def test_the_pipeline_with_unsafe_rules_takes_pow_minus_half():
+    x = vector("x")
+    result = rewrite_graph(parse("x ** -0.5", types={"x": x}), include=[*PIPELINE, "unsafe"])
+    assert pprint(result) == pprint(o.reciprocal(o.sqrt(x)))
+
+
+def test_the_pipeline_turns_pow_zero_into_ones_of_the_shape_of_x():
+    x = vector("x")
+    result = rewrite_graph(parse("x ** 0", types={"x": x}), include=PIPELINE)
+    assert pprint(result) == pprint(o.fill(x, 1.0))
