@@ -94,6 +94,8 @@ class RewriteDatabase:
     def __init__(self, name: str | None = None):
         self.name = name
         self._entries: dict[str, _Entry] = {}
+        self._version = 0
+        self._built: dict[tuple, Any] = {}
 
     def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
         """Add `item` under `name`; a name can be registered once."""
@@ -108,6 +110,7 @@ class RewriteDatabase:
             raise TypeError(f"register: position must be a number or 'last', got {position!r}")
         labels = _tags(tags) | ({self.name} if self.name else set())
         self._entries[name] = _Entry(name, item, labels, float(position), len(self._entries))
+        self._version += 1
 
     def _check(self, name: str, item: Any) -> None:
         if not isinstance(item, (GraphRewriter, RewriteDatabase)):
@@ -117,6 +120,7 @@ class RewriteDatabase:
         if name not in self._entries:
             raise KeyError(f"{name!r} is not registered in {self}")
         del self._entries[name]
+        self._version += 1
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -144,8 +148,27 @@ class RewriteDatabase:
             chosen.append((entry, item))
         return chosen
 
+    def _state(self) -> tuple:
+        """What a query's answer depends on: this database's and every sub-database's contents."""
+        nested = (e.item._state() for e in self._entries.values() if isinstance(e.item, RewriteDatabase))
+        return (self._version, *nested)
+
     def query(self, query: Query | None = None, **kwargs: Any) -> Any:
-        raise NotImplementedError
+        """The rewriter for `query` (or `Query(**kwargs)`), built once while the contents stay the same.
+
+        Rewriters keep no state between runs, so one answer serves every graph.
+        """
+        query = query if query is not None else Query(**kwargs)
+        key = (query, self._state())
+        built = self._built.get(key)
+        if built is None:
+            if len(self._built) > 64:
+                self._built.clear()
+            built = self._built[key] = self._build(query)
+        return built
+
+    def _build(self, query: Query) -> Any:
+        raise NotImplementedError(f"{type(self).__name__} does not build rewriters")
 
     def __str__(self) -> str:
         return f"{type(self).__name__}({self.name or ''})"
@@ -154,8 +177,7 @@ class RewriteDatabase:
 class SequenceDB(RewriteDatabase):
     """Graph rewriters (and databases) applied in position order."""
 
-    def query(self, query: Query | None = None, **kwargs: Any) -> SequentialRewriter:
-        query = query if query is not None else Query(**kwargs)
+    def _build(self, query: Query) -> SequentialRewriter:
         steps = []
         for entry, item in self._selected(query):
             item.name = item.name or entry.name
@@ -179,8 +201,7 @@ class EquilibriumDB(RewriteDatabase):
         if getattr(item, "name", None) is None:
             item.name = name
 
-    def query(self, query: Query | None = None, **kwargs: Any) -> EquilibriumRewriter:
-        query = query if query is not None else Query(**kwargs)
+    def _build(self, query: Query) -> EquilibriumRewriter:
         rewriters = [item for _, item in self._selected(query)]
         return EquilibriumRewriter(rewriters, max_use_ratio=self.max_use_ratio, name=self.name)
 

@@ -270,36 +270,43 @@ class FunctionGraph:
     def _would_cycle(self, var: Variable, new_var: Variable) -> bool:
         """Whether `new_var` depends on a node that reads `var` (so replacing closes a loop).
 
-        The walk from `new_var` stops at leaves and at known ancestors of `var`
-        (which cannot depend on it); rewrites build replacements from those, so
-        the walk is usually a few nodes long.
+        Only the replacement's freshly built nodes are walked; the existing
+        variables they read are safe when they are near ancestors of `var`
+        (an ancestor cannot also depend on `var`), which is what rewrites build
+        replacements from.  Anything else gets a full walk towards the inputs.
         """
         readers = {node for node, _ in self.clients[var] if node != "output"}
         if not readers or new_var.owner is None:
             return False
-        known_ancestors: set[Variable] = set()
-        frontier = [var]
-        while frontier and len(known_ancestors) < 256:
-            v = frontier.pop()
-            if v.owner is not None:
-                for inp in v.owner.inputs:
-                    if inp not in known_ancestors:
-                        known_ancestors.add(inp)
-                        frontier.append(inp)
-        seen: set[Apply] = set()
-        stack = [new_var.owner]
+        frontier: list[Variable] = []
+        seen: set[int] = set()
+        stack = [new_var]
         while stack:
-            node = stack.pop()
+            v = stack.pop()
+            if v.owner is None or v is var or id(v) in seen:
+                continue
+            seen.add(id(v))
+            if v.owner in self.apply_nodes:
+                frontier.append(v)
+            else:
+                stack.extend(v.owner.inputs)
+        if not frontier:
+            return False
+        near: set[Variable] = set()
+        level = [var]
+        for _ in range(3):
+            level = [i for v in level if v.owner is not None for i in v.owner.inputs if i not in near]
+            near.update(level)
+        stack = [v for v in frontier if v not in near]
+        visited: set[Apply] = set()
+        while stack:
+            node = stack.pop().owner
+            if node is None or node in visited:
+                continue
             if node in readers:
                 return True
-            if node in seen:
-                continue
-            seen.add(node)
-            stack.extend(
-                v.owner
-                for v in node.inputs
-                if v.owner is not None and v not in known_ancestors and v is not var
-            )
+            visited.add(node)
+            stack.extend(v for v in node.inputs if v is not var and v not in near)
         return False
 
     def remove_output(self, output_idx: int, reason: str | None = None) -> None:

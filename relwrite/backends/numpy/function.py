@@ -81,17 +81,29 @@ def _input_checker(var: Variable, position: int) -> Callable[[Any], np.ndarray]:
     dtype, ndim = type_.numpy_dtype, type_.ndim
     fixed = tuple((axis, length) for axis, length in enumerate(type_.shape) if length is not None)
 
-    def check(value: Any) -> np.ndarray:
-        if (
-            type(value) is np.ndarray
-            and value.dtype == dtype
-            and value.ndim == ndim
-            and (not fixed or all(value.shape[axis] == length for axis, length in fixed))
-        ):
-            return value
+    def convert(value: Any) -> np.ndarray:
         return _convert(value, type_, label)
 
-    return check
+    if not fixed:  # the common case, kept to one comparison chain (this runs on every call)
+
+        def check(value: Any) -> np.ndarray:
+            if type(value) is np.ndarray and value.ndim == ndim and value.dtype is dtype:
+                return value
+            return convert(value)
+
+        return check
+
+    def check_shape(value: Any) -> np.ndarray:
+        if (
+            type(value) is np.ndarray
+            and value.ndim == ndim
+            and value.dtype is dtype
+            and all(value.shape[axis] == length for axis, length in fixed)
+        ):
+            return value
+        return convert(value)
+
+    return check_shape
 
 
 class Function:
