@@ -18,10 +18,11 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol, TextIO
 
 from relwrite.graph import ops
-from relwrite.graph.basic import Apply, Constant, Op, Variable, io_toposort
+from relwrite.graph.basic import Apply, Constant, Op, Variable, clone_get_equiv, io_toposort
 
 # How tightly a printed piece binds, deciding when an operand needs parentheses.
 PREFIX = 0  # `-x` and negative literals: `(-x) ** 2` needs them
@@ -162,6 +163,29 @@ class PrefixPrinter:
         if len(node.inputs) != 1:
             return FunctionPrinter().layout(node, index)
         return Layout((self.symbol, Operand(0, ATOM)), self.precedence)
+
+
+class CompositePrinter:
+    """A fused node as the expression it computes, `fused[(exp(x) + 1.0)]`, over the node's own inputs."""
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        return Layout(("fused[", *_composite_parts(node.op, index), "]"), ATOM)
+
+
+@lru_cache(maxsize=256)
+def _composite_parts(op: ops.Composite, index: int) -> tuple[str | Operand, ...]:
+    """The inner expression of output `index` as text pieces and operands (one per inner input)."""
+    marks = [f"\x00{i}\x00" for i in range(len(op.inputs))]
+    memo = {inner: Variable(inner.type, name=mark) for inner, mark in zip(op.inputs, marks)}
+    equiv = clone_get_equiv(op.inputs, op.outputs, copy_inputs=False, memo=memo)
+    text = pprint(equiv[op.outputs[index]])
+    parts: list[str | Operand] = []
+    for k, piece in enumerate(text.split("\x00")):
+        if k % 2:
+            parts.append(Operand(int(piece), ATOM))
+        elif piece:
+            parts.append(piece)
+    return tuple(parts)
 
 
 class DimShufflePrinter:
@@ -329,6 +353,7 @@ def _default_printers() -> dict[type, Printer]:
         ops.Neg: PrefixPrinter("-"),
         ops.Pow: OperatorPrinter("**", 1, "right"),
         ops.DimShuffle: DimShufflePrinter(),
+        ops.Composite: CompositePrinter(),
         ops.Cast: FunctionPrinter("cast"),
         ops.LogSoftmax: FunctionPrinter("log_softmax"),
     }
