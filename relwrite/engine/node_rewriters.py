@@ -16,8 +16,8 @@ from kanren.core import lall
 from unification import reify, var
 from unification.variable import isvar
 
-from relwrite.graph.basic import Apply, Constant, Op, Variable
-from relwrite.relations.pattern import Pattern, build_replacement, can_replace, to_graph
+from relwrite.graph.basic import Apply, Op, Variable
+from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.registry import derive_tracks
 
 Tracks = Sequence[Op | type] | None
@@ -228,40 +228,9 @@ class KanrenRelationSub(NodeRewriter):
 
 
 def _changes_nothing(outputs: Sequence[Variable], node: Apply, fgraph: Any) -> bool:
-    """Whether every replacement is a freshly built copy of the output it replaces.
-
-    Such a rewrite (e.g. an answer that rebuilds the node from its own inputs)
-    would only swap a node for a copy and be proposed again forever.  The
-    comparison descends only through the new nodes an answer built, never
-    through the existing graph, so it costs what the answer's size does.
-    """
+    """Whether every replacement is a freshly built copy of the output it replaces (see `rebuilds`)."""
     existing = getattr(fgraph, "apply_nodes", None)
-    return all(_fresh_copy(new, old, existing) for new, old in zip(outputs, node.outputs))
-
-
-def _fresh_copy(new: Variable, old: Variable, existing: Any, budget: int = 64) -> bool:
-    """Whether `new`, walked through the nodes not in `existing`, rebuilds exactly `old`.
-
-    Without a graph to tell new nodes from old (`existing` None), at most
-    `budget` pairs are compared and a longer walk counts as a change.
-    """
-    stack = [(new, old)]
-    while stack:
-        a, b = stack.pop()
-        if a is b or (isinstance(a, Constant) and a == b):
-            continue
-        if a.owner is None or b.owner is None:
-            return False
-        if existing is None:
-            budget -= 1
-            if budget < 0:
-                return False
-        elif a.owner in existing:
-            return False
-        if a.owner.op != b.owner.op or len(a.owner.inputs) != len(b.owner.inputs) or a.index != b.index:
-            return False
-        stack.extend(zip(a.owner.inputs, b.owner.inputs))
-    return True
+    return all(rebuilds(new, old, existing) for new, old in zip(outputs, node.outputs))
 
 
 def _as_outputs(answer: Any, node: Apply, single: bool) -> list[Variable]:

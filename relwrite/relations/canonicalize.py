@@ -43,9 +43,9 @@ from relwrite.relations.goals import (
     equals_everywhere,
     filled_constant,
     flatteno,
+    float_var,
     foldedo,
     is_float,
-    is_signed,
     like_factorso,
     like_termso,
     mappingo,
@@ -55,6 +55,7 @@ from relwrite.relations.goals import (
     replaceableo,
     rewrite_operandso,
     same_dtype_at,
+    signed_var,
     sortedo,
     variadico,
 )
@@ -62,16 +63,6 @@ from relwrite.relations.registry import relation, rule
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
-
-
-def float_var(name: str) -> dict:
-    """The pattern variable `name`, accepted only for floating values."""
-    return {"pattern": name, "constraint": is_float}
-
-
-def signed_var(name: str) -> dict:
-    """The pattern variable `name`, accepted only for signed integer or floating values."""
-    return {"pattern": name, "constraint": is_signed}
 
 
 # -- flattening, constants and order --------------------------------------------------------------

@@ -13,13 +13,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from itertools import islice
 
-from unification.variable import isvar
-
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
-from relwrite.graph.terms import etuplize
-from relwrite.relations.pattern import can_replace, to_graph
+from relwrite.relations.pattern import first_replacement
 from relwrite.relations.registry import PHASES, Rule, catalogue
 
 MAX_ANSWERS = 64  # answers examined per node, as the engine's KanrenRelationSub does
@@ -40,15 +37,8 @@ def rewrite_example(r: Rule, text: str) -> tuple[str, str]:
         if len(node.outputs) != 1:
             continue
         old = node.outputs[0]
-        for answer in islice(r.forward(old), MAX_ANSWERS):
-            if isvar(answer):
-                continue
-            try:
-                new = to_graph(answer, like=old)
-            except (TypeError, ValueError):
-                continue
-            if new is old or not can_replace(old, new) or etuplize(old, return_bad_args=True) == new:
-                continue
+        new = first_replacement(islice(r.forward(old), MAX_ANSWERS), old, fgraph.apply_nodes)
+        if new is not None:
             fgraph.replace(old, new, reason=r.name)
             return before, pprint(fgraph.outputs[0])
     raise ValueError(f"rule {r.name} does not rewrite its example {before}")

@@ -156,6 +156,16 @@ def is_signed(value: Any) -> bool:
     return isinstance(value, Variable) and value.type.numpy_dtype.kind in "if"
 
 
+def float_var(name: str) -> dict:
+    """The pattern variable `name`, accepted only for floating values."""
+    return {"pattern": name, "constraint": is_float}
+
+
+def signed_var(name: str) -> dict:
+    """The pattern variable `name`, accepted only for signed integer or floating values."""
+    return {"pattern": name, "constraint": is_signed}
+
+
 def same_dtype_at(*path: int) -> Callable[[Any], bool]:
     """A constraint on a pattern's root: its dtype equals that of the subterm reached by input indices `path`.
 
@@ -937,3 +947,21 @@ def _divided_out(pair: Any) -> tuple[Variable, ...] | None:
     new = list(graphs)
     new[j] = _neutral_like(ops.mul, divisor, graphs[0].dtype)
     return _dropping_neutral(ops.mul, new)
+
+
+def leading_literalo(number: Any, terms: Any, rest: Any) -> Goal:
+    """`terms` is ``(number, *rest)``: a 0-d constant equal to `number`, then at least one term.
+
+    Only a 0-d constant qualifies, so dropping it never changes the shape of
+    the result.  Backward the plain number goes first (it takes the dtype of
+    the terms beside it).
+    """
+    return mappingo(terms, rest, partial(_after_literal, number), lambda kept: [(number, *kept)])
+
+
+def _after_literal(number: Any, terms: Any) -> tuple | None:
+    if isinstance(terms, tuple) and len(terms) >= 2:
+        data = literal_value(terms[0])
+        if data is not None and data.ndim == 0 and bool(data == number):
+            return terms[1:]
+    return None

@@ -16,7 +16,7 @@ and no more of the graph is looked at than the pattern covers.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -238,3 +238,48 @@ def can_replace(old: Variable, new: Variable) -> bool:
 def build_replacement(pattern: Pattern, s: Mapping, like: Variable) -> Variable:
     """Build `pattern` under `s` as a graph variable; plain numbers take the dtype of `like`."""
     return to_graph(pattern.build(s), like)
+
+
+def rebuilds(new: Variable, old: Variable, existing: Any = None, budget: int = 64) -> bool:
+    """Whether `new`, walked through the nodes not in `existing`, rebuilds exactly `old`.
+
+    Such a replacement would only swap a node for a copy and be proposed
+    again forever; the walk descends only through nodes an answer built.
+
+    Without a graph to tell new nodes from old (`existing` None), at most
+    `budget` pairs are compared and a longer walk counts as a change.
+    """
+    stack = [(new, old)]
+    while stack:
+        a, b = stack.pop()
+        if a is b or (isinstance(a, Constant) and a == b):
+            continue
+        if a.owner is None or b.owner is None:
+            return False
+        if existing is None:
+            budget -= 1
+            if budget < 0:
+                return False
+        elif a.owner in existing:
+            return False
+        if a.owner.op != b.owner.op or len(a.owner.inputs) != len(b.owner.inputs) or a.index != b.index:
+            return False
+        stack.extend(zip(a.owner.inputs, b.owner.inputs))
+    return True
+
+
+def first_replacement(answers: Iterable[Any], old: Variable, existing: Any = None) -> Variable | None:
+    """The first answer that can replace `old`: a graph of a type that may stand for it, not a rebuilt copy.
+
+    `existing` (a graph's apply nodes) tells new nodes from old for `rebuilds`.
+    """
+    for answer in answers:
+        if isvar(answer):
+            continue
+        try:
+            new = to_graph(answer, like=old)
+        except (TypeError, ValueError):
+            continue
+        if new is not old and can_replace(old, new) and not rebuilds(new, old, existing):
+            return new
+    return None

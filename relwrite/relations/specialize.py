@@ -28,8 +28,10 @@ from relwrite.relations.goals import (
     Goal,
     along,
     conj,
+    float_var,
     is_float,
     is_signed,
+    leading_literalo,
     literal_value,
     mappingo,
     neutralo,
@@ -40,7 +42,6 @@ from relwrite.relations.goals import (
     whereo,
 )
 from relwrite.relations.registry import relation, rule
-from relwrite.relations.stabilize import float_var, leading_literalo
 
 SPECIALIZE = ("specialize", "fast_run")
 

@@ -19,7 +19,6 @@ mappings (`mappingo`) particular to this phase.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,8 +31,9 @@ from relwrite.relations.goals import (
     Goal,
     along,
     conj,
+    float_var,
     is_float,
-    literal_value,
+    leading_literalo,
     mappingo,
     nodeo,
     operandso,
@@ -44,29 +44,6 @@ from relwrite.relations.goals import (
 from relwrite.relations.registry import relation, rule
 
 STABILIZE = ("stabilize", "fast_run")
-
-
-def float_var(name: str) -> dict:
-    """The pattern variable `name`, accepted only for floating values."""
-    return {"pattern": name, "constraint": is_float}
-
-
-def leading_literalo(number: Any, terms: Any, rest: Any) -> Goal:
-    """`terms` is ``(number, *rest)``: a 0-d constant equal to `number`, then at least one term.
-
-    Only a 0-d constant qualifies, so dropping it never changes the shape of
-    the result.  Backward the plain number goes first (it takes the dtype of
-    the terms beside it).
-    """
-    return mappingo(terms, rest, partial(_after_literal, number), lambda kept: [(number, *kept)])
-
-
-def _after_literal(number: Any, terms: Any) -> tuple | None:
-    if isinstance(terms, tuple) and len(terms) >= 2:
-        data = literal_value(terms[0])
-        if data is not None and data.ndim == 0 and bool(data == number):
-            return terms[1:]
-    return None
 
 
 def _argument(value: Any, op: Op | type, index: int = 0) -> Variable | None:
