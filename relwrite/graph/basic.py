@@ -8,11 +8,18 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import cache
 from typing import Any
 
 import numpy as np
 
-from relwrite.graph.types import RANK_NAMES, TensorType, dtype_of_python_scalar
+from relwrite.graph.types import (
+    RANK_NAMES,
+    LiteralOverflowError,
+    TensorType,
+    describe_literal,
+    dtype_of_python_scalar,
+)
 
 
 class Variable:
@@ -324,8 +331,12 @@ class Op:
     def make_node(self, *inputs: Variable) -> Apply:
         raise NotImplementedError(f"{type(self).__name__} does not define make_node")
 
+    def as_inputs(self, inputs: Sequence[Any]) -> list[Variable]:
+        """The operands as Variables, Python scalars among them weak (`as_variables`): make_node's start."""
+        return as_variables(inputs)
+
     def __call__(self, *inputs: Any) -> Variable | list[Variable]:
-        node = self.make_node(*as_variables(inputs))
+        node = self.make_node(*self.as_inputs(inputs))
         return node.outputs[0] if len(node.outputs) == 1 else node.outputs
 
     def type_error(self, inputs: Sequence[Variable], why: str) -> TypeError:
@@ -347,27 +358,113 @@ def constant(value: Any, name: str | None = None, dtype: Any = None) -> Constant
     """A constant of `value`, with numpy's dtype for it unless `dtype` is given."""
     if isinstance(value, Variable):
         raise TypeError(f"constant: {value} is already a graph variable")
-    array = np.asarray(value, dtype=dtype)
+    try:
+        array = np.asarray(value, dtype=dtype)
+    except OverflowError as exc:
+        raise LiteralOverflowError(
+            f"constant: {describe_literal(value)} does not fit {dtype}: {exc}"
+        ) from None
+    if array.dtype == object and isinstance(value, int):
+        raise LiteralOverflowError(
+            f"constant: the Python integer {describe_literal(value)} is too large for any integer dtype;"
+            " give a float dtype or write it as a float"
+        )
     if array.dtype.kind not in "biuf":
         raise TypeError(f"constant: unsupported value {value!r} of dtype {array.dtype}")
     return Constant(TensorType(array.dtype, array.shape), array, name=name)
 
 
-def as_variable(value: Any, others: Sequence[str] = ()) -> Variable:
-    """A Variable for `value`; Python scalars take the dtype numpy would give them next to `others`."""
+def as_variable(value: Any, others: Sequence[str] = (), exact_ints: bool = False) -> Variable:
+    """A Variable for `value`; a Python scalar is weak: it takes the dtype NumPy 2 gives it next to `others`.
+
+    This is the one place Python numbers enter graphs (operators, op calls, the
+    parser all come here); see `dtype_of_python_scalar` for the rule and its errors.
+    """
     if isinstance(value, Variable):
         return value
-    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
-        return constant(value, dtype=dtype_of_python_scalar(value, others))
+    if _is_python_scalar(value):
+        return constant(value, dtype=dtype_of_python_scalar(value, others, exact_ints))
     try:
         return constant(value)
     except (TypeError, ValueError) as exc:
         raise TypeError(f"cannot use {value!r} as a graph variable: {exc}") from None
 
 
-def as_variables(values: Sequence[Any]) -> list[Variable]:
-    others = [v.dtype for v in values if isinstance(v, Variable)]
-    return [as_variable(v, others) for v in values]
+def as_variables(
+    values: Sequence[Any], exact_ints: bool = False, ufunc: np.ufunc | None = None
+) -> list[Variable]:
+    """Variables for an op's operands: Python scalars are weak, typed by the other operands (NEP 50).
+
+    A scalar takes the dtype ``np.result_type`` gives it next to the operands that
+    are not Python scalars (Variables, arrays); when all are Python scalars they
+    meet at NumPy's default dtype of the widest kind among them.  `ufunc` is the
+    NumPy function a binary op mirrors: where NumPy runs it in a wider loop
+    (`int8_array / 300` divides in float64), a value only that loop's dtype holds
+    takes that dtype instead of overflowing.  `exact_ints`: see `dtype_of_python_scalar`.
+    """
+    scalars = [v for v in values if _is_python_scalar(v)]
+    if not scalars:
+        return [as_variable(v) for v in values]
+    others = [d for d in map(_numeric_dtype, values) if d is not None]
+    if not others and len(scalars) == len(values):
+        widest = max(scalars, key=lambda v: (isinstance(v, float), not isinstance(v, bool)))
+        others = [dtype_of_python_scalar(type(widest)(0), ())]
+    loop = _ufunc_loop(ufunc, values) if ufunc is not None and len(values) == ufunc.nin == 2 else None
+    result = []
+    for k, value in enumerate(values):
+        try:
+            result.append(as_variable(value, others, exact_ints))
+        except LiteralOverflowError:
+            if loop is None:
+                raise
+            result.append(
+                as_variable(value, [loop[k]], exact_ints)
+            )  # raises again if the loop cannot hold it
+    return result
+
+
+def _ufunc_loop(ufunc: np.ufunc, values: Sequence[Any]) -> tuple[str, ...] | None:
+    """The operand dtypes of the loop `ufunc` runs on `values`, Python scalars weak; None if it has none."""
+    descriptors = []
+    for v in values:
+        if _is_python_scalar(v):
+            # NumPy takes the Python types int and float for weak scalars; a bool is the lowest dtype anyway
+            kind = float if isinstance(v, float) else int
+            descriptors.append(np.dtype(bool) if isinstance(v, bool) else kind)
+        else:
+            dtype = _numeric_dtype(v)
+            if dtype is None:
+                return None
+            descriptors.append(np.dtype(dtype))
+    return _resolved_loop(ufunc, tuple(descriptors))
+
+
+@cache
+def _resolved_loop(ufunc: np.ufunc, descriptors: tuple[Any, ...]) -> tuple[str, ...] | None:
+    try:
+        loop = ufunc.resolve_dtypes(descriptors + (None,) * ufunc.nout)
+    except (TypeError, np.exceptions.DTypePromotionError):
+        return None
+    if any(d.kind not in "biuf" for d in loop[: ufunc.nin]):  # e.g. the object loop comparing two Python ints
+        return None
+    return tuple(d.name for d in loop[: ufunc.nin])
+
+
+def _numeric_dtype(value: Any) -> str | None:
+    """The dtype of an operand that is not a Python scalar, when it is a numeric one."""
+    if isinstance(value, Variable):
+        return value.dtype
+    if _is_python_scalar(value):
+        return None
+    try:
+        dtype = np.asarray(value).dtype
+    except (TypeError, ValueError):
+        return None
+    return dtype.name if dtype.kind in "biuf" else None
+
+
+def _is_python_scalar(value: Any) -> bool:
+    return isinstance(value, (bool, int, float)) and not isinstance(value, np.generic)
 
 
 def tensor(name: str | None = None, dtype: Any = "float64", shape: Iterable[int | None] = ()) -> Variable:
@@ -510,17 +607,22 @@ def clone_get_equiv(
     """Copy the graph between inputs and outputs; returns the map from old nodes/variables to new.
 
     Constants map to themselves.  Leaves that are not listed in `inputs` are kept as they are.
+    `memo` (updated in place) may pre-seed the map: a variable found there is
+    replaced by its entry and the graph above it is not walked or copied; an
+    apply node found there is used as the copy of that node.
     """
     equiv: dict[Any, Any] = {} if memo is None else memo
     for var in inputs:
         if var not in equiv:
             equiv[var] = var.clone() if copy_inputs else var
-    for node in io_toposort(inputs, outputs):
-        new_inputs = [equiv.setdefault(v, v) for v in node.inputs]
-        new_node = node.clone_with_new_inputs(new_inputs)
-        equiv[node] = new_node
+    roots = [v.owner for v in outputs if v.owner is not None and v not in equiv]
+    for node in toposort_nodes(roots, equiv.__contains__):
+        new_node = equiv.get(node)
+        if new_node is None:
+            new_node = node.clone_with_new_inputs([equiv.setdefault(v, v) for v in node.inputs])
+            equiv[node] = new_node
         for old, new in zip(node.outputs, new_node.outputs):
-            equiv[old] = new
+            equiv.setdefault(old, new)
     for var in outputs:
         equiv.setdefault(var, var)
     return equiv

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables
-from relwrite.graph.types import TensorType, broadcast_shapes
+from relwrite.graph.types import Shape, TensorType, broadcast_shapes
 
 # -- elementwise ---------------------------------------------------------------------
 
@@ -34,6 +34,12 @@ class Elemwise(Op):
 
     nin: int | None = 1
     dtype_rule: np.ufunc | None = None
+    exact_int_literals: bool = False
+    """Comparisons: NumPy 2 compares Python ints beyond the operands' integer range exactly."""
+
+    def as_inputs(self, inputs: Sequence[Any]) -> list[Variable]:
+        """Python scalars take the dtype NumPy 2's loop for `dtype_rule` gives them (see `as_variables`)."""
+        return as_variables(inputs, self.exact_int_literals, self.dtype_rule)
 
     def output_dtype(self, dtypes: list[str]) -> str:
         rule = self.dtype_rule
@@ -42,7 +48,7 @@ class Elemwise(Op):
         return reduce(lambda acc, d: _resolve(rule, (acc, d)), dtypes[1:], dtypes[0])
 
     def make_node(self, *inputs: Variable) -> Apply:
-        inputs = as_variables(inputs)
+        inputs = self.as_inputs(inputs)
         if self.nin is None:
             if not inputs:
                 raise self.type_error(inputs, "needs at least one input")
@@ -56,9 +62,13 @@ class Elemwise(Op):
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
-def _elemwise(class_name: str, rule: np.ufunc, nin: int | None, doc: str, op_name: str | None = None):
+def _elemwise(
+    class_name: str, rule: np.ufunc, nin: int | None, doc: str, op_name: str | None = None, **attrs: Any
+):
     cls = type(
-        class_name, (Elemwise,), {"nin": nin, "dtype_rule": rule, "__doc__": doc, "__module__": __name__}
+        class_name,
+        (Elemwise,),
+        {"nin": nin, "dtype_rule": rule, "__doc__": doc, "__module__": __name__, **attrs},
     )
     if op_name is not None:
         cls.op_name = op_name
@@ -72,12 +82,12 @@ TrueDiv = _elemwise("TrueDiv", np.true_divide, 2, "x / y (true division).", "tru
 Pow = _elemwise("Pow", np.power, 2, "x ** y.")
 Maximum = _elemwise("Maximum", np.maximum, 2, "Elementwise maximum (NaN-propagating).")
 Minimum = _elemwise("Minimum", np.minimum, 2, "Elementwise minimum (NaN-propagating).")
-Lt = _elemwise("Lt", np.less, 2, "x < y.")
-Le = _elemwise("Le", np.less_equal, 2, "x <= y.")
-Gt = _elemwise("Gt", np.greater, 2, "x > y.")
-Ge = _elemwise("Ge", np.greater_equal, 2, "x >= y.")
-Eq = _elemwise("Eq", np.equal, 2, "x == y (elementwise).")
-Neq = _elemwise("Neq", np.not_equal, 2, "x != y (elementwise).")
+Lt = _elemwise("Lt", np.less, 2, "x < y.", exact_int_literals=True)
+Le = _elemwise("Le", np.less_equal, 2, "x <= y.", exact_int_literals=True)
+Gt = _elemwise("Gt", np.greater, 2, "x > y.", exact_int_literals=True)
+Ge = _elemwise("Ge", np.greater_equal, 2, "x >= y.", exact_int_literals=True)
+Eq = _elemwise("Eq", np.equal, 2, "x == y (elementwise).", exact_int_literals=True)
+Neq = _elemwise("Neq", np.not_equal, 2, "x != y (elementwise).", exact_int_literals=True)
 Neg = _elemwise("Neg", np.negative, 1, "-x.")
 Exp = _elemwise("Exp", np.exp, 1, "e ** x.")
 Log = _elemwise("Log", np.log, 1, "Natural logarithm.")
@@ -192,8 +202,16 @@ def _inner(op: Op, inputs: Sequence[Variable], a: int | None, b: int | None) -> 
         raise op.type_error(inputs, f"inner dimensions differ ({a} vs {b})")
 
 
-def _same(a: int | None, b: int | None) -> int | None:
-    return a if a is not None else b
+def _sum_shape(
+    op: Op, inputs: Sequence[Variable], name: str, shape: Shape, product: str, other: Shape
+) -> Shape:
+    """The static shape of `name + product` under NumPy broadcasting (TypeError when they never broadcast)."""
+    try:
+        return broadcast_shapes(shape, other)
+    except TypeError:
+        raise op.type_error(
+            inputs, f"{name} of shape {shape} does not broadcast with {product} of shape {other}"
+        ) from None
 
 
 class Dot(Op):
@@ -229,7 +247,12 @@ class Dot22(Op):
 
 
 class Gemm(Op):
-    """gemm(Z, a, X, Y, b) = b * Z + a * (X @ Y), computed out of place."""
+    """gemm(Z, a, X, Y, b) = b * Z + a * (X @ Y), computed out of place.
+
+    The sum broadcasts as in NumPy: a row Z of shape (1, n) next to an (m, n)
+    product gives an (m, n) result, so the output's static shape is the
+    broadcast of Z's and the product's, never simply Z's.
+    """
 
     def make_node(self, *inputs: Variable) -> Apply:
         inputs = as_variables(inputs)
@@ -239,14 +262,12 @@ class Gemm(Op):
         dtype = _blas_dtype(self, inputs)
         z, _, x, y, _ = inputs
         _inner(self, inputs, x.shape[1], y.shape[0])
-        shape = (_same(z.shape[0], x.shape[0]), _same(z.shape[1], y.shape[1]))
-        _inner(self, inputs, z.shape[0], x.shape[0])
-        _inner(self, inputs, z.shape[1], y.shape[1])
+        shape = _sum_shape(self, inputs, "Z", z.shape, "X @ Y", (x.shape[0], y.shape[1]))
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
 class Gemv(Op):
-    """gemv(y, a, A, x, b) = b * y + a * (A @ x)."""
+    """gemv(y, a, A, x, b) = b * y + a * (A @ x), broadcast as in NumPy (a length-1 y spreads)."""
 
     def make_node(self, *inputs: Variable) -> Apply:
         inputs = as_variables(inputs)
@@ -256,12 +277,12 @@ class Gemv(Op):
         dtype = _blas_dtype(self, inputs)
         y, _, a_mat, x, _ = inputs
         _inner(self, inputs, a_mat.shape[1], x.shape[0])
-        _inner(self, inputs, y.shape[0], a_mat.shape[0])
-        return Apply(self, inputs, [Variable(TensorType(dtype, (_same(y.shape[0], a_mat.shape[0]),)))])
+        shape = _sum_shape(self, inputs, "y", y.shape, "A @ x", (a_mat.shape[0],))
+        return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
 class Ger(Op):
-    """ger(A, a, x, y) = A + a * outer(x, y)."""
+    """ger(A, a, x, y) = A + a * outer(x, y), broadcast as in NumPy (a row or column A spreads)."""
 
     def make_node(self, *inputs: Variable) -> Apply:
         inputs = as_variables(inputs)
@@ -270,9 +291,7 @@ class Ger(Op):
         _check_dims(self, inputs, (2, 0, 1, 1))
         dtype = _blas_dtype(self, inputs)
         a_mat, _, x, y = inputs
-        _inner(self, inputs, a_mat.shape[0], x.shape[0])
-        _inner(self, inputs, a_mat.shape[1], y.shape[0])
-        shape = (_same(a_mat.shape[0], x.shape[0]), _same(a_mat.shape[1], y.shape[0]))
+        shape = _sum_shape(self, inputs, "A", a_mat.shape, "outer(x, y)", (x.shape[0], y.shape[0]))
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -387,6 +406,15 @@ class LogSoftmax(Softmax):
     """log(softmax(x)) along `axis`, computed as x - max - log(sum(exp(x - max)))."""
 
 
+class LogSumExp(Reduce):
+    """log(sum(exp(x))) over axes, computed as m + log(sum(exp(x - m))) with m the finite maximum.
+
+    No exp overflows; over an empty axis the result is -inf, as log(sum(exp(x))) gives.
+    """
+
+    numpy_name = "exp"  # the result has the dtype of exp(x)
+
+
 def sum(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
     return Sum(axis)(x)
 
@@ -405,6 +433,10 @@ def softmax(x: Any, axis: int = -1) -> Variable:
 
 def log_softmax(x: Any, axis: int = -1) -> Variable:
     return LogSoftmax(axis)(x)
+
+
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return LogSumExp(axis)(x)
 
 
 # -- shape ops ----------------------------------------------------------------------------

@@ -8,8 +8,15 @@ It reads back what `relwrite.graph.printing.pprint` writes:
 
 - an unparenthesised chain `a + b + c` (or `a * b * c`) is one variadic node,
   as pprint writes one; `(a + b) + c` is two nodes;
-- `-2.0` is the negative constant, while `-(2.0)` is `neg` applied to 2.0;
-- a literal takes the dtype numpy gives it next to the other operands, as in `x + 2`.
+- arithmetic between literals is Python's, done here exactly as Python
+  evaluates `10**400 * x` before `x` is involved: `2**64`, `-(2.0)` and the
+  leading literals of a chain, `2 * 3 * x`, are one number (pprint writes a
+  node of two literals in call syntax, `pow(2, 64)`, so it reads back as that
+  node).  Division by zero, complex results and integers beyond
+  `MAX_LITERAL_BITS` bits are errors naming the piece;
+- a literal then takes the dtype NumPy 2 gives a Python number next to the
+  other operands (`relwrite.graph.basic.as_variable`), as in `x + 2`, and one
+  that dtype cannot hold is a LiteralOverflowError (a ValueError) naming it.
 
 Depth: the walk over the syntax tree keeps its own stack, but Python's parser
 comes first.  Measured on CPython 3.11: it refuses more than 200 nested
@@ -25,13 +32,14 @@ from __future__ import annotations
 
 import ast
 import bisect
+import operator
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Variable, as_variable, type_from_spec
-from relwrite.graph.types import TensorType
+from relwrite.graph.types import LiteralOverflowError, TensorType, describe_literal
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,19 @@ _COMPARE = {
     ast.NotEq: ops.neq,
 }
 
+# Python's arithmetic on two literals, for the operators the language folds between literals.
+_PYTHON_ARITHMETIC: dict[type, Callable[[Any, Any], Any]] = {
+    ast.Add: operator.add,
+    ast.Sub: operator.sub,
+    ast.Mult: operator.mul,
+    ast.Div: operator.truediv,
+    ast.Pow: operator.pow,
+}
+_SYMBOLS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.Pow: "**"}
+
+MAX_LITERAL_BITS = 65_536
+"""The largest integer (in bits) literal arithmetic may build: far beyond any dtype, and quick to compute."""
+
 Value = Variable | int | float  # literals stay Python numbers until an op types them
 TypeSpec = str | TensorType | Variable
 
@@ -128,10 +149,11 @@ def _variables_for(types: Mapping[str, TypeSpec]) -> dict[str, Variable | Tensor
 
 @dataclass
 class _Step:
-    """Build one value from the values of `operands`, once those are built."""
+    """Build one value from the values of `operands`, once those are built (`node`: where, for errors)."""
 
     operands: list[ast.expr]
     build: Callable[[list[Value]], Value]
+    node: ast.AST | None = None
 
 
 class _Parser:
@@ -171,13 +193,20 @@ class _Parser:
                 count = len(item.operands)
                 args = values[len(values) - count :]
                 del values[len(values) - count :]
-                values.append(item.build(args))
+                try:
+                    values.append(item.build(args))
+                except LiteralOverflowError as exc:
+                    raise LiteralOverflowError(f"parse: {exc} (at {self.where(item.node)})") from None
                 continue
             step = self.plan(item)
+            step.node = item
             stack.append(step)
             stack.extend(reversed(step.operands))
         (result,) = values
-        return as_variable(result)
+        try:
+            return as_variable(result)
+        except LiteralOverflowError as exc:
+            raise LiteralOverflowError(f"parse: {exc}") from None
 
     # -- positions ------------------------------------------------------------------
     def offset(self, node: ast.AST) -> int:
@@ -232,16 +261,7 @@ class _Parser:
             return _Step([node.operand], lambda args: args[0])
         if not isinstance(node.op, ast.USub):
             raise self.error(f"unsupported operator {type(node.op).__name__!r}", node)
-        operand = node.operand
-        if isinstance(operand, ast.Constant) and self.adjacent(node, operand):
-            value = -self.literal(operand)
-            return _Step([], lambda _: value)
-        return _Step([operand], lambda args: ops.neg(args[0]))
-
-    def adjacent(self, sign: ast.UnaryOp, operand: ast.expr) -> bool:
-        """True for `-2` (a negative literal), False for `-(2)` (neg applied to 2)."""
-        between = self.encoded[self.offset(sign) + 1 : self.offset(operand)]
-        return not between.strip()
+        return _Step([node.operand], lambda args: -args[0] if _is_literal(args[0]) else ops.neg(args[0]))
 
     def plan_binary(self, node: ast.BinOp) -> _Step:
         op = _BINARY.get(type(node.op))
@@ -260,7 +280,35 @@ class _Parser:
                 left = left.left
         operands.append(left)
         operands.reverse()
-        return _Step(operands, lambda args: op(*args))
+        kind = type(node.op)
+        if kind not in _PYTHON_ARITHMETIC:
+            return _Step(operands, lambda args: op(*args))
+
+        def build(args: list[Value]) -> Value:
+            # Python evaluates a chain from the left: its leading literals meet each other first.
+            while len(args) > 1 and _is_literal(args[0]) and _is_literal(args[1]):
+                args = [self.fold(kind, args[0], args[1], node), *args[2:]]
+            return args[0] if len(args) == 1 else op(*args)
+
+        return _Step(operands, build)
+
+    def fold(self, kind: type, a: int | float, b: int | float, node: ast.AST) -> int | float:
+        """`a <op> b` as Python computes it, refusing what no dtype could hold or a graph could mean.
+
+        Too large a result is a LiteralOverflowError that `run` places in the text.
+        """
+        piece = f"{_operand_text(a)} {_SYMBOLS[kind]} {_operand_text(b)}"
+        if isinstance(a, int) and isinstance(b, int) and _int_bits(kind, a, b) > MAX_LITERAL_BITS:
+            raise LiteralOverflowError(f"{piece} is an integer of more than {MAX_LITERAL_BITS} bits")
+        try:
+            value = _PYTHON_ARITHMETIC[kind](a, b)
+        except ZeroDivisionError:
+            raise self.error(f"{piece} divides by zero", node) from None
+        except OverflowError as exc:
+            raise LiteralOverflowError(f"{piece} overflows: {exc}") from None
+        if not isinstance(value, (int, float)):
+            raise self.error(f"{piece} is not a real number", node)
+        return value
 
     def plan_call(self, node: ast.Call) -> _Step:
         operands: list[ast.expr] = []
@@ -350,6 +398,24 @@ class _Parser:
             var = spec if isinstance(spec, Variable) else spec(name)
             self.names[name] = var
         return var
+
+
+def _is_literal(value: Value) -> bool:
+    return not isinstance(value, Variable)
+
+
+def _operand_text(value: int | float) -> str:
+    text = describe_literal(value)
+    return f"({text})" if text.startswith("-") else text
+
+
+def _int_bits(kind: type, a: int, b: int) -> int:
+    """An upper bound on the bits of `a <op> b` for ints, computed without computing it."""
+    if kind is ast.Mult:
+        return a.bit_length() + b.bit_length()
+    if kind is ast.Pow and b > 0 and abs(a) > 1:
+        return b * a.bit_length()
+    return max(a.bit_length(), b.bit_length()) + 1
 
 
 def _line_starts(encoded: bytes) -> list[int]:

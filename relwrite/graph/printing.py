@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol, TextIO
 
+import numpy as np
+
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable, clone_get_equiv, io_toposort
 
@@ -75,6 +77,20 @@ def _leaf_text(var: Variable) -> str:
 
 # -- pprint -------------------------------------------------------------------------------------
 
+FOLDED_SYMBOLS = frozenset({"+", "-", "*", "/", "**"})
+"""The operators `parse` computes itself, as Python does, between two number literals (`-`: also unary)."""
+
+
+def _is_number_literal(var: Variable) -> bool:
+    """Whether pprint writes `var` as a number literal (`2`, `-1.5`): `parse` reads it as a Python number."""
+    return (
+        isinstance(var, Constant)
+        and var.name is None
+        and var.data.ndim == 0
+        and var.dtype != "bool"
+        and bool(np.isfinite(var.data))
+    )
+
 
 @dataclass(frozen=True)
 class Operand:
@@ -127,7 +143,9 @@ class OperatorPrinter:
     tightly, such as `-x` under `**`, gets its own parentheses.  `assoc`
     ("left", "right" or "either") is accepted for compatibility with Aesara; since
     every application is parenthesised it never changes the text.  A
-    single-input application prints in call syntax, `add(x)`.
+    single-input application prints in call syntax, `add(x)`, and so does an
+    arithmetic one whose first two operands are number literals, `pow(2, 64)`,
+    since the parser computes `2 ** 64` as Python does.
     """
 
     def __init__(self, symbol: str, precedence: float, assoc: str = "either"):
@@ -138,7 +156,11 @@ class OperatorPrinter:
         self.assoc = assoc
 
     def layout(self, node: Apply, index: int) -> Layout:
-        if len(node.inputs) < 2:
+        if len(node.inputs) < 2 or (
+            self.symbol in FOLDED_SYMBOLS
+            and _is_number_literal(node.inputs[0])
+            and _is_number_literal(node.inputs[1])
+        ):
             return FunctionPrinter().layout(node, index)
         parts: list[str | Operand] = ["("]
         for i in range(len(node.inputs)):
@@ -152,7 +174,7 @@ class OperatorPrinter:
 class PrefixPrinter:
     """A unary prefix operator, `-x`; the operand is parenthesised unless it is atomic: `-(x + y)`.
 
-    A literal operand is parenthesised too, `-(2.0)`, since `-2.0` reads back as a negative constant.
+    Minus on a number literal prints in call syntax, `neg(2.0)`, since `-(2.0)` reads back as -2.0.
     """
 
     def __init__(self, symbol: str, precedence: float = PREFIX):
@@ -160,7 +182,7 @@ class PrefixPrinter:
         self.precedence = precedence
 
     def layout(self, node: Apply, index: int) -> Layout:
-        if len(node.inputs) != 1:
+        if len(node.inputs) != 1 or (self.symbol in FOLDED_SYMBOLS and _is_number_literal(node.inputs[0])):
             return FunctionPrinter().layout(node, index)
         return Layout((self.symbol, Operand(0, ATOM)), self.precedence)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from functools import cache
@@ -139,28 +140,68 @@ def upcast(*dtypes: Any) -> str:
     return np.result_type(*[np.dtype(d) for d in dtypes]).name
 
 
-def dtype_of_python_scalar(value: bool | int | float, others: Sequence[str]) -> str:
-    """The dtype a Python scalar takes next to arrays of `others` (numpy's weak-scalar rule).
+class LiteralOverflowError(OverflowError, ValueError):
+    """A Python number too large for the dtype it takes in a graph (NumPy 2 raises OverflowError too)."""
 
-    Falls back to the default dtype (bool/int64/float64) when the value does not fit.
+
+def describe_literal(value: bool | int | float) -> str:
+    """`value` as text for an error message, long integers shortened to their first digits and size."""
+    text = repr(value)
+    if isinstance(value, int) and len(text) > 24:
+        return f"{text[:12]}... ({len(text.lstrip('-'))} digits)"
+    return text
+
+
+def dtype_of_python_scalar(value: bool | int | float, others: Sequence[str], exact_ints: bool = False) -> str:
+    """The dtype a Python scalar takes next to arrays of `others`: NumPy 2's weak-scalar rule (NEP 50).
+
+    Next to arrays the scalar takes the dtype ``np.result_type(*others, value)``
+    gives: an int keeps an integer operand's dtype and becomes a float operand's
+    dtype, a float keeps a float operand's dtype and is float64 next to integers.
+    Alone it takes NumPy's default (bool, int64, float64).  A value the dtype
+    cannot hold raises LiteralOverflowError naming the value and the dtype, as
+    NumPy 2 does, never wraps or silently widens; a finite float that would
+    become inf counts as not held.  With `exact_ints` (comparisons, which NumPy 2
+    evaluates exactly for out-of-range ints) an int that the operands' integer
+    dtype cannot hold takes int64 instead, when int64 can.
     """
-    default = _DEFAULT_SCALAR_DTYPES[type(value)]
-    if not others:
-        return default
-    candidate = _weak_result_type(tuple(others), type(value))
-    if candidate.kind in "iu" and not isinstance(value, bool):
-        info = np.iinfo(candidate)
-        if not info.min <= value <= info.max:
-            return upcast(default, *others)
-    if candidate.kind == "f" and np.isfinite(value):
+    kind = bool if isinstance(value, bool) else int if isinstance(value, int) else float
+    dtype = _weak_result_type(tuple(others), kind) if others else np.dtype(_DEFAULT_SCALAR_DTYPES[kind])
+    if kind is bool:
+        return dtype.name
+    named = f"the Python {'integer' if kind is int else 'float'} {describe_literal(value)}"
+    context = f"next to {_listed(others)} operands" if others else "with no array operand"
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        if info.min <= value <= info.max:
+            return dtype.name
+        if exact_ints and _INT64.min <= value <= _INT64.max:
+            return "int64"
+        raise LiteralOverflowError(
+            f"{named} is out of bounds for {dtype.name}, the dtype it takes {context} ({_RULE}); "
+            "give it a float operand or write it as a float"
+        )
+    try:
+        converted = float(value)
+    except OverflowError:
+        converted = math.inf
+    if math.isfinite(converted):
         with np.errstate(over="ignore"):
-            overflows = not np.isfinite(candidate.type(value))
-        if overflows:
-            return upcast(default, *others)
-    return candidate.name
+            converted = float(dtype.type(converted))
+    if math.isinf(converted) and not (kind is float and math.isinf(value)):
+        raise LiteralOverflowError(f"{named} overflows {dtype.name}, the dtype it takes {context} ({_RULE})")
+    return dtype.name
+
+
+_RULE = "NumPy 2's rule for Python scalars"
+
+
+def _listed(dtypes: Sequence[str]) -> str:
+    return ", ".join(dict.fromkeys(dtypes))
 
 
 _DEFAULT_SCALAR_DTYPES = {bool: "bool", int: "int64", float: "float64"}
+_INT64 = np.iinfo(np.int64)
 
 
 @cache

@@ -270,3 +270,20 @@ def test_dtypes_are_kept(dtype):
     values = [np.arange(4).astype(dtype)]
     fgraph = assert_fusion_keeps_values([x], [out], values)
     assert fgraph.outputs[0].dtype == dtype
+
+
+def test_a_gemm_row_that_broadcasts_does_not_let_a_narrow_sibling_into_the_group():
+    """gemm(Z, ...) with Z of static shape (1, 1) is (m, n) at run time (b * Z + a * X @ Y broadcasts).
+
+    Its static type used to claim (1, 1), so fusion judged exp(c), also (1, 1), as wide as the group
+    and returned it broadcast to 1x3.
+    """
+    z, c = matrix("z", shape=(1, 1)), matrix("c", shape=(1, 1))
+    x, y = matrix("x"), matrix("y")
+    product = o.gemm(z, -1.0, x, y, 0.5)
+    sibling = o.exp(c)
+    inputs, outputs = [z, c, x, y], [sibling + product, sibling]
+    values = [np.full((1, 1), 2.0), np.full((1, 1), 0.5), np.ones((1, 2)), np.ones((2, 3))]
+    fgraph = assert_fusion_keeps_values(inputs, outputs, values)
+    got = evaluate(fgraph.inputs, fgraph.outputs, values)
+    assert [a.shape for a in got] == [(1, 3), (1, 1)]

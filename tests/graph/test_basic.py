@@ -429,6 +429,46 @@ def test_clone_get_equiv_copies_structure_into_a_disjoint_graph(graph):
     assert not any(id(node) in old_objects for node in new_nodes)
 
 
+def test_clone_get_equiv_takes_memo_entries_for_intermediate_variables_as_given():
+    """As in Aesara: a pre-seeded variable is replaced by its entry, and what only it needed is not copied."""
+    x = vector("x")
+    a = ops.exp(x)
+    b = ops.log(a)
+    out = b + ops.neg(x)
+    given_b = vector("given")
+    memo = {b: given_b}
+    equiv = clone_get_equiv([x], [out], memo=memo)
+    assert equiv is memo and equiv[b] is given_b
+    new_out = equiv[out]
+    assert new_out.owner.inputs[0] is given_b
+    assert new_out.owner.inputs[1].owner.inputs == [equiv[x]]
+    assert a not in equiv and a.owner not in equiv and b.owner not in equiv
+
+
+def test_clone_get_equiv_keeps_a_memo_entry_for_one_output_of_a_node_it_must_copy():
+    s, t = scalar("s"), scalar("t")
+    fused = ops.Composite([s, t], [s + t, s * t])
+    x, y = vector("x"), vector("y")
+    first, second = fused(x, y)
+    out = ops.exp(first) + ops.exp(second)
+    replacement = vector("replacement")
+    equiv = clone_get_equiv([x, y], [out], memo={second: replacement})
+    copied = equiv[first].owner
+    assert copied is not first.owner and copied.inputs == [equiv[x], equiv[y]]
+    assert equiv[second] is replacement
+    assert equiv[out].owner.inputs[1].owner.inputs == [replacement]
+
+
+def test_clone_get_equiv_uses_a_memo_entry_for_a_node():
+    x = vector("x")
+    node = ops.exp(x).owner
+    out = ops.neg(node.outputs[0])
+    stand_in = ops.sqrt(x).owner
+    equiv = clone_get_equiv([x], [out], copy_inputs=False, memo={node: stand_in})
+    assert equiv[node.outputs[0]] is stand_in.outputs[0]
+    assert equiv[out].owner.inputs == [stand_in.outputs[0]]
+
+
 def test_clone_keeps_inputs_when_asked_and_keeps_unlisted_leaves():
     x, y = vector("x"), vector("y")
     out = ops.exp(x + y)

@@ -149,7 +149,8 @@ def test_unary_minus_on_a_literal_is_a_negative_constant():
     assert out.owner.inputs[1] == Constant(TensorType("float64", ()), -2.0)
     spaced = parse("x * - 2.0")
     assert spaced.owner.inputs[1] == Constant(TensorType("float64", ()), -2.0)
-    negated = parse("-(2.0)")
+    assert parse("-(2.0)") == Constant(TensorType("float64", ()), -2.0)  # as Python computes it
+    negated = parse("neg(2.0)")
     assert negated.owner.op == ops.neg
     assert negated.owner.inputs[0] == Constant(TensorType("float64", ()), 2.0)
     assert parse("-x").owner.op == ops.neg

@@ -113,12 +113,23 @@ def test_pprint_operators_and_calls(build, text):
 def test_pprint_literals():
     x = float64("x")
     assert pprint(x + 2) == "(x + 2.0)"
-    assert pprint(ops.add(constant(2), constant(3))) == "(2 + 3)"
     assert pprint(x * -1.5) == "(x * -1.5)"
     assert pprint(ops.pow(-2.0, x)) == "((-2.0) ** x)"
-    assert pprint(ops.neg(2.0)) == "-(2.0)"
-    assert pprint(ops.neg(-2.0)) == "-(-2.0)"
     assert pprint(constant(-0.0)) == "-0.0"
+
+
+def test_pprint_writes_arithmetic_on_two_literals_as_a_call():
+    """`parse` computes `2 + 3` and `-(2.0)` as Python does, so such nodes print as calls to read back."""
+    x = float64("x")
+    assert pprint(ops.add(constant(2), constant(3))) == "add(2, 3)"
+    assert pprint(ops.add(2.0, -3.0, x)) == "add(2.0, -3.0, x)"
+    assert pprint(ops.add(2.0, x, 3.0)) == "(2.0 + x + 3.0)"
+    assert pprint(ops.pow(2, 64)) == "pow(2, 64)"
+    assert pprint(ops.true_div(1.0, 0.0)) == "true_div(1.0, 0.0)"
+    assert pprint(ops.neg(2.0)) == "neg(2.0)"
+    assert pprint(ops.neg(-2.0)) == "neg(-2.0)"
+    assert pprint(constant(2.0) < constant(3.0)) == "(2.0 < 3.0)"  # comparisons are not computed
+    assert pprint(ops.add(float("inf"), 1.0)) == "(inf + 1.0)"  # inf reads back as a name anyway
 
 
 def test_pprint_array_constants():

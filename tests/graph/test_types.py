@@ -6,7 +6,13 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relwrite.graph.basic import scalar, vector
-from relwrite.graph.types import TensorType, broadcast_shapes, dtype_of_python_scalar, upcast
+from relwrite.graph.types import (
+    LiteralOverflowError,
+    TensorType,
+    broadcast_shapes,
+    dtype_of_python_scalar,
+    upcast,
+)
 from relwrite.testing import tensor_types
 
 DTYPES = ("bool", "int8", "int32", "int64", "uint8", "float32", "float64")
@@ -124,11 +130,62 @@ def test_python_scalars_keep_the_array_dtype_when_they_fit():
     assert dtype_of_python_scalar(True, []) == "bool"
 
 
-def test_python_scalars_upcast_when_they_do_not_fit():
-    assert dtype_of_python_scalar(1000, ["int8"]) == "int64"
-    assert dtype_of_python_scalar(-1, ["uint8"]) == "int64"
-    assert dtype_of_python_scalar(1e300, ["float32"]) == "float64"
-    assert dtype_of_python_scalar(100000, ["float16"]) == "float64"
+@pytest.mark.parametrize(
+    ("value", "others", "numpy_raises", "message"),
+    [
+        (
+            1000,
+            ["int8"],
+            True,
+            "the Python integer 1000 is out of bounds for int8, the dtype it takes next to int8",
+        ),
+        (-1, ["uint8"], True, "the Python integer -1 is out of bounds for uint8"),
+        (
+            2**63,
+            [],
+            True,
+            "the Python integer 9223372036854775808 is out of bounds for int64, .* no array operand",
+        ),
+        (
+            2**64,
+            ["int64", "int64"],
+            True,
+            r"18446744073709551616 is out of bounds for int64, .* next to int64 op",
+        ),
+        (
+            10**400,
+            ["float64"],
+            True,
+            r"the Python integer 100000000000\.\.\. \(401 digits\) overflows float64",
+        ),
+        # NumPy 2 only warns when a literal overflows a smaller float dtype, and computes with inf: we refuse
+        (1e300, ["float32"], False, "the Python float 1e[+]300 overflows float32"),
+        (100000, ["float16"], False, "the Python integer 100000 overflows float16"),
+    ],
+)
+def test_python_scalars_that_do_not_fit_raise(value, others, numpy_raises, message):
+    with pytest.raises(LiteralOverflowError, match=message):
+        dtype_of_python_scalar(value, others)
+    array = np.zeros(1, others[0] if others else "int64")
+    if numpy_raises:
+        with pytest.raises(OverflowError):
+            np.add(array, value)
+    else:
+        with pytest.warns(RuntimeWarning, match="overflow"):
+            assert np.isinf(np.add(array, value)).all()
+
+
+def test_python_ints_beyond_int64_are_converted_next_to_floats():
+    assert dtype_of_python_scalar(2**64, ["float64"]) == "float64"
+    assert dtype_of_python_scalar(99999999999999999999999999999, ["float32"]) == "float32"
+    assert dtype_of_python_scalar(float("inf"), ["float16"]) == "float16"  # inf is held, not overflowed
+
+
+def test_comparisons_take_out_of_range_ints_exactly_as_numpy_2():
+    assert dtype_of_python_scalar(1000, ["int8"], exact_ints=True) == "int64"
+    assert dtype_of_python_scalar(-1, ["uint8"], exact_ints=True) == "int64"
+    with pytest.raises(LiteralOverflowError, match="out of bounds for int8"):
+        dtype_of_python_scalar(2**64, ["int8"], exact_ints=True)
 
 
 def test_python_scalars_in_expressions():
@@ -137,5 +194,6 @@ def test_python_scalars_in_expressions():
     assert (2.0 * x).dtype == "float32"
     i = scalar("i", dtype="int8")
     assert (i + 1).dtype == "int8"
-    assert (i + 1000).dtype == "int64"
-    assert (i + 1000).owner.inputs[1].data == 1000
+    with pytest.raises(LiteralOverflowError, match="1000 is out of bounds for int8"):
+        i + 1000
+    assert (i < 1000).owner.inputs[1].type == TensorType("int64", ())

@@ -245,14 +245,19 @@ def test_gemm_near_misses(text):
     assert forward(blas.add_to_gemm, lhs) is None
 
 
-def test_gemm_refuses_shapes_its_static_type_would_get_wrong():
+@given(data=st.data())
+def test_gemm_of_a_row_that_broadcasts_has_the_sums_type(data):
+    """gemm broadcasts b * Z + a * X @ Y as NumPy does, so a row Z gives the sum's shape, not one row."""
     x, y = matrix("X", shape=(None, 4)), matrix("Y", shape=(4, 2))
-    row = matrix("Z", shape=(1, None))  # broadcast over X's rows: gemm would claim one row
-    assert forward(blas.add_to_gemm, o.dot(x, y) + row) is None
-    fixed = matrix("Z", shape=(1, 2))
-    assert forward(blas.add_to_gemm, o.dot(matrix("X", shape=(3, 4)), y) + fixed) is None
-    unknown = matrix("Z")
-    assert forward(blas.add_to_gemm, o.dot(x, y) + unknown).type == (o.dot(x, y) + unknown).type
+    for z in (matrix("Z", shape=(1, None)), matrix("Z", shape=(1, 2)), matrix("Z")):
+        total = o.dot(x, y) + z
+        assert forward(blas.add_to_gemm, total).type == total.type
+    x = matrix("X", shape=(3, 4))
+    for shape in [(1, 2), (3, 1), (1, 1)]:
+        total = o.dot(x, y) + matrix("Z", shape=shape)
+        gemm = forward(blas.add_to_gemm, total)
+        assert gemm.type == total.type and total.type.shape == (3, 2)
+        assert_same_values(data, total, gemm)
 
 
 @given(data=st.data())

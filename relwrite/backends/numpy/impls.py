@@ -7,7 +7,7 @@ of a `Composite`) is worked out there, so a call only does the numpy work.
 
 Every result is an `ndarray` (0-d arrays, never numpy scalars) of exactly the
 node's output dtype.  Semantics are those of the numpy function each op names;
-`Sigmoid`, `Softplus`, `Softmax` and `LogSoftmax` are computed without overflow.
+`Sigmoid`, `Softplus`, `Softmax`, `LogSoftmax` and `LogSumExp` are computed without overflow.
 """
 
 from __future__ import annotations
@@ -423,6 +423,20 @@ def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
         result = _shifted(x, dtype, axis)
         result -= np.log(np.exp(result).sum(axis=axis, keepdims=True))
         return result
+
+    return Impl(run)
+
+
+@numpy_impl.register
+def _logsumexp(op: ops.LogSumExp, node: Apply) -> Impl:
+    dtype, axis = _dtype(node), op.axis
+
+    def run(x: np.ndarray) -> np.ndarray:
+        x = x.astype(dtype, copy=False)
+        top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # -inf over an empty axis
+        top = np.where(np.isfinite(top), top, 0)  # slices of -inf, or holding +inf or NaN: no shift
+        total = np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top
+        return _finish(np.squeeze(total, axis=axis), dtype)
 
     return Impl(run)
 
