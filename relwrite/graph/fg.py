@@ -9,7 +9,8 @@ any more.  Features attached to it are told of every change through callbacks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from typing import Any, Literal
 
 from relwrite.graph import basic
@@ -65,6 +66,7 @@ class FunctionGraph:
         self._callbacks: dict[str, list[Any]] = {}
         self._version = 0
         self._toposort_cache: tuple[int, dict, list[Apply]] | None = None
+        self._undo_log: list[tuple[Node, int, Variable]] | None = None
         for var in inputs:
             self.add_input(var)
         for var in outputs:
@@ -81,6 +83,7 @@ class FunctionGraph:
 
     def add_input(self, var: Variable, check: bool = True) -> None:
         """Add an ownerless, non-constant variable as a new input."""
+        _require_variable("add_input", var)
         if check and var in self._input_set:
             return
         if var.owner is not None or isinstance(var, Constant):
@@ -94,6 +97,7 @@ class FunctionGraph:
 
     def add_output(self, var: Variable, reason: str | None = None, import_missing: bool = False) -> None:
         """Add `var` (importing what it depends on) as a new output."""
+        _require_variable("add_output", var)
         self.import_var(var, reason=reason, import_missing=import_missing)
         self.outputs.append(var)
         self.add_client(var, ("output", len(self.outputs) - 1))
@@ -111,44 +115,61 @@ class FunctionGraph:
 
         A node whose outputs all lose their clients is removed, and so on
         towards the inputs.  Inputs stay; orphaned constants are forgotten.
+        `client` must be a client of `var` (a ValueError naming both leaves the
+        graph untouched otherwise).  While pruning, a link that was already
+        removed counts as removed, as in the seed: removing a client before
+        its reader goes is not an error.
         """
-        work = [(var, client)]
+        clients = self.clients.get(var) if isinstance(var, Variable) else None
+        if clients is None or _find_client(clients, client) is None:
+            raise ValueError(
+                f"remove_client: {_describe_client(client)} is not a client of {self._describe(var)}"
+                " (the graph is unchanged)"
+            )
+        self._notify_pruned(self._unlink([(var, client)]), reason)
+
+    def _unlink(self, links: list[tuple[Variable, Client]]) -> list[Apply]:
+        """Drop the `(var, client)` links and prune what is left unread; returns the pruned nodes.
+
+        Only bookkeeping: the features hear of the pruned nodes afterwards, so a
+        feature that raises cannot leave the graph half pruned.
+        """
+        pruned: list[Apply] = []
+        work = list(links)
         while work:
             var, client = work.pop()
-            clients = self.clients[var]
-            node, index = client
-            # Newest first: pruning walks from outputs to inputs, so the reader removed is usually
-            # the last one added (an equal constant read by many nodes would be quadratic otherwise).
-            for k in range(len(clients) - 1, -1, -1):
-                c_node, c_index = clients[k]
-                if c_node is node and c_index == index:
-                    del clients[k]
-                    break
-            else:
-                raise ValueError(f"{client} is not a client of {var}")
+            clients = self.clients.get(var)
+            if clients is None:  # forgotten when an earlier link to it went
+                continue
+            k = _find_client(clients, client)
+            if k is not None:
+                del clients[k]
             if clients:
                 continue
             owner = var.owner
             if owner is not None:
                 if owner in self.apply_nodes and not any(self.clients.get(o) for o in owner.outputs):
-                    work.extend(self._prune(owner, reason))
+                    del self.apply_nodes[owner]
+                    for out in owner.outputs:
+                        self.variables.pop(out, None)
+                        self.clients.pop(out, None)
+                    pruned.append(owner)
+                    work.extend((v, (owner, i)) for i, v in enumerate(owner.inputs))
             elif var not in self._input_set:
                 del self.variables[var]
                 del self.clients[var]
+        if pruned:
+            self._changed()
+        return pruned
 
-    def _prune(self, node: Apply, reason: str | None) -> list[tuple[Variable, Client]]:
-        """Remove `node` from the graph; returns the (input, client) links still to undo."""
-        del self.apply_nodes[node]
-        for out in node.outputs:
-            self.variables.pop(out, None)
-            self.clients.pop(out, None)
-        self._changed()
-        self.execute_callbacks("on_prune", node, reason)
-        return [(var, (node, i)) for i, var in enumerate(node.inputs)]
+    def _notify_pruned(self, pruned: list[Apply], reason: str | None) -> None:
+        for node in pruned:
+            self.execute_callbacks("on_prune", node, reason)
 
     # -- importing ----------------------------------------------------------------------
     def import_var(self, var: Variable, reason: str | None = None, import_missing: bool = False) -> None:
-        """Bring `var` and everything it depends on into the graph."""
+        """Bring `var` and everything it depends on into the graph (nothing changes when that fails)."""
+        _require_variable("import_var", var)
         if var.owner is not None:
             if var.owner not in self.apply_nodes:
                 self.import_node(var.owner, reason=reason, import_missing=import_missing)
@@ -166,6 +187,8 @@ class FunctionGraph:
         Every leaf the new nodes read must be an input or a constant (unless
         `import_missing`); this is checked before anything changes.
         """
+        if not isinstance(apply_node, Apply):
+            raise TypeError(f"import_node: expected an Apply node, got {apply_node!r}")
         new_nodes = toposort_nodes(
             [apply_node] if apply_node not in self.apply_nodes else [],
             lambda v: v.owner in self.apply_nodes,
@@ -195,6 +218,8 @@ class FunctionGraph:
 
     @staticmethod
     def _describe(var: Variable) -> str:
+        if not isinstance(var, Variable):
+            return f"{var!r} (not a Variable)"
         return f"variable {var!s} of type {var.type}"
 
     # -- editing ----------------------------------------------------------------------------
@@ -207,21 +232,67 @@ class FunctionGraph:
         import_missing: bool = False,
         check: bool = True,
     ) -> None:
-        """Make `node.inputs[i]` (or output `i` when node is ``"output"``) read `new_var`."""
-        old = self.outputs[i] if node == "output" else node.inputs[i]
+        """Make `node.inputs[i]` (or output `i` when node is ``"output"``) read `new_var`.
+
+        Everything is checked before the graph changes: the node is in the
+        graph and reads its input `i` through a registered client, `new_var`
+        can be imported, and (with `check`) the types agree and no cycle forms.
+        """
+        old = self._input_at(node, i)
+        _require_variable("change_node_input", new_var)
         if old is new_var:
             return
+        if _find_client(self.clients.get(old, ()), (node, i)) is None:
+            raise ValueError(
+                f"change_node_input: {_describe_client((node, i))} is not registered as a client of "
+                f"{self._describe(old)} (the graph is unchanged)"
+            )
         if check:
             self._check_types(old, new_var)
+            if node != "output" and self._would_cycle(old, new_var, readers={node}):
+                raise InconsistencyError(f"reading {new_var} in {node} would create a cycle")
         self.import_var(new_var, reason=reason, import_missing=import_missing)
         if node == "output":
             self.outputs[i] = new_var
         else:
             node.inputs[i] = new_var
         self.add_client(new_var, (node, i))
-        self.remove_client(old, (node, i), reason=reason)
+        pruned = self._unlink([(old, (node, i))])
         self._changed()
+        if self._undo_log is not None:
+            self._undo_log.append((node, i, old))
+        self._notify_pruned(pruned, reason)
         self.execute_callbacks("on_change_input", node, i, old, new_var, reason=reason)
+
+    def _input_at(self, node: Node, i: int) -> Variable:
+        """What `node` reads at position `i`, after checking the node is in the graph and has that input."""
+        if node == "output":
+            if not (isinstance(i, int) and 0 <= i < len(self.outputs)):
+                raise IndexError(f"the graph has no output {i!r} (it has {len(self.outputs)})")
+            return self.outputs[i]
+        if not isinstance(node, Apply) or node not in self.apply_nodes:
+            raise ValueError(f"{node!r} is not a node of the graph")
+        if not (isinstance(i, int) and 0 <= i < len(node.inputs)):
+            raise IndexError(f"{node} has no input {i!r} (it has {len(node.inputs)})")
+        return node.inputs[i]
+
+    @contextmanager
+    def _all_or_nothing(self) -> Iterator[None]:
+        """Undo the block's input changes, newest first, if it raises: the graph is left as it was."""
+        if self._undo_log is not None:  # an enclosing block undoes everything
+            yield
+            return
+        log: list[tuple[Node, int, Variable]] = []
+        self._undo_log = log
+        try:
+            yield
+        except BaseException:
+            self._undo_log = None
+            for node, i, old in reversed(log):
+                self.change_node_input(node, i, old, reason="rollback", check=False)
+            raise
+        finally:
+            self._undo_log = None
 
     @staticmethod
     def _check_types(old: Variable, new: Variable) -> None:
@@ -245,37 +316,45 @@ class FunctionGraph:
         """
         if verbose:
             print(f"rewriting: {reason or 'replace'} replaces {var} by {new_var}")
-        if var not in self.variables:
+        if not isinstance(var, Variable) or var not in self.variables:
             raise ValueError(f"replace: {self._describe(var)} is not in the graph")
         if var is new_var:
             return
         self._check_types(var, new_var)
         if self._would_cycle(var, new_var):
             raise InconsistencyError(f"replacing {var} by {new_var} would create a cycle")
-        for node, i in list(self.clients[var]):
-            self.change_node_input(
-                node, i, new_var, reason=reason, import_missing=import_missing, check=False
-            )
+        with self._all_or_nothing():
+            for node, i in list(self.clients[var]):
+                self.change_node_input(
+                    node, i, new_var, reason=reason, import_missing=import_missing, check=False
+                )
 
     def replace_all(self, pairs: Iterable[tuple[Variable, Variable]], **kwargs: Any) -> None:
-        """`replace` each pair in turn; a variable an earlier replacement pruned is skipped."""
+        """`replace` each pair in turn; a variable an earlier replacement pruned is skipped.
+
+        All or nothing: when a pair is refused, the pairs already applied are undone.
+        """
         pairs = list(pairs)
         for var, _ in pairs:
-            if var not in self.variables:
+            if not isinstance(var, Variable) or var not in self.variables:
                 raise ValueError(f"replace_all: {self._describe(var)} is not in the graph")
-        for var, new_var in pairs:
-            if var in self.variables:
-                self.replace(var, new_var, **kwargs)
+        with self._all_or_nothing():
+            for var, new_var in pairs:
+                if var in self.variables:
+                    self.replace(var, new_var, **kwargs)
 
-    def _would_cycle(self, var: Variable, new_var: Variable) -> bool:
+    def _would_cycle(self, var: Variable, new_var: Variable, readers: set[Apply] | None = None) -> bool:
         """Whether `new_var` depends on a node that reads `var` (so replacing closes a loop).
+
+        `readers` narrows the nodes that would read `new_var` (default: every client of `var`).
 
         Only the replacement's freshly built nodes are walked; the existing
         variables they read are safe when they are near ancestors of `var`
         (an ancestor cannot also depend on `var`), which is what rewrites build
         replacements from.  Anything else gets a full walk towards the inputs.
         """
-        readers = {node for node, _ in self.clients[var] if node != "output"}
+        if readers is None:
+            readers = {node for node, _ in self.clients[var] if node != "output"}
         if not readers or new_var.owner is None:
             return False
         frontier: list[Variable] = []
@@ -311,50 +390,53 @@ class FunctionGraph:
 
     def remove_output(self, output_idx: int, reason: str | None = None) -> None:
         """Drop output `output_idx`, pruning what only it needed."""
+        if not (isinstance(output_idx, int) and 0 <= output_idx < len(self.outputs)):
+            raise IndexError(
+                f"remove_output: the graph has no output {output_idx!r} (it has {len(self.outputs)})"
+            )
         var = self.outputs[output_idx]
-        self.remove_client(var, ("output", output_idx), reason=reason)
+        pruned = self._unlink([(var, ("output", output_idx))])
         del self.outputs[output_idx]
         for j in range(output_idx, len(self.outputs)):
             clients = self.clients[self.outputs[j]]
-            k = clients.index(("output", j + 1))
-            clients[k] = ("output", j)
+            clients[_find_client(clients, ("output", j + 1))] = ("output", j)
         self._changed()
+        self._notify_pruned(pruned, reason)
 
     def remove_node(self, node: Apply, reason: str | None = None) -> None:
         """Remove `node`, every node and output that depends on it, and what is left orphaned."""
-        doomed: dict[Apply, None] = {node: None}
-        stack = [node]
-        while stack:
-            for out in stack.pop().outputs:
-                for client, _ in self.clients.get(out, ()):
-                    if client != "output" and client not in doomed:
-                        doomed[client] = None
-                        stack.append(client)
-        doomed_outputs = {out for n in doomed for out in n.outputs}
-        for idx in reversed(range(len(self.outputs))):
-            if self.outputs[idx] in doomed_outputs:
-                self.remove_output(idx, reason=reason)
-        order = toposort_nodes([n for n in doomed if n in self.apply_nodes], lambda v: False)
-        for dead in reversed(order):
-            if dead in doomed and dead in self.apply_nodes:
-                for var, client in self._prune(dead, reason):
-                    if client in self.clients.get(var, ()):
-                        self.remove_client(var, client, reason=reason)
+        if not isinstance(node, Apply) or node not in self.apply_nodes:
+            raise ValueError(f"remove_node: {node!r} is not a node of the graph")
+        self._remove_outputs_depending_on(node.outputs, reason)
 
     def remove_input(self, input_idx: int, reason: str | None = None) -> None:
         """Drop input `input_idx` and everything that depends on it."""
+        if not (isinstance(input_idx, int) and 0 <= input_idx < len(self.inputs)):
+            raise IndexError(
+                f"remove_input: the graph has no input {input_idx!r} (it has {len(self.inputs)})"
+            )
         var = self.inputs[input_idx]
-        for client, i in list(self.clients[var]):
-            if client == "output":
-                if i < len(self.outputs) and self.outputs[i] is var:
-                    self.remove_output(i, reason=reason)
-            elif client in self.apply_nodes:
-                self.remove_node(client, reason=reason)
+        self._remove_outputs_depending_on([var], reason)
         del self.inputs[input_idx]
         self._input_set.discard(var)
         self.variables.pop(var, None)
         self.clients.pop(var, None)
         self._changed()
+
+    def _remove_outputs_depending_on(self, sources: Sequence[Variable], reason: str | None) -> None:
+        """Remove every output computed from `sources`: the nodes between them go as nothing reads them."""
+        doomed: set[Variable] = set(sources)
+        stack = list(sources)
+        while stack:
+            for client, _ in self.clients.get(stack.pop(), ()):
+                if client != "output":
+                    for out in client.outputs:
+                        if out not in doomed:
+                            doomed.add(out)
+                            stack.append(out)
+        for idx in reversed(range(len(self.outputs))):
+            if self.outputs[idx] in doomed:
+                self.remove_output(idx, reason=reason)
 
     # -- features --------------------------------------------------------------------------
     @property
@@ -509,6 +591,34 @@ class FunctionGraph:
         from relwrite.graph.printing import graph_repr
 
         return f"FunctionGraph({graph_repr(self.outputs)})"
+
+
+def _require_variable(method: str, var: Any) -> None:
+    if not isinstance(var, Variable):
+        raise TypeError(f"{method}: expected a Variable, got {var!r}")
+
+
+def _find_client(clients: Sequence[Client], client: Client) -> int | None:
+    """The position of `client` in `clients`, searching newest first, or None.
+
+    Newest first: pruning walks from outputs to inputs, so the reader removed is usually the
+    last one added (an equal constant read by many nodes would be quadratic otherwise).
+    """
+    if not (isinstance(client, tuple) and len(client) == 2):
+        return None
+    node, index = client
+    for k in range(len(clients) - 1, -1, -1):
+        c_node, c_index = clients[k]
+        if c_index == index and (c_node is node or (c_node == "output" and node == "output")):
+            return k
+    return None
+
+
+def _describe_client(client: Any) -> str:
+    if isinstance(client, tuple) and len(client) == 2:
+        node, index = client
+        return f"output {index} of the graph" if node == "output" else f"input {index} of {node}"
+    return repr(client)
 
 
 def _client_key(client: Client) -> tuple[int, int]:

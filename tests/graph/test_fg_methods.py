@@ -1,9 +1,11 @@
 """FunctionGraph methods, one behaviour at a time (seed 002's reference)."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from relwrite.graph.basic import constant, float64, vector
-from relwrite.graph.features import Feature
+from relwrite.graph.basic import Op, Variable, constant, float64, vector
+from relwrite.graph.features import Feature, NodeFinder
 from relwrite.graph.fg import FunctionGraph, GraphIntegrityError, InconsistencyError, MissingInputError
 from relwrite.graph.ops import add, exp, log, mul, neg, true_div
 
@@ -238,3 +240,223 @@ def test_deep_chain_edits():
     assert len(fg.apply_nodes) == 100_000
     fg.remove_node(fg.toposort()[0])
     assert fg.outputs == [] and not fg.apply_nodes
+
+
+# -- failures leave the graph as it was ------------------------------------------------------------------
+
+
+def _state(fg):
+    """Everything a mutation may touch, comparable before and after."""
+    return (
+        list(fg.inputs),
+        list(fg.outputs),
+        {node: list(node.inputs) for node in fg.apply_nodes},
+        set(fg.variables),
+        {var: sorted((id(n), i) for n, i in clients) for var, clients in fg.clients.items()},
+    )
+
+
+def test_pruning_past_a_client_already_removed_completes():
+    """The issue's repro: a client dropped before its reader goes made the later pruning raise halfway."""
+    x, y = vector("x"), vector("y")
+    a = exp(x)
+    c = add(log(a), y)
+    d = mul(c, c, a)
+    fg = FunctionGraph([x, y], [d, a, c], clone=False)
+    fg.remove_client(c, (d.owner, 1))  # d still reads c there: its link went first
+    fg.remove_output(0)  # prunes d, whose link (c, (d, 1)) is already gone
+    assert fg.outputs == [a, c] and d.owner not in fg.apply_nodes
+    fg.check_integrity()
+
+
+def test_remove_client_of_a_non_client_names_both_and_changes_nothing(seed_graph):
+    fg, (x, y, z) = seed_graph
+    node = fg.outputs[0].owner
+    before = _state(fg)
+    with pytest.raises(ValueError, match=r"input 1 of add\(z, mul\.0\) is not a client of variable x"):
+        fg.remove_client(x, (node, 1))
+    with pytest.raises(ValueError, match=r"is not a client of variable w of type"):
+        fg.remove_client(vector("w"), (node, 0))
+    assert _state(fg) == before
+    fg.check_integrity()
+
+
+def test_replace_all_undoes_the_pairs_applied_before_a_refused_one(seed_graph):
+    fg, (x, y, z) = seed_graph
+    inner = next(n for n in fg.apply_nodes if n.op == true_div and n.inputs[1] is y).outputs[0]
+    rec = Recorder()
+    fg.attach_feature(rec)
+    before = _state(fg)
+    with pytest.raises(TypeError, match="cannot replace"):
+        fg.replace_all([(inner, x), (z, vector("v"))])
+    assert _state(fg) == before
+    fg.check_integrity()
+    assert ("prune", true_div, None) in rec.events and ("import", true_div, "rollback") in rec.events
+
+
+def test_change_node_input_checks_everything_before_changing(seed_graph):
+    fg, (x, y, z) = seed_graph
+    root = fg.outputs[0].owner
+    before = _state(fg)
+    stranger = add(x, y).owner
+    with pytest.raises(ValueError, match="is not a node of the graph"):
+        fg.change_node_input(stranger, 0, z)
+    with pytest.raises(IndexError, match="has no input 2"):
+        fg.change_node_input(root, 2, z)
+    with pytest.raises(IndexError, match="the graph has no output 1"):
+        fg.change_node_input("output", 1, z)
+    with pytest.raises(InconsistencyError, match="cycle"):
+        fg.change_node_input(root.inputs[1].owner, 0, neg(fg.outputs[0]))
+    with pytest.raises(TypeError, match="expected a Variable"):
+        fg.change_node_input(root, 0, 3.0)
+    with pytest.raises(MissingInputError):
+        fg.change_node_input(root, 0, exp(float64("w")))
+    assert _state(fg) == before
+    assert stranger.inputs == [x, y]
+    fg.check_integrity()
+
+
+def test_removals_check_indices_and_nodes_first(seed_graph):
+    fg, _ = seed_graph
+    before = _state(fg)
+    for bad in (lambda: fg.remove_output(1), lambda: fg.remove_output(-1), lambda: fg.remove_input(3)):
+        with pytest.raises(IndexError, match=r"no (output|input)"):
+            bad()
+    with pytest.raises(ValueError, match="is not a node of the graph"):
+        fg.remove_node(exp(float64("w")).owner)
+    assert _state(fg) == before
+
+
+def test_remove_input_read_by_several_outputs_removes_them_all():
+    x, y = float64("x"), float64("y")
+    fg = FunctionGraph([x, y], [x, exp(x), x, neg(y)], clone=False)
+    fg.remove_input(0)
+    assert [o.owner.op for o in fg.outputs] == [neg]
+    fg.check_integrity()
+
+
+@st.composite
+def mutation_sequences(draw):
+    """A graph over float64 vectors and a list of mutation choices (each valid or not, drawn at random)."""
+    inputs = [vector(name) for name in "xyz"]
+    pool = list(inputs)
+    for _ in range(draw(st.integers(1, 8))):
+        op = draw(st.sampled_from([exp, neg, log, add, mul]))
+        args = [draw(st.sampled_from(pool)) for _ in range(1 if op in (exp, neg, log) else 2)]
+        pool.append(op(*args))
+    outputs = draw(st.lists(st.sampled_from(pool[3:]), min_size=1, max_size=3))
+    steps = draw(
+        st.lists(st.tuples(st.sampled_from(MUTATIONS), st.randoms(use_true_random=False)), max_size=8)
+    )
+    return inputs, outputs, steps
+
+
+def _pick(rng, items):
+    items = list(items)
+    return rng.choice(items) if items else None
+
+
+def _replacement(fg, rng, var):
+    """A candidate for `var`'s place: from the graph, of the wrong type, cyclic, foreign, or no Variable."""
+    others = [v for v in fg.variables if v.type == var.type]
+    kind = rng.randrange(6)
+    if kind == 0:
+        return exp(_pick(rng, others))
+    if kind == 1:
+        return _pick(rng, others)
+    if kind == 2:
+        return float64("scalar")
+    if kind == 3 and fg.clients.get(var):
+        reader = _pick(rng, fg.clients[var])[0]
+        return neg(fg.outputs[0] if reader == "output" else reader.outputs[0])
+    if kind == 4:
+        return exp(vector("foreign"))
+    return 3.0
+
+
+def _m_replace(fg, rng):
+    var = _pick(rng, fg.variables)
+    fg.replace(var, _replacement(fg, rng, var))
+
+
+def _m_replace_all(fg, rng):
+    pairs = []
+    for _ in range(rng.randrange(1, 4)):
+        var = _pick(rng, fg.variables)
+        pairs.append((var, _replacement(fg, rng, var)))
+    fg.replace_all(pairs)
+
+
+def _m_change_node_input(fg, rng):
+    node = _pick(rng, [*fg.apply_nodes, "output", exp(vector("w")).owner])
+    size = len(fg.outputs) if node == "output" else len(node.inputs)
+    i = rng.randrange(-1, size + 1)
+    old = fg.outputs[i] if node == "output" and 0 <= i < size else vector("v")
+    fg.change_node_input(node, i, _replacement(fg, rng, old))
+
+
+def _m_remove_client(fg, rng):
+    var = _pick(rng, fg.variables)
+    client = _pick(
+        rng, [c for v in fg.variables for c in fg.clients[v] if c not in fg.clients[var]] + [(3, 0)]
+    )
+    fg.remove_client(var, client)  # never one of var's own clients: that alone unlinks a reader on purpose
+
+
+def _m_add_output(fg, rng):
+    var = _pick(rng, fg.variables)
+    fg.add_output(var if rng.random() < 0.5 else _replacement(fg, rng, var))
+
+
+def _m_remove_output(fg, rng):
+    fg.remove_output(rng.randrange(-1, len(fg.outputs) + 1))
+
+
+def _m_remove_node(fg, rng):
+    fg.remove_node(_pick(rng, [*fg.apply_nodes, exp(vector("w")).owner]))
+
+
+def _m_remove_input(fg, rng):
+    fg.remove_input(rng.randrange(-1, len(fg.inputs) + 1))
+
+
+def _m_import_node(fg, rng):
+    new = _replacement(fg, rng, _pick(rng, fg.variables))
+    fg.import_node(new.owner if isinstance(new, Variable) and new.owner is not None else new)
+    fg.add_output(new)  # what an import is for: a graph reaches only what its outputs need
+
+
+def _m_add_input(fg, rng):
+    fg.add_input(
+        rng.choice([vector("fresh"), constant(1.0), _pick(rng, fg.inputs) or vector("v")]), check=False
+    )
+
+
+MUTATIONS = [
+    _m_replace,
+    _m_replace_all,
+    _m_change_node_input,
+    _m_remove_client,
+    _m_add_output,
+    _m_remove_output,
+    _m_remove_node,
+    _m_remove_input,
+    _m_import_node,
+    _m_add_input,
+]
+
+
+@given(mutation_sequences())
+def test_every_mutation_either_applies_or_leaves_the_graph_as_it_was(case):
+    inputs, outputs, steps = case
+    fg = FunctionGraph(inputs, outputs, features=[NodeFinder()], clone=False)
+    for mutation, rng in steps:
+        if not fg.outputs:
+            break
+        before = _state(fg)
+        try:
+            mutation(fg, rng)
+        except (ValueError, TypeError, IndexError, InconsistencyError) as exc:
+            assert _state(fg) == before, f"{mutation.__name__} raised {exc!r} after changing the graph"
+        fg.check_integrity()
+        assert set(fg.get_nodes(Op)) == set(fg.apply_nodes)
