@@ -18,9 +18,13 @@ class ConstantFolding(NodeRewriter):
     """Evaluate nodes of constants with the NumPy backend and replace them by the result.
 
     Allocation ops (Alloc, Fill) are left alone: folding them would only
-    store a large array in the graph.  A node whose evaluation fails (or
-    warns, e.g. log of a negative constant) is left for run time, where the
-    same error or warning belongs.
+    store a large array in the graph.  A node whose evaluation fails, warns
+    (log of a negative constant) or raises a floating-point flag is left for
+    run time, where the same error or warning belongs: so a fold never makes
+    an infinity or NaN out of finite constants (overflow, inf - inf), nor a
+    zero or an inexact subnormal out of non-zero ones (underflow).  Integers
+    fold with the implementation and dtypes the graph runs with, so they wrap
+    around exactly as it would.
     """
 
     name = "constant_folding"

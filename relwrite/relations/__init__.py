@@ -6,6 +6,7 @@
 from relwrite.relations.registry import (
     OPT_IN_TAGS,
     PHASES,
+    SEMANTICS,
     Assumption,
     Rule,
     catalogue,
@@ -18,6 +19,7 @@ from relwrite.relations.registry import (
 __all__ = [
     "OPT_IN_TAGS",
     "PHASES",
+    "SEMANTICS",
     "Assumption",
     "Rule",
     "catalogue",

@@ -1,11 +1,17 @@
 """BLAS: matrix products and their scaled updates become the BLAS ops Dot22, Gemm, Gemv and Ger.
 
-Every rule is exact: the right side computes the same operations as the
-left (only the order of the terms of a sum may change), so NaN and Inf
-propagate as before.  The BLAS ops need one float dtype (float32 or float64)
-for all their inputs; scalar factors of another dtype are converted the way
-numpy promotes them (a constant is re-typed, a variable cast), and a rule
-that would change the result's dtype fails.
+`dot_to_dot22` is exact.  The update rules reassociate: the right side
+computes the same terms, but a sum's terms are added in another order and
+the BLAS op scales and adds inside one call, so results may round
+differently, and an intermediate may overflow where the left side's did not
+(see docs/rule-safety.md); NaN and Inf propagate as before.  They regroup
+a sum's terms only when they share one dtype, and a term's scalar factors
+only when there is one or the factors share one dtype (`goals.regroupable`:
+a narrower integer product would wrap around elsewhere).  The BLAS ops need
+one float dtype (float32 or float64) for all their inputs; a scalar factor
+of another dtype is converted the way numpy promotes it (a constant is
+re-typed, a variable cast), and a rule that would change the result's dtype
+fails.
 
 Shapes: `gemm(Z, a, X, Y, b)` is `b * Z + a * (X @ Y)` with numpy
 broadcasting between the two terms, as the sum it replaces.  The ops infer
@@ -36,7 +42,7 @@ from unification.variable import isvar
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import is_literal, operands
+from relwrite.relations.goals import is_literal, operands, operands_regroupable, regroupable, whereo
 from relwrite.relations.pattern import as_graph
 from relwrite.relations.registry import relation, rule
 
@@ -61,7 +67,8 @@ dot_to_dot22 = rule(
     BLAS,
     examples=["dot(X, Y)", "X @ Y"],
     types={"X": "(3,4)", "Y": "(4,2)"},
-    doc="dot(X, Y) -> dot22(X, Y) for matrices of one float dtype (a BLAS gemm call)",
+    doc="dot(X, Y) -> dot22(X, Y) for matrices of one float dtype (a BLAS gemm call; exact: the same"
+    " product)",
 )
 
 
@@ -116,6 +123,8 @@ def _factors(term: Variable) -> tuple[bool, list[Variable], list[Variable]]:
     if factors is None:
         return negated, [], [term]
     scalars = [f for f in factors if f.ndim == 0]
+    if len(scalars) > 1 and not regroupable(factors):  # their product would wrap around elsewhere
+        return negated, [], [term]
     return negated, scalars, [f for f in factors if f.ndim != 0]
 
 
@@ -355,6 +364,7 @@ def _absorbed(
             sumo(rhs, new_terms),
         ),
         same_typeo(node, product_term, base_term),
+        whereo(lhs, operands_regroupable),
     )
 
 
@@ -422,13 +432,17 @@ _GER_TYPES = {"A": "(3,2)", "u": "(3,1)", "v": "(1,2)", "C": "(3,2)"}
 
 @relation(
     tags=BLAS,
+    semantics="reassociates",
     tracks=(o.add,),
     guard=lambda v: _sum_may_hold_product(v, 2),
     examples=["A + dot(u, v)", "A + a * dot(u, v)", "C + A + neg(a * dot(u, v))"],
     types=_GER_TYPES,
 )
 def add_to_ger(lhs, rhs):
-    """A + a * dot(x[:, None], y[None, :]) (an outer product), among the terms of a sum -> ger(A, a, x, y)."""
+    """A + a * dot(x[:, None], y[None, :]) (an outer product), among the terms of a sum -> ger(A, a, x, y).
+
+    Reassociates: the sum's other terms are added first, then the ger.
+    """
     m, a, x, y = var(prefix="A"), var(prefix="a"), var(prefix="x"), var(prefix="y")
     product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="ger")
     return _absorbed(
@@ -446,6 +460,7 @@ def add_to_ger(lhs, rhs):
 
 @relation(
     tags=BLAS,
+    semantics="reassociates",
     tracks=(o.add,),
     guard=lambda v: _sum_may_hold_product(v, 2),
     examples=[
@@ -459,7 +474,11 @@ def add_to_ger(lhs, rhs):
     types=_GEMM_TYPES,
 )
 def add_to_gemm(lhs, rhs):
-    """b * Z + a * dot(X, Y), among the terms of a sum -> gemm(Z, a, X, Y, b); a, b default to 1."""
+    """b * Z + a * dot(X, Y), among the terms of a sum -> gemm(Z, a, X, Y, b); a, b default to 1.
+
+    Reassociates: the sum's other terms are added first, then the gemm, which
+    applies a and b inside the BLAS call.
+    """
     z, a, x, y, b = var(prefix="Z"), var(prefix="a"), var(prefix="X"), var(prefix="Y"), var(prefix="b")
     product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="gemm")
     return _absorbed(
@@ -477,13 +496,18 @@ def add_to_gemm(lhs, rhs):
 
 @relation(
     tags=BLAS,
+    semantics="reassociates",
     tracks=(o.add,),
     guard=lambda v: _sum_may_hold_product(v, 1),
     examples=["a * dot(A, x) + b * y", "dot(A, x) + y", "w + dot(z, A) + neg(x)"],
     types=_GEMV_TYPES,
 )
 def add_to_gemv(lhs, rhs):
-    """b * y + a * dot(A, x) (or a * dot(x, A), with A.T), among the terms of a sum -> gemv(y, a, A, x, b)."""
+    """b * y + a * dot(A, x) (or a * dot(x, A), with A.T), among the terms of a sum -> gemv(y, a, A, x, b).
+
+    Reassociates: the sum's other terms are added first, then the gemv, which
+    applies a and b inside the BLAS call.
+    """
     y, a, m, x, b = var(prefix="y"), var(prefix="a"), var(prefix="A"), var(prefix="x"), var(prefix="b")
     product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="gemv")
     return _absorbed(

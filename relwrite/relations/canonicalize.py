@@ -7,6 +7,8 @@ The canonical form these rules produce (stabilize and specialize rules match it)
 - the constants among an add's or mul's operands are folded into one, which
   comes first; the other operands follow in the stable order of
   `goals.canonical_key` (so 1 + x is add(1, x) and exp(x) - 1 is add(-1, exp(x)));
+  constants whose folding would overflow or underflow stay apart, the first
+  leading and the others last (``1e200 * x * 1e200`` is left as it is);
 - x + 0, x * 1, x / 1, -(-x) are gone; like terms are collected (x + x is
   mul(2, x)), like factors too (x * x is pow(x, 2)); mul(-1, x) stays as it
   is (specialize turns it into neg(x)).
@@ -14,10 +16,19 @@ The canonical form these rules produce (stabilize and specialize rules match it)
 Associativity and commutativity never go through kanren's `eq_assoccomm`:
 the operand-list goals of `relwrite.relations.goals` flatten, sort and
 regroup operand tuples in polynomial time, so every rule matches the
-canonical form structurally.  Those goals act on operands of one dtype only.
+canonical form structurally.  Those goals act on operands of one dtype only
+(`goals.regroupable`): regrouping integers of mixed widths would change where
+they wrap around.
 
-Rules tagged `unsafe` are valid only where their left side is finite (and
-under their assumptions): they may turn a NaN or an infinity into a number.
+Each rule's `semantics` (docs/rule-safety.md) says what it preserves.
+Flattening, sorting, folding constants and collecting like terms
+`reassociate`: equal over the reals, they may round differently in floating
+point, and an intermediate may overflow or underflow where the original
+order's did not (``x * y * x`` -> ``y * x ** 2`` at x = 1e200, y = 1e-200).
+Integers wrap around the same way in every order, so for them these rules are
+exact.  Rules tagged `unsafe` are valid only under their assumptions and where
+their inputs and left side are finite: they may turn a NaN or an infinity
+into a number.
 """
 
 from __future__ import annotations
@@ -52,6 +63,7 @@ from relwrite.relations.goals import (
     neutralo,
     nodeo,
     operandso,
+    regroupable,
     replaceableo,
     rewrite_operandso,
     same_dtype_at,
@@ -68,54 +80,85 @@ UNSAFE = (*CANON, "unsafe")
 # -- flattening, constants and order --------------------------------------------------------------
 
 
-@relation(CANON, tracks=(o.add,), examples=("add(x, add(y, z))", "(x + y) + (z + w)"))
+@relation(
+    CANON, semantics="reassociates", tracks=(o.add,), examples=("add(x, add(y, z))", "(x + y) + (z + w)")
+)
 def flatten_add(lhs: Any, rhs: Any) -> Goal:
-    """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested)."""
+    """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested).
+
+    Reassociates: a + (b + c) becomes (a + b) + c.
+    """
     return rewrite_operandso(o.add, lhs, rhs, partial(flatteno, o.add))
 
 
-@relation(CANON, tracks=(o.mul,), examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"))
+@relation(
+    CANON, semantics="reassociates", tracks=(o.mul,), examples=("mul(x, mul(y, z))", "(x * y) * (z * w)")
+)
 def flatten_mul(lhs: Any, rhs: Any) -> Goal:
-    """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested)."""
+    """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested).
+
+    Reassociates: a * (b * c) becomes (a * b) * c.
+    """
     return rewrite_operandso(o.mul, lhs, rhs, partial(flatteno, o.mul))
 
 
 @relation(
     CANON,
+    semantics="reassociates",
     tracks=(o.add,),
     backward="a folded constant does not say which constants it came from",
     examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
 )
 def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
-    """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first."""
+    """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.
+
+    Reassociates: the constants are added before the other terms.  Integers
+    fold in their dtype, wrapping around as the graph would; a float fold that
+    overflows or is invalid (inf - inf) is refused (`goals.foldedo`).
+    """
     return rewrite_operandso(o.add, lhs, rhs, partial(foldedo, o.add))
 
 
 @relation(
     CANON,
+    semantics="reassociates",
     tracks=(o.mul,),
     backward="a folded constant does not say which constants it came from",
     examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
 )
 def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
-    """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first."""
+    """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
+
+    Reassociates: the constants are multiplied before the other factors.
+    Integers fold in their dtype, wrapping around as the graph would; a float
+    fold that overflows, underflows or is invalid (inf * 0) is refused, so
+    ``1e200 * x * 1e200`` never becomes ``inf * x`` (`goals.foldedo`).
+    """
     return rewrite_operandso(o.mul, lhs, rhs, partial(foldedo, o.mul))
 
 
-@relation(CANON, tracks=(o.add,), examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)"))
+@relation(
+    CANON, semantics="reassociates", tracks=(o.add,), examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)")
+)
 def sort_add(lhs: Any, rhs: Any) -> Goal:
     """add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
 
-    Backward: the rotations of the operands that sort back to the same order.
+    Reassociates: with three or more terms the sum is taken in another order
+    (of two, exactly: x + y is y + x).  Backward: the rotations of the
+    operands that sort back to the same order.
     """
     return rewrite_operandso(o.add, lhs, rhs, sortedo)
 
 
-@relation(CANON, tracks=(o.mul,), examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)"))
+@relation(
+    CANON, semantics="reassociates", tracks=(o.mul,), examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)")
+)
 def sort_mul(lhs: Any, rhs: Any) -> Goal:
     """mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.
 
-    Backward: the rotations of the operands that sort back to the same order.
+    Reassociates: with three or more factors the product is taken in another
+    order (of two, exactly).  Backward: the rotations of the operands that
+    sort back to the same order.
     """
     return rewrite_operandso(o.mul, lhs, rhs, sortedo)
 
@@ -166,8 +209,8 @@ sub_self = rule(
     (o.fill, "x", 0),
     UNSAFE,
     examples=("x - x",),
-    doc="x - x -> zeros shaped like x (floats; inf - inf is NaN, so valid where x is finite;"
-    " integers go through collect_terms, exactly)",
+    doc="x - x -> zeros shaped like x (floats). Unsafe: inf - inf and NaN - NaN are NaN, so valid where"
+    " x is finite (integers go through collect_terms, exactly)",
 )
 
 
@@ -209,15 +252,23 @@ def negation_undone(factors: Any) -> list[tuple]:
 # -- neutral and absorbing elements ----------------------------------------------------------------
 
 
-@relation(CANON, tracks=(o.add,), examples=("x + 0", "add(0, x, y)", "add(x)"))
+@relation(CANON, semantics="reassociates", tracks=(o.add,), examples=("x + 0", "add(0, x, y)", "add(x)"))
 def add_zero(lhs: Any, rhs: Any) -> Goal:
-    """x + 0 -> x: zero terms go when they cannot widen the sum (zeros shaped like a term included)."""
+    """x + 0 -> x: zero terms go when they cannot widen the sum (zeros shaped like a term included).
+
+    Reassociates, for the sign of a zero only: where the other terms are all
+    -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and
+    the right side -0.0; every other value is kept exactly.
+    """
     return rewrite_operandso(o.add, lhs, rhs, partial(neutralo, o.add))
 
 
 @relation(CANON, tracks=(o.mul,), examples=("x * 1", "mul(1, x, y)", "mul(x)"))
 def mul_one(lhs: Any, rhs: Any) -> Goal:
-    """x * 1 -> x: factors of one go when they cannot widen the product (ones shaped like a factor too)."""
+    """x * 1 -> x: factors of one go when they cannot widen the product (ones shaped like a factor too).
+
+    Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.
+    """
     return rewrite_operandso(o.mul, lhs, rhs, partial(neutralo, o.mul))
 
 
@@ -228,7 +279,7 @@ def mul_one(lhs: Any, rhs: Any) -> Goal:
     examples=("x * 0", "mul(0, x, y)"),
 )
 def mul_zero(lhs: Any, rhs: Any) -> Goal:
-    """x * 0 -> zeros of the product's shape and dtype (0 * inf is NaN, so valid where x is finite).
+    """x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is finite).
 
     A zero filled to some shape (as x - x leaves) counts as zero too.
     """
@@ -276,7 +327,7 @@ div_one = rule(
     "x",
     CANON,
     examples=("x / 1",),
-    doc="x / 1 -> x (when x already has the quotient's dtype)",
+    doc="x / 1 -> x (when x already has the quotient's dtype; exact)",
 )
 
 div_self = rule(
@@ -286,7 +337,8 @@ div_self = rule(
     UNSAFE,
     assumptions=("x != 0",),
     examples=("x / x",),
-    doc="x / x -> ones shaped like x (floats, for finite x != 0)",
+    doc="x / x -> ones shaped like x (floats; unsafe: 0 / 0 and inf / inf are NaN, so valid for finite"
+    " x != 0)",
 )
 
 
@@ -303,7 +355,8 @@ div_self = rule(
 def mul_div_cancel(lhs: Any, rhs: Any) -> Goal:
     """(x * y) / y -> x and (y * x) / y -> x: the divisor cancels one equal factor, at any position.
 
-    Floats, valid for y != 0 (and finite); ones shaped like y stay where y could widen the result.
+    Floats; unsafe: at y = 0 or y = inf the left side is NaN, so valid for finite
+    y != 0.  Ones shaped like y stay where y could widen the result.
     """
     numerator, y = var(prefix="numerator"), var(prefix="y")
     factors, kept = var(prefix="factors"), var(prefix="kept")
@@ -326,7 +379,8 @@ def mul_div_cancel(lhs: Any, rhs: Any) -> Goal:
 def mul_cancel(lhs: Any, rhs: Any) -> Goal:
     """x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.
 
-    Floats, valid for x != 0 (and finite); ones shaped like x stay where x could widen the result.
+    Floats; unsafe: at x = 0 or x = inf the left side is NaN, so valid for
+    finite x != 0.  Ones shaped like x stay where x could widen the result.
     """
     return rewrite_operandso(o.mul, lhs, rhs, cancelledo)
 
@@ -336,15 +390,18 @@ def mul_cancel(lhs: Any, rhs: Any) -> Goal:
 
 @relation(
     CANON,
+    semantics="reassociates",
     tracks=(o.add,),
     backward="a collected coefficient does not say how it was split",
     examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, x)", "add(neg(x), neg(x))"),
 )
 def collect_terms(lhs: Any, rhs: Any) -> Goal:
-    """x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered, where that is exact.
+    """x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.
 
-    Exact: integers always; floats when the coefficients are finite and
-    nonzero with one sign (so infinities and NaN come out the same).
+    Reassociates: c1*x + c2*x becomes (c1 + c2)*x, which may round
+    differently, and the remaining terms are added in another order.  Floats
+    only when the coefficients are finite and nonzero with one sign, so
+    infinities and NaN come out the same; integers always (exactly).
     """
     return rewrite_operandso(o.add, lhs, rhs, like_termso)
 
@@ -358,20 +415,26 @@ def collect_terms(lhs: Any, rhs: Any) -> Goal:
 def collect_terms_cancelling(lhs: Any, rhs: Any) -> Goal:
     """x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.
 
-    inf - inf is NaN where 2 * inf is not, so valid where the terms are finite;
-    a sum that cancels leaves zeros shaped like the terms.
+    Unsafe: inf - inf is NaN where 2 * inf is not, so valid where the terms
+    are finite; a sum that cancels leaves zeros shaped like the terms.
     """
     return rewrite_operandso(o.add, lhs, rhs, partial(like_termso, cancelling=True))
 
 
 @relation(
     CANON,
+    semantics="reassociates",
     tracks=(o.mul,),
     backward="a collected exponent does not say how it was split",
     examples=("x * x", "mul(x ** 2, x)", "mul(x, y, x)"),
 )
 def collect_factors(lhs: Any, rhs: Any) -> Goal:
-    """x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents (exact)."""
+    """x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.
+
+    Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
+    y = 1e-200 overflows (inf) where the left side gives 1e200, and a power
+    rounds once where repeated products round each time.  Exact for integers.
+    """
     return rewrite_operandso(o.mul, lhs, rhs, like_factorso)
 
 
@@ -385,8 +448,8 @@ def collect_factors(lhs: Any, rhs: Any) -> Goal:
 def collect_factors_general(lhs: Any, rhs: Any) -> Goal:
     """x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
 
-    Valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1; for x < 0
-    a fractional power is NaN.
+    Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1;
+    for x < 0 a fractional power is NaN.
     """
     return rewrite_operandso(o.mul, lhs, rhs, partial(like_factorso, general=True))
 
@@ -400,30 +463,7 @@ exp_log = rule(
     UNSAFE,
     assumptions=("x > 0",),
     examples=("exp(log(x))",),
-    doc="exp(log(x)) -> x, for x > 0 (elsewhere the left side is NaN)",
-)
-
-log_exp = rule(
-    "log_exp",
-    {"pattern": (o.log, (o.exp, "x")), "constraint": same_dtype_at(0, 0)},
-    "x",
-    UNSAFE,
-    assumptions=("x < 88", "x > -87"),
-    examples=("log(exp(x))",),
-    doc="log(exp(x)) -> x, where exp(x) is a normal float (float32: -87 < x < 88); beyond, exp"
-    " overflows to inf or underflows to 0 or a subnormal and the left side is inf, -inf or"
-    " inaccurate while the right side stays exact",
-)
-
-sqrt_sqr = rule(
-    "sqrt_sqr",
-    {"pattern": (o.sqrt, (o.sqr, "x")), "constraint": same_dtype_at(0, 0)},
-    (o.abs, "x"),
-    UNSAFE,
-    assumptions=("x < 1e19", "x > -1e19"),
-    examples=("sqrt(sqr(x))",),
-    doc="sqrt(sqr(x)) -> abs(x), where sqr(x) does not overflow (float32: |x| < 1.8e19); beyond,"
-    " the left side is inf while the right side stays exact",
+    doc="exp(log(x)) -> x; unsafe, valid for x > 0 (elsewhere the left side is NaN)",
 )
 
 sqr_sqrt = rule(
@@ -433,10 +473,17 @@ sqr_sqrt = rule(
     UNSAFE,
     assumptions=("x >= 0",),
     examples=("sqr(sqrt(x))",),
-    doc="sqr(sqrt(x)) -> x, for x >= 0 (elsewhere the left side is NaN)",
+    doc="sqr(sqrt(x)) -> x; unsafe, valid for x >= 0 (elsewhere the left side is NaN)",
 )
 
-abs_abs = rule("abs_abs", (o.abs, (o.abs, "x")), (o.abs, "x"), CANON, examples=("abs(abs(x))",))
+abs_abs = rule(
+    "abs_abs",
+    (o.abs, (o.abs, "x")),
+    (o.abs, "x"),
+    CANON,
+    examples=("abs(abs(x))",),
+    doc="abs(abs(x)) -> abs(x)",
+)
 
 abs_neg = rule(
     "abs_neg",
@@ -444,7 +491,8 @@ abs_neg = rule(
     (o.abs, "x"),
     CANON,
     examples=("abs(-x)",),
-    doc="abs(-x) -> abs(x) (signed dtypes: an unsigned negation wraps around)",
+    doc="abs(-x) -> abs(x) (signed dtypes: an unsigned negation wraps around; exact, the most negative"
+    " integer included)",
 )
 
 
@@ -637,18 +685,24 @@ def sunk_scalars(rhs: Any) -> list[Variable]:
 
 @relation(
     CANON,
+    semantics="reassociates",
     tracks=(o.Sum,),
     examples=("sum(2 * v)", "sum(mul(2, v, w), axis=0)"),
     types={"v": "vector", "w": "vector"},
 )
 def sum_scalar_mul(lhs: Any, rhs: Any) -> Goal:
-    """sum(c * t) -> c * sum(t) for finite 0-d constants c (exact in NaN/Inf behaviour; any axes)."""
+    """sum(c * t) -> c * sum(t) for finite 0-d constants c (any axes).
+
+    Reassociates: the sum of the products rounds differently from the product
+    of the sum, and sum(t) may overflow where sum(c * t) does not (c < 1);
+    NaN and infinite elements of t propagate as before.
+    """
     return conj(mappingo(lhs, rhs, partial(hoisted_scalars, True), sunk_scalars), replaceableo(lhs, rhs))
 
 
 @relation(UNSAFE, tracks=(o.Sum,), examples=("sum(c * v)", "sum(mul(c, v), axis=0)"), types={"v": "matrix"})
 def sum_scalar_mul_general(lhs: Any, rhs: Any) -> Goal:
-    """sum(c * t) -> c * sum(t) for any 0-d factor c (for c = inf and t with a zero, NaN becomes inf)."""
+    """sum(c * t) -> c * sum(t) for any 0-d factor c (unsafe: at c = inf, a zero in t makes NaN inf)."""
     return conj(mappingo(lhs, rhs, partial(hoisted_scalars, False), sunk_scalars), replaceableo(lhs, rhs))
 
 
@@ -691,6 +745,8 @@ def dot_distribute(lhs: Any, rhs: Any) -> Goal:
 def distributed_dots(parts: tuple) -> tuple | None:
     matrix, terms = parts
     if not isinstance(matrix, Variable) or not all(isinstance(t, Variable) for t in terms):
+        return None
+    if not regroupable((matrix, *terms)):  # a narrower sum would wrap around or round first
         return None
     if not all(broadcasts_into(u, t) for t in terms for u in terms):
         return None

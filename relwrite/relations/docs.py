@@ -10,9 +10,12 @@ what the rule does.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any
 
+from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
@@ -22,17 +25,19 @@ from relwrite.relations.registry import PHASES, Rule, catalogue
 MAX_ANSWERS = 64  # answers examined per node, as the engine's KanrenRelationSub does
 
 
-def rewrite_example(r: Rule, text: str) -> tuple[str, str]:
-    """`text` (parsed with the rule's types) and its rewrite by one forward step of `r`, pretty-printed.
+def rewrite_example_graphs(
+    r: Rule, text: str, types: Mapping[str, Any] | None = None
+) -> tuple[Variable, Variable]:
+    """`text` parsed with the rule's types (or `types`), and a copy rewritten by one forward step of `r`.
 
-    Raises ValueError when the example does not parse or the rule does not rewrite it.
+    The copy's inputs are new variables with the same names.  Raises
+    ValueError when the example does not parse or the rule does not rewrite it.
     """
     try:
-        expr = parse(text, r.types)
+        expr = parse(text, r.types if types is None else types)
     except (SyntaxError, ValueError, TypeError) as exc:
         raise ValueError(f"example {text!r} of rule {r.name} does not parse: {exc}") from None
-    fgraph = FunctionGraph(outputs=[expr])
-    before = pprint(fgraph.outputs[0])
+    fgraph = FunctionGraph(outputs=[expr])  # a copy: `expr` stays as it is
     for node in reversed(fgraph.toposort()):
         if len(node.outputs) != 1:
             continue
@@ -40,8 +45,17 @@ def rewrite_example(r: Rule, text: str) -> tuple[str, str]:
         new = first_replacement(islice(r.forward(old), MAX_ANSWERS), old, fgraph.apply_nodes)
         if new is not None:
             fgraph.replace(old, new, reason=r.name)
-            return before, pprint(fgraph.outputs[0])
-    raise ValueError(f"rule {r.name} does not rewrite its example {before}")
+            return expr, fgraph.outputs[0]
+    raise ValueError(f"rule {r.name} does not rewrite its example {pprint(expr)}")
+
+
+def rewrite_example(r: Rule, text: str) -> tuple[str, str]:
+    """`text` (parsed with the rule's types) and its rewrite by one forward step of `r`, pretty-printed.
+
+    Raises ValueError when the example does not parse or the rule does not rewrite it.
+    """
+    before, after = rewrite_example_graphs(r, text)
+    return pprint(before), pprint(after)
 
 
 def directions(r: Rule) -> str:
@@ -60,6 +74,7 @@ class RuleDescription:
     rule: Rule
     phase: str
     tags: str
+    semantics: str
     directions: str
     assumptions: str
     example: tuple[str, str] | None
@@ -84,6 +99,7 @@ def describe(r: Rule) -> RuleDescription:
         rule=r,
         phase=r.phase or "(no phase)",
         tags=", ".join(sorted(r.tags)),
+        semantics=r.semantics,
         directions=directions(r),
         assumptions=", ".join(str(a) for a in r.assumptions) or "none",
         example=example,
@@ -106,6 +122,10 @@ takes the rules whose tags the query includes; rules tagged `unsafe` (valid
 only under their assumptions) or `explore` run only when the query names that
 tag.
 
+- **semantics**: how the right side's values relate to the left side's, one
+  of `exact`, `reassociates` (equal over the reals, may round differently),
+  `stabilizes` (the right value where the left side overflows, underflows or
+  cancels) and `unsafe`; [What a rule preserves](rule-safety.md) defines them;
 - **directions**: `both` when running the relation backward (right side to
   left side) terminates and means something, else `forward` and the reason;
 - **assumptions**: what the inputs must satisfy for the two sides to be equal;
@@ -133,6 +153,7 @@ def _entry(d: RuleDescription) -> list[str]:
     if d.rule.doc:
         lines.append(_escape(d.rule.doc) + "\n")
     lines.append(f"- tags: {d.tags}")
+    lines.append(f"- semantics: {d.semantics}")
     lines.append(f"- directions: {_escape(d.directions)}")
     lines.append(f"- assumptions: `{d.assumptions}`" if d.rule.assumptions else "- assumptions: none")
     if d.example is not None:

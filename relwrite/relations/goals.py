@@ -186,6 +186,31 @@ def same_dtype_at(*path: int) -> Callable[[Any], bool]:
     return constraint
 
 
+def regroupable(operands: Sequence[Variable]) -> bool:
+    """Whether operands of an add or mul may be regrouped, reordered or moved out of it: they share one dtype.
+
+    add and mul fold their operands left to right, promoting at each step as
+    numpy does, so with mixed dtypes a partial result can be narrower than
+    the whole: in ``add(-1, y, exp(x))`` with an int8 `y`, ``-1 + y`` wraps
+    around in int8 before the float64 term widens the sum, and no other
+    grouping computes that.  With one dtype every grouping computes in it:
+    exactly for integers (wrap-around addition and multiplication are
+    associative and commutative), up to rounding for floats (the rule's
+    semantics then say `reassociates`).  Every rule that regroups the
+    operands of an add or mul checks this.
+    """
+    if not operands:
+        return False
+    dtype = operands[0].dtype
+    return all(v.dtype == dtype for v in operands)
+
+
+def operands_regroupable(value: Any) -> bool:
+    """Whether `value` is computed by an add or mul whose operands are `regroupable` (a constraint)."""
+    inputs = _inputs(value, ops.add) or _inputs(value, ops.mul) if isinstance(value, Variable) else None
+    return inputs is not None and regroupable(inputs)
+
+
 # -- terms as graphs -----------------------------------------------------------------------------
 
 
@@ -211,12 +236,9 @@ def _graphs(terms: Any) -> tuple[Variable, ...] | None:
 
 
 def _uniform(terms: Any) -> tuple[Variable, ...] | None:
-    """`_graphs(terms)` when there is at least one and all share one dtype, else None."""
+    """`_graphs(terms)` when there is at least one and they may be regrouped (`regroupable`), else None."""
     graphs = _graphs(terms)
-    if not graphs:
-        return None
-    dtype = graphs[0].dtype
-    return graphs if all(g.dtype == dtype for g in graphs) else None
+    return graphs if graphs and regroupable(graphs) else None
 
 
 def _inputs(value: Variable, op: Op | None = None, kind: type | None = None) -> tuple[Variable, ...] | None:
@@ -590,9 +612,16 @@ def _nestings(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
 def sortedo(terms: Any, ordered: Any) -> Goal:
     """`ordered` is `terms` stably sorted by `canonical_key` (constants first), and differs from it.
 
-    Backward it proposes the rotations of `ordered` that sort back to it.
+    Only the first constant leads: others (those `foldedo` left apart because
+    combining them would overflow, underflow or be invalid) go last, so the
+    sort does not make the left-to-right fold combine them first
+    (``1e200 * x * 1e200`` stays as it is).  Backward it proposes the
+    rotations of `ordered` that sort back to it.
     """
     return mappingo(terms, ordered, _sorted, _rotations)
+
+
+_LAST = (4,)  # after every `canonical_key`
 
 
 def _sorted(terms: Any) -> tuple[Variable, ...] | None:
@@ -600,6 +629,9 @@ def _sorted(terms: Any) -> tuple[Variable, ...] | None:
     if graphs is None:
         return None
     keys = [canonical_key(g) for g in graphs]
+    constants = [i for i, key in enumerate(keys) if key == (0,)]
+    for i in constants[1:]:
+        keys[i] = _LAST
     order = sorted(range(len(graphs)), key=keys.__getitem__)
     if order == list(range(len(graphs))):
         return None
@@ -615,8 +647,13 @@ def _rotations(terms: Any) -> Iterator[tuple[Variable, ...]]:
 def foldedo(op: Op, terms: Any, folded: Any) -> Goal:
     """`folded` is `terms` with its two or more constants combined by `op` into one, put first.
 
-    Combinations that overflow or are invalid (inf - inf) are left for run
-    time.  Not run backward: a folded constant does not say what it came from.
+    The constants are combined in their own dtype (all operands share it:
+    `regroupable`), so integers wrap around exactly as the graph would.  A
+    combination that overflows, underflows (a zero or an inexact subnormal
+    from non-zero floats) or is invalid (inf - inf) is refused and the
+    constants stay apart: ``1e200 * x * 1e200`` never becomes ``inf * x``,
+    which at x = 1e-300 would be inf instead of 1e100.  Not run backward: a
+    folded constant does not say what it came from.
     """
     _check_variadic(op)
     return mappingo(terms, folded, partial(_folded, op))
@@ -686,8 +723,8 @@ def _neutral_parts(op: Op, value: Variable) -> list[Variable] | None:
 
 
 def _without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
-    graphs = _graphs(terms)
-    if not graphs:
+    graphs = _uniform(terms)
+    if graphs is None:
         return None
     kept = list(range(len(graphs)))
     for i, g in enumerate(graphs):

@@ -3,8 +3,9 @@
 A `Rule` is itself a relation — `rule(lhs, rhs)` is a kanren goal — so
 `run(1, q, r(graph, q))` rewrites forward and `run(1, q, r(q, graph))` runs
 backward.  It also records its name, tags, tracks (head ops), assumptions
-(domain preconditions such as ``"y != 0"``), whether running it backward is
-meaningful, and examples.
+(domain preconditions such as ``"y != 0"``), its semantics (how its right
+side's values relate to its left side's: one of `SEMANTICS`, defined in
+docs/rule-safety.md), whether running it backward is meaningful, and examples.
 
 Simple rules are one `rule(name, lhs_pattern, rhs_pattern, ...)` call: the
 same two patterns give the kanren goal and a fast direct matcher
@@ -34,6 +35,18 @@ from relwrite.relations.pattern import Pattern
 
 PHASES = ("canonicalize", "stabilize", "specialize")
 OPT_IN_TAGS = frozenset({"unsafe", "explore"})
+SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
+"""How a rule's right side computes its left side's values (docs/rule-safety.md):
+
+- exact: the same values on every input, NaN, infinities and the sign of zero included;
+- reassociates: equal over the reals; in floating point it may round differently and may
+  overflow or underflow an intermediate where the left side did not;
+- stabilizes: equal where the left side is finite and accurate; where the left side is
+  non-finite or inaccurate only because of floating-point range or rounding, the right side
+  gives the mathematically right finite value;
+- unsafe (tag `unsafe`, opt-in): may change the value where the left side is mathematically
+  undefined or different: outside its assumptions, or where an input or the left side is not finite.
+"""
 RULE_MODULES = (
     "relwrite.relations.canonicalize",
     "relwrite.relations.stabilize",
@@ -77,10 +90,13 @@ class Rule:
     """A rewrite rule: a bidirectional kanren relation plus metadata.
 
     - `tags`: one phase (canonicalize, stabilize or specialize) and others such
-      as fast_run, fast_compile, unsafe (valid only under `assumptions`: NaN/Inf
-      behaviour may change), explore (kept out of default pipelines);
+      as fast_run, fast_compile, unsafe (valid only under `assumptions`, with
+      finite inputs and left side: opt-in), explore (kept out of default pipelines);
     - `tracks`: the ops an input can be headed by (None: any);
     - `assumptions`: preconditions the rule needs, as `Assumption`s;
+    - `semantics`: one of `SEMANTICS`; by default `unsafe` for a rule tagged
+      unsafe, `stabilizes` for one tagged stabilize, else `exact`.  Declaring
+      `unsafe` adds the tag; the tag with another semantics is an error;
     - `backward`: whether running it backward terminates and means something,
       with `backward_note` saying why not when it does not;
     - `examples`: left-hand sides in `parse` syntax, typed by `types`;
@@ -103,12 +119,16 @@ class Rule:
         lhs: Pattern | None = None,
         rhs: Pattern | None = None,
         guard: Callable[[Any], bool] | None = None,
+        semantics: str | None = None,
     ):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"rule name must be an identifier, got {name!r}")
         self.name = name
         self.relation = relation
         self.tags = frozenset(tags)
+        self.semantics = _semantics(name, self.tags, semantics)
+        if self.semantics == "unsafe":
+            self.tags |= {"unsafe"}
         self.tracks = tuple(tracks) if tracks is not None else None
         self.assumptions = tuple(Assumption.parse(a) for a in assumptions)
         self.backward = backward is True
@@ -148,6 +168,17 @@ class Rule:
         return f"<Rule {self.name} [{', '.join(sorted(self.tags))}]>"
 
 
+def _semantics(name: str, tags: frozenset[str], semantics: str | None) -> str:
+    """The rule's semantics: the declared one, checked against its tags, or the default its tags give."""
+    if semantics is None:
+        return "unsafe" if "unsafe" in tags else "stabilizes" if "stabilize" in tags else "exact"
+    if semantics not in SEMANTICS:
+        raise ValueError(f"rule {name}: semantics must be one of {', '.join(SEMANTICS)}, got {semantics!r}")
+    if "unsafe" in tags and semantics != "unsafe":
+        raise ValueError(f"rule {name}: tagged unsafe, so its semantics is unsafe, not {semantics!r}")
+    return semantics
+
+
 def rule(
     name: str,
     lhs: Any,
@@ -157,6 +188,7 @@ def rule(
     examples: Iterable[str] | None = None,
     types: Mapping[str, str] | None = None,
     doc: str = "",
+    semantics: str | None = None,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
 
@@ -208,6 +240,7 @@ def rule(
         doc=doc or f"{lhs_pattern.text} -> {rhs_pattern.text}",
         lhs=lhs_pattern,
         rhs=rhs_pattern,
+        semantics=semantics,
     )
 
 
@@ -220,6 +253,7 @@ def relation(
     types: Mapping[str, str] | None = None,
     name: str | None = None,
     guard: Callable[[Any], bool] | None = None,
+    semantics: str | None = None,
 ) -> Callable[[Callable], Rule]:
     """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
 
@@ -239,6 +273,7 @@ def relation(
             types=types,
             doc=fn.__doc__ or "",
             guard=guard,
+            semantics=semantics,
         )
 
     return decorate

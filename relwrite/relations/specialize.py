@@ -6,9 +6,11 @@ and reciprocals; products and sums lose their neutral constants; division by
 a constant becomes multiplication by its reciprocal, which constant folding
 (part of this phase) then computes once.
 
-Every right side computes exactly its left side's values (infinities, NaN
-and integer wrap-around included), except where a rule's doc says it may
-differ in the last place (one rounding instead of another).  Exponents other
+Most rules are `exact` (docs/rule-safety.md): the right side computes its
+left side's values bit for bit, infinities, NaN, the sign of zero and integer
+wrap-around included.  The few that `reassociate` (x ** -2, x / c, dropping
+a 0 term) say in their doc what may differ: the last place (two roundings
+instead of one) or the sign of a zero.  Exponents other
 than 0, 1 and 2 need a floating base: numpy refuses negative integer powers
 of integers, and a fractional power of an integer is a float64 while sqrt of
 it may be narrower.
@@ -35,6 +37,7 @@ from relwrite.relations.goals import (
     literal_value,
     mappingo,
     neutralo,
+    operands_regroupable,
     operandso,
     replaceableo,
     rewrite_operandso,
@@ -87,9 +90,11 @@ pow_minus_two = rule(
     (o.pow, float_var("x"), -2),
     (o.reciprocal, (o.sqr, "x")),
     SPECIALIZE,
+    semantics="reassociates",
     examples=("x ** -2",),
     types={"x": "vector"},
-    doc="x ** -2 -> 1 / sqr(x) (floats; may differ in the last place)",
+    doc="x ** -2 -> 1 / sqr(x) (floats). Reassociates: two roundings where the power has one, so the"
+    " last place may differ; infinities, zeros and NaN come out the same",
 )
 
 pow_half = rule(
@@ -194,7 +199,10 @@ sqr_neg = rule(
     types={"x": "vector"},
 )
 def mul_minus_one(lhs: Any, rhs: Any) -> Goal:
-    """-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats: exact)."""
+    """-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats of one dtype: exact).
+
+    With mixed dtypes -1 * a can wrap around in a narrower dtype than a * b (`goals.regroupable`).
+    """
     factors, rest, product = var(prefix="factors"), var(prefix="rest"), var(prefix="x")
     return conj(
         along(
@@ -205,6 +213,7 @@ def mul_minus_one(lhs: Any, rhs: Any) -> Goal:
             operandso(rhs, o.neg, (product,)),
         ),
         whereo(product, is_signed),
+        whereo(lhs, operands_regroupable),
         replaceableo(lhs, rhs),
     )
 
@@ -215,9 +224,18 @@ def drop_mul_one(lhs: Any, rhs: Any) -> Goal:
     return rewrite_operandso(o.mul, lhs, rhs, partial(neutralo, o.mul))
 
 
-@relation(SPECIALIZE, tracks=(o.add,), examples=("add(0, x, y)", "add(0, x)"), types={"x": "vector"})
+@relation(
+    SPECIALIZE,
+    semantics="reassociates",
+    tracks=(o.add,),
+    examples=("add(0, x, y)", "add(0, x)"),
+    types={"x": "vector"},
+)
 def drop_add_zero(lhs: Any, rhs: Any) -> Goal:
-    """0 + a + b -> a + b, as canonicalize's add_zero: for the zeros constant folding leaves in this phase."""
+    """0 + a + b -> a + b, as canonicalize's add_zero: for the zeros constant folding leaves in this phase.
+
+    Reassociates, for the sign of a zero only (0 + -0.0 is +0.0), as add_zero.
+    """
     return rewrite_operandso(o.add, lhs, rhs, partial(neutralo, o.add))
 
 
@@ -236,8 +254,10 @@ div_by_constant = rule(
     {"pattern": (o.true_div, "x", "c"), "constraint": divides_by_invertible_constant},
     (o.mul, (o.reciprocal, "c"), "x"),
     SPECIALIZE,
+    semantics="reassociates",
     examples=("x / 4.0", "x / 3.0"),
     types={"x": "vector"},
     doc="x / c -> (1 / c) * x for a floating constant c with a normal reciprocal; constant folding"
-    " computes 1 / c once (exact for powers of two, else within a rounding)",
+    " computes 1 / c once. Reassociates: exact for powers of two, else two roundings where the"
+    " left side has one",
 )

@@ -2,11 +2,13 @@
 
 The rules match the canonical form canonicalize leaves: constants first in
 add and mul, subtraction as addition of a negation (``1 - sigmoid(x)`` is
-``add(1, neg(sigmoid(x)))``).  Each right side computes the same function as
-its left side and differs from it only where the left side loses accuracy
-(cancellation, as in 1 - sigmoid(37)) or overflows or underflows (to ±inf,
-or to 0 before a log): there the right side gives the accurate, finite value,
-which is the point of the phase.
+``add(1, neg(sigmoid(x)))``).  Each rule `stabilizes` (docs/rule-safety.md):
+its right side computes the same function as its left side and differs from
+it only where the left side loses accuracy (cancellation, as in
+1 - sigmoid(37)) or overflows or underflows (to ±inf, or to 0 before a log):
+there the right side gives the accurate, finite value, which is the point of
+the phase.  Such rules run by default.  One is `unsafe`: softplus_minus_self
+turns the NaN of inf - inf at x = +inf into 0, as sub_self does.
 
 Rules that negate or shift their operand need a floating dtype (integer
 negation wraps around), so they carry an `is_float` constraint.  When two
@@ -21,12 +23,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
 from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Op, Variable
-from relwrite.graph.terms import etuplize
 from relwrite.relations.goals import (
     Goal,
     along,
@@ -36,8 +36,10 @@ from relwrite.relations.goals import (
     leading_literalo,
     mappingo,
     nodeo,
+    operands_regroupable,
     operandso,
     replaceableo,
+    same_dtype_at,
     variadico,
     whereo,
 )
@@ -87,8 +89,9 @@ softplus = rule(
 def log1p(lhs: Any, rhs: Any) -> Goal:
     """log(1 + x) -> log1p(x), and log(1 + a + b) -> log1p(a + b): accurate for small x (floats only).
 
-    With several terms their sum is rounded before log1p sees it, so the
-    gain is for sums far from -1 (near -1 neither side is accurate).
+    With several terms (of one dtype: `goals.regroupable`) their sum is
+    rounded before log1p sees it, so the gain is for sums far from -1 (near -1
+    neither side is accurate).
     """
     total, terms, rest, x = var(prefix="sum"), var(prefix="terms"), var(prefix="rest"), var(prefix="x")
     return conj(
@@ -101,6 +104,7 @@ def log1p(lhs: Any, rhs: Any) -> Goal:
             operandso(rhs, o.log1p, (x,)),
         ),
         whereo(total, is_float),
+        whereo(total, operands_regroupable),
         replaceableo(lhs, rhs),
     )
 
@@ -157,68 +161,35 @@ def _softmax_ops(op: Any) -> list[o.Softmax]:
     types={"x": "matrix"},
 )
 def logsumexp(lhs: Any, rhs: Any) -> Goal:
-    """log(sum(exp(x), axis)) -> m + log(sum(exp(x - m), axis)), m the maximum of x over the axes.
+    """log(sum(exp(x), axis)) -> logsumexp(x, axis) over the same axes: no exp overflows (floats).
 
-    No exp overflows and the largest term contributes exactly 1.  Where the
-    maximum is infinite m is 0 (m = switch(|max| < inf, max, 0)), so slices
-    of -inf, or holding +inf, give -inf or +inf as on the left side rather
-    than inf - inf = NaN.  For floats only; the reduced axes must not be
-    empty at run time (the maximum of nothing raises).  An x already shifted
-    by its maximum (the rule's own output) is left alone.
+    The op computes m + log(sum(exp(x - m))) with m the maximum of x where
+    that is finite (else 0), so the largest term contributes exactly 1, slices
+    of -inf or holding +inf or NaN give what the left side gives, and an
+    empty axis gives -inf as the left side does.
     """
-    summed, exps, x, reduction = var(prefix="sum"), var(prefix="exp"), var(prefix="x"), var(prefix="op")
+    summed, exps, x = var(prefix="sum"), var(prefix="exp"), var(prefix="x")
+    reduction, logsumexp_op = var(prefix="op"), var(prefix="logsumexp_op")
     return conj(
         along(
             lhs,
             operandso(lhs, o.log, (summed,)),
             nodeo(summed, o.Sum, reduction, (exps,)),
             operandso(exps, o.exp, (x,)),
-            mappingo((x, reduction), rhs, _shifted_logsumexp, _logsumexp_arguments),
+            mappingo(reduction, logsumexp_op, _logsumexp_op, _sum_ops),
+            nodeo(rhs, o.LogSumExp, logsumexp_op, (x,)),
         ),
+        whereo(x, is_float),
         replaceableo(lhs, rhs),
     )
 
 
-def _max_shift(x: Variable, reduction: o.Sum) -> tuple[Variable, Variable]:
-    """(m, m kept broadcastable against x): m = switch(|max(x)| < inf, max(x), 0) over the reduced axes."""
-    maximum = o.Max(reduction.axis)(x)
-    top = o.switch(o.lt(o.abs(maximum), np.inf), maximum, 0)
-    reduced = set(range(x.ndim)) if reduction.axis is None else {a % x.ndim for a in reduction.axis}
-    kept = x.ndim - len(reduced)
-    if kept == 0:
-        return top, top
-    positions = iter(range(kept))
-    order = ["x" if axis in reduced else next(positions) for axis in range(x.ndim)]
-    return top, o.DimShuffle(kept, order)(top)
+def _logsumexp_op(op: Any) -> o.LogSumExp | None:
+    return o.LogSumExp(op.axis) if type(op) is o.Sum else None
 
 
-def _shifted_logsumexp(arguments: tuple) -> Variable | None:
-    """m + log(sum(exp(x - m))) for (x, Sum op); None unless x is a float not already shifted so."""
-    x, reduction = arguments
-    if not is_float(x) or type(reduction) is not o.Sum:
-        return None
-    if _shifted_by_its_max(x, reduction):
-        return None
-    top, shift = _max_shift(x, reduction)
-    return o.add(top, o.log(reduction(o.exp(o.add(x, o.neg(shift))))))
-
-
-def _shifted_by_its_max(x: Variable, reduction: o.Sum) -> bool:
-    """Whether x is y - m with m the `_max_shift` of y: the rule's own output, not to be shifted again."""
-    y, negated = _argument(x, o.add, 0), _argument(x, o.add, 1)
-    shift = _argument(negated, o.neg)
-    if y is None or shift is None or len(x.owner.inputs) != 2:
-        return False
-    return etuplize(shift, return_bad_args=True) == _max_shift(y, reduction)[1]
-
-
-def _logsumexp_arguments(result: Any) -> Iterator[tuple]:
-    """The (x, Sum op) a `_shifted_logsumexp` result would come from (mappingo rebuilds it to check)."""
-    summed = _argument(_argument(result, o.add, 1), o.log)
-    shifted = _argument(_argument(summed, o.Sum), o.exp)
-    x = _argument(shifted, o.add)
-    if x is not None:
-        yield x, summed.owner.op
+def _sum_ops(op: Any) -> list[o.Sum]:
+    return [o.Sum(op.axis)] if type(op) is o.LogSumExp else []
 
 
 log1p_neg_sigmoid = rule(
@@ -249,7 +220,11 @@ softplus_log1p = rule(
     types={"x": "vector"},
 )
 def expm1(lhs: Any, rhs: Any) -> Goal:
-    """exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> y + expm1(x); accurate near 0."""
+    """exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> y + expm1(x); accurate near 0.
+
+    Among other terms only when they may be regrouped (`goals.regroupable`: one
+    dtype); the other terms are then added in another order (see `reassociates`).
+    """
     terms, others, swapped = var(prefix="terms"), var(prefix="others"), var(prefix="swapped")
     return conj(
         along(
@@ -259,6 +234,7 @@ def expm1(lhs: Any, rhs: Any) -> Goal:
             mappingo(others, swapped, _first_exp_as_expm1, _expm1_as_exp),
             variadico(rhs, o.add, swapped),
         ),
+        whereo(lhs, operands_regroupable),
         replaceableo(lhs, rhs),
     )
 
@@ -285,7 +261,32 @@ softplus_minus_self = rule(
     (o.add, (o.neg, float_var("x")), (o.softplus, "x")),
     (o.softplus, (o.neg, "x")),
     STABILIZE,
+    semantics="unsafe",
     examples=("add(neg(x), softplus(x))",),
     types={"x": "vector"},
-    doc="softplus(x) - x -> softplus(-x): no cancellation for large x (floats only)",
+    doc="softplus(x) - x -> softplus(-x): no cancellation for large x (floats only). Unsafe: at"
+    " x = +inf the left side is inf - inf = NaN and the right side 0, as sub_self turns x - x into 0",
+)
+
+log_exp = rule(
+    "log_exp",
+    {"pattern": (o.log, (o.exp, "x")), "constraint": same_dtype_at(0, 0)},
+    "x",
+    STABILIZE,
+    examples=("log(exp(x))",),
+    doc="log(exp(x)) -> x: where exp(x) overflows to inf (float64: x > 709.8, float32: x > 88.7) or"
+    " underflows to 0 or a subnormal (x < -708.4, float32 x < -87.3) the left side is inf, -inf or"
+    " inaccurate, the right side exact; elsewhere they agree to rounding (at x = -0.0 the left side"
+    " is +0.0)",
+)
+
+sqrt_sqr = rule(
+    "sqrt_sqr",
+    {"pattern": (o.sqrt, (o.sqr, "x")), "constraint": same_dtype_at(0, 0)},
+    (o.abs, "x"),
+    STABILIZE,
+    examples=("sqrt(sqr(x))",),
+    doc="sqrt(sqr(x)) -> abs(x): where sqr(x) overflows to inf (float64: |x| > 1.3e154) or underflows"
+    " (|x| < 1.5e-154) the left side is inf or inaccurate, the right side exact; elsewhere they are"
+    " equal",
 )

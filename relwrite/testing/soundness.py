@@ -22,8 +22,9 @@ precision) are not compared, and examples whose left side passes through
 subnormal numbers are skipped.
 
 Where the left side is not finite, the right side must match it too, except
-for rules tagged `unsafe` (valid only under their assumptions) or `stabilize`
-(whose purpose is to replace overflowing or NaN-producing computations): for
+for rules whose semantics (docs/rule-safety.md) is `unsafe` (valid only under
+their assumptions) or `stabilizes` (whose purpose is to replace overflowing or
+NaN-producing computations): for
 those only the positions where the left side is finite are compared, and
 inputs are never NaN or infinite.  For other rules inputs are occasionally NaN
 or infinite, so a rule that changes NaN/Inf behaviour (x * 0 -> 0) is caught.
@@ -43,6 +44,7 @@ from typing import Any
 import numpy as np
 from etuples.core import ExpressionTuple
 from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import seed as seeded
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from hypothesis.extra import numpy as hnp
@@ -86,8 +88,8 @@ INT_BOUND = 100
 TINY = 2.0**-20
 """Non-zero floats smaller than this in magnitude are not generated: products of them underflow to 0."""
 
-FINITE_ONLY_TAGS = frozenset({"unsafe", "stabilize"})
-"""Rules with one of these tags are compared only where their left side is finite."""
+FINITE_ONLY_SEMANTICS = frozenset({"unsafe", "stabilizes"})
+"""Rules of these semantics are compared only where their left side is finite."""
 
 _NUMBER = (bool, int, float, np.number, np.bool_)
 
@@ -172,7 +174,7 @@ class _Subject:
 
     @property
     def compares_non_finite(self) -> bool:
-        return not (self.tags & FINITE_ONLY_TAGS)
+        return self.rule is None or self.rule.semantics not in FINITE_ONLY_SEMANTICS
 
 
 def _subject(
@@ -513,8 +515,8 @@ def relation_bindings(
     type of rank 0..`max_ndim` whose lengths broadcast (length-1 axes
     included); values satisfy the assumptions on the variable's name.
     Ill-typed combinations are rejected.  Floats are occasionally NaN or
-    infinite when `non_finite` (default: unless the rule is tagged unsafe or
-    stabilize).
+    infinite when `non_finite` (default: unless the rule's semantics is unsafe or
+    stabilizes).
     """
     subject = _subject(rule_or_relation, types, assumptions)
     templates = _checked_templates(subject)
@@ -886,6 +888,7 @@ def check_relation(
     assumptions: Iterable[str | Assumption] = (),
     rtol: float | None = None,
     atol: float | None = None,
+    seed: int | None = None,
 ) -> SoundnessReport:
     """Property-test that a rule's two sides compute the same values; raise `SoundnessError` if not.
 
@@ -898,7 +901,10 @@ def check_relation(
     only ones).  `max_examples` defaults to the current hypothesis profile's.
     Tolerances default to sqrt(eps) of the dtype, the absolute one scaled by
     the largest magnitude computed; integers compare exactly; positions where
-    the left side is ill-conditioned are not compared.
+    the left side is ill-conditioned are not compared.  With a `seed` the run
+    is a function of it (and `max_examples`): hypothesis starts from it and
+    uses no example database, which would replay earlier failures, so a
+    counterexample can be reproduced.
 
     Raises ValueError when no left side can be generated or arguments are bad.
     """
@@ -928,10 +934,14 @@ def check_relation(
         report_multiple_bugs=False,
         phases=[phase for phase in settings.default.phases if phase != Phase.explain],
         suppress_health_check=list(HealthCheck),
+        **({} if seed is None else {"database": None}),
     )
     @given(strategy)
     def run(binding: Binding) -> None:
         checker.check(binding)
+
+    if seed is not None:
+        run = seeded(seed)(run)
 
     try:
         run()

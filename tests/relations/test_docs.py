@@ -78,7 +78,12 @@ def test_page_entries_show_directions_assumptions_and_problems():
     page = catalogue_markdown([double_neg, mul_zero, drop_y])
     assert "3 rules (1 canonicalize, 1 stabilize, 1 specialize).\n" in page
     assert page.index("## canonicalize") < page.index("## stabilize") < page.index("## specialize")
-    assert "### double_neg\n\nneg(neg(x)) -> x\n\n- tags: canonicalize\n- directions: both\n" in page
+    assert (
+        "### double_neg\n\nneg(neg(x)) -> x\n\n- tags: canonicalize\n- semantics: exact\n- directions: both\n"
+        in page
+    )
+    assert "\n- tags: specialize, unsafe\n- semantics: unsafe\n" in page
+    assert "- tags: stabilize\n- semantics: stabilizes\n" in page
     assert "- example: `exp(-(-x))` -> `exp(x)`\n" in page
     assert "- directions: forward (not backward: the right side does not determine y)\n" in page
     assert "- assumptions: `y > 1`\n" in page

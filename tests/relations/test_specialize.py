@@ -223,13 +223,26 @@ NEAR_MISSES = [
     ("div_by_constant", "x / 0.0", {}),
     ("div_by_constant", "x / 1e-320", {}),  # 1 / c overflows
     ("div_by_constant", "x / 1e308", {}),  # 1 / c is subnormal
-    ("div_by_constant", "x / 4", {"x": "vector:int64"}),  # an integer divisor: 1 / c would be a float
 ]
 
 
 @pytest.mark.parametrize("name, text, types", NEAR_MISSES, ids=[f"{n}: {t} {ts}" for n, t, ts in NEAR_MISSES])
 def test_rules_do_not_fire_on_near_misses(name, text, types):
     assert list(RULES_BY_NAME[name].forward(parse(text, types=types))) == []
+
+
+def test_mul_minus_one_does_not_regroup_an_int8_product_a_float_widens():
+    x, y = vector("x", dtype="int8"), vector("y")
+    graph = o.mul(constant(np.int8(-1)), x, y)  # -1 * x wraps around in int8 before y widens it
+    assert list(specialize.mul_minus_one.forward(graph)) == []
+    result = rewrite_graph(graph, include=["canonicalize", "specialize"])
+    values = (np.array([-128], dtype=np.int8), np.array([1.0]))
+    np.testing.assert_array_equal(function([x, y], result)(*values), [-128.0])
+
+
+def test_div_by_constant_leaves_an_integer_divisor_alone():
+    x = vector("x", dtype="int64")
+    assert list(specialize.div_by_constant.forward(o.true_div(x, constant(np.int64(4))))) == []
 
 
 @pytest.mark.parametrize("rule", [specialize.drop_add_zero, specialize.drop_mul_one, specialize.pow_zero])
