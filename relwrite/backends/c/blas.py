@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-BLAS_FUNCTIONS = ("dgemm", "sgemm", "dgemv", "sgemv", "dger", "sger")
+BLAS_FUNCTIONS = ("dgemm", "sgemm", "dgemv", "sgemv")
 """The CBLAS routines modules call, in the order of the table passed to a module."""
 
 # (symbol prefix, symbol suffix, integer bits) of the OpenBLAS builds we recognise: numpy 2's and

@@ -24,10 +24,22 @@ alive.
 
 A kernel returns 0 when it computed the result, 1 when it leaves the call to
 the NumPy implementation (shapes that need numpy's own broadcasting or error,
-BLAS scales of zero, where BLAS would skip `0 * inf`, and empty inner
-dimensions, where OpenBLAS returns before scaling), and -2 when it ran out
-of memory.  Kernels keep their scratch on the stack or in memory allocated per
-call, so they are reentrant.
+sizes beyond the BLAS integer), and -2 when it ran out of memory.  Kernels
+keep their scratch on the stack or in memory allocated per call, so they are
+reentrant.
+
+BLAS kernels compute what the NumPy implementation computes, in the same
+association: the product alone comes from BLAS (gemm or gemv with alpha 1
+and beta 0, as `numpy.matmul` calls them), and the scales and the sum are
+applied after it in C, in numpy's order and roundings (`b * Z + a * (X @ Y)`,
+`A + a * (x_i * y_j)`).  Passing the scales to BLAS would round differently
+and, worse, move overflow: BLAS scales `x` before the outer product, so
+float32 `1e4 * 3e38 * 0` is NaN where numpy's `1e4 * (3e38 * 0)` is 0; it
+skips `0 * inf` when a scale is zero, and may fuse the final multiply-add.
+`Ger` needs no BLAS at all: it is one pass over memory either way.  The sums
+inside `X @ Y` are BLAS's, as numpy's are; like numpy's own results between
+layouts, they may round differently from numpy's non-BLAS loop (and where a
+term overflows next to an infinite one, give inf for NaN).
 
 An elementwise loop is a body over contiguous blocks of `n` elements; the
 driver calls it once over whole arrays when every operand is contiguous, of
@@ -44,10 +56,11 @@ from functools import cache, singledispatch
 
 import numpy as np
 
+from relwrite.backends.c.blas import BLAS_FUNCTIONS
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable
 
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"
 """Bumped whenever generated code changes meaning; part of every module's cache key."""
 
 C_TYPES = {
@@ -476,66 +489,48 @@ _BLAS_BODIES: dict[type, str] = {
     ops.Dot22: """
     if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 2) return 1;
     const ptrdiff_t m = RW_DIMS(a1)[0], k = RW_DIMS(a1)[1], n = RW_DIMS(a2)[1];
-    if (RW_DIMS(a2)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n || k == 0) return 1;
-    if (m == 0 || n == 0) return 0;
-    return rw_{P}gemm_call(m, n, k, 1, a1, a2, 0, ({T} *)RW_DATA(a0));
+    if (RW_DIMS(a2)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n) return 1;
+    return rw_{P}_matmul(m, n, k, a1, a2, ({T} *)RW_DATA(a0));
 """,
     ops.Gemm: """
     if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 2
         || RW_NDIM(a4) != 2 || RW_NDIM(a5) != 0) return 1;
-    const {T} alpha = *(const {T} *)RW_DATA(a2), beta = *(const {T} *)RW_DATA(a5);
-    if (alpha == 0 || beta == 0) return 1;
     const ptrdiff_t m = RW_DIMS(a3)[0], k = RW_DIMS(a3)[1], n = RW_DIMS(a4)[1];
-    if (RW_DIMS(a4)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n || k == 0) return 1;
+    if (RW_DIMS(a4)[0] != k || RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n) return 1;
+    rw_operand z;
+    if (rw_broadcast(a1, m, n, &z)) return 1;
     {T} *out = ({T} *)RW_DATA(a0);
-    if (rw_{P}_copy_broadcast(out, m, n, a1)) return 1;
-    if (m == 0 || n == 0) return 0;
-    return rw_{P}gemm_call(m, n, k, alpha, a3, a4, beta, out);
+    const int status = rw_{P}_matmul(m, n, k, a3, a4, out);
+    if (status) return status;
+    rw_{P}_scale_add(out, m, n, *(const {T} *)RW_DATA(a2), *(const {T} *)RW_DATA(a5), &z);
+    return 0;
 """,
     ops.Gemv: """
     if (RW_NDIM(a0) != 1 || RW_NDIM(a1) != 1 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 2
         || RW_NDIM(a4) != 1 || RW_NDIM(a5) != 0) return 1;
-    const {T} alpha = *(const {T} *)RW_DATA(a2), beta = *(const {T} *)RW_DATA(a5);
-    if (alpha == 0 || beta == 0) return 1;
     const ptrdiff_t m = RW_DIMS(a3)[0], n = RW_DIMS(a3)[1];
-    if (RW_DIMS(a4)[0] != n || RW_DIMS(a0)[0] != m || n == 0) return 1;
+    if (RW_DIMS(a4)[0] != n || RW_DIMS(a0)[0] != m) return 1;
+    rw_operand y;
+    if (rw_broadcast(a1, m, 1, &y)) return 1;
     {T} *out = ({T} *)RW_DATA(a0);
-    if (rw_{P}_copy_broadcast(out, m, 1, a1)) return 1;
-    if (m == 0) return 0;
-    if (m > RW_INT_MAX || n > RW_INT_MAX) return 1;
-    rw_matrix a;
-    rw_vector x;
-    int status = rw_as_matrix(a3, sizeof({T}), &a);
+    const int status = rw_{P}_matvec(m, n, a3, a4, out);
     if (status) return status;
-    status = rw_as_vector(a4, sizeof({T}), &x);
-    if (status) {{ free(a.owned); return status; }}
-    const rw_int rows = a.trans == RW_NO_TRANS ? (rw_int)m : (rw_int)n;
-    const rw_int cols = a.trans == RW_NO_TRANS ? (rw_int)n : (rw_int)m;
-    ((rw_{P}gemv_fn)rw_blas[RW_{U}GEMV])(RW_ROW_MAJOR, a.trans, rows, cols, alpha, (const {T} *)a.data, a.ld,
-        (const {T} *)x.data, x.inc, beta, out, 1);
-    free(a.owned);
-    free(x.owned);
+    rw_{P}_scale_add(out, m, 1, *(const {T} *)RW_DATA(a2), *(const {T} *)RW_DATA(a5), &y);
     return 0;
 """,
     ops.Ger: """
     if (RW_NDIM(a0) != 2 || RW_NDIM(a1) != 2 || RW_NDIM(a2) != 0 || RW_NDIM(a3) != 1 || RW_NDIM(a4) != 1)
         return 1;
-    const {T} alpha = *(const {T} *)RW_DATA(a2);
-    if (alpha == 0) return 1;
     const ptrdiff_t m = RW_DIMS(a3)[0], n = RW_DIMS(a4)[0];
     if (RW_DIMS(a0)[0] != m || RW_DIMS(a0)[1] != n) return 1;
-    {T} *out = ({T} *)RW_DATA(a0);
-    if (rw_{P}_copy_broadcast(out, m, n, a1)) return 1;
+    rw_operand base;
+    if (rw_broadcast(a1, m, n, &base)) return 1;
     if (m == 0 || n == 0) return 0;
-    if (m > RW_INT_MAX || n > RW_INT_MAX) return 1;
-    rw_vector x, y;
-    int status = rw_as_vector(a3, sizeof({T}), &x);
+    rw_vector y;
+    const int status = rw_as_contiguous_vector(a4, sizeof({T}), &y);
     if (status) return status;
-    status = rw_as_vector(a4, sizeof({T}), &y);
-    if (status) {{ free(x.owned); return status; }}
-    ((rw_{P}ger_fn)rw_blas[RW_{U}GER])(RW_ROW_MAJOR, (rw_int)m, (rw_int)n, alpha, (const {T} *)x.data, x.inc,
-        (const {T} *)y.data, y.inc, out, n > 1 ? (rw_int)n : 1);
-    free(x.owned);
+    rw_{P}_add_outer(({T} *)RW_DATA(a0), m, n, &base, *(const {T} *)RW_DATA(a2), RW_DATA(a3),
+                     RW_STRIDES(a3)[0], (const {T} *)y.data);
     free(y.owned);
     return 0;
 """,
@@ -719,12 +714,12 @@ _BLAS_SHARED = """
 typedef {int_type} rw_int;
 #define RW_INT_MAX {int_max}
 enum {{ RW_ROW_MAJOR = 101, RW_NO_TRANS = 111, RW_TRANS = 112 }};
-enum {{ RW_DGEMM, RW_SGEMM, RW_DGEMV, RW_SGEMV, RW_DGER, RW_SGER }};
-static void *rw_blas[6];
+enum {{ {routines}, RW_N_BLAS }};
+static void *rw_blas[RW_N_BLAS];
 
 /* The CBLAS routines, in the order above; called once, right after the module is loaded. */
 void rw_set_blas(void *const *table) {{
-    for (int k = 0; k < 6; k++) rw_blas[k] = table[k];
+    for (int k = 0; k < RW_N_BLAS; k++) rw_blas[k] = table[k];
 }}
 
 typedef struct {{ const char *data; rw_int ld; int trans; char *owned; }} rw_matrix;
@@ -761,14 +756,29 @@ static int rw_as_matrix(const void *a, int size, rw_matrix *mat) {{
     return 0;
 }}
 
-/* A 1-d array as a BLAS vector: itself with a positive increment, or a contiguous copy. */
-static int rw_as_vector(const void *a, int size, rw_vector *vec) {{
+/* An operand broadcast to rows x cols (a 1-d array is a column): its data and byte strides, 0 along
+   broadcast axes. */
+typedef struct {{ const char *data; ptrdiff_t row, col; }} rw_operand;
+
+/* `a` as an operand of shape rows x cols, as numpy broadcasts it; 1 when it does not broadcast. */
+static int rw_broadcast(const void *a, ptrdiff_t rows, ptrdiff_t cols, rw_operand *op) {{
+    const int nd = RW_NDIM(a);
+    const ptrdiff_t r = RW_DIMS(a)[0], c = nd == 2 ? RW_DIMS(a)[1] : 1;
+    if ((r != rows && r != 1) || (c != cols && c != 1)) return 1;
+    op->data = RW_DATA(a);
+    op->row = r == 1 ? 0 : RW_STRIDES(a)[0];
+    op->col = c == 1 ? 0 : RW_STRIDES(a)[1];
+    return 0;
+}}
+
+/* A 1-d array as a vector with increment 1: itself when contiguous and aligned, or a copy. */
+static int rw_as_contiguous_vector(const void *a, int size, rw_vector *vec) {{
     const ptrdiff_t n = RW_DIMS(a)[0], s = RW_STRIDES(a)[0];
     const char *p = RW_DATA(a);
     vec->owned = NULL;
-    if (RW_ALIGNED(p, size) && (n <= 1 || (s > 0 && s % size == 0 && s / size <= RW_INT_MAX))) {{
+    vec->inc = 1;
+    if (RW_ALIGNED(p, size) && (n <= 1 || s == size)) {{
         vec->data = p;
-        vec->inc = n <= 1 ? 1 : (rw_int)(s / size);
         return 0;
     }}
     char *copy = malloc(n > 0 ? (size_t)n * size : 1);
@@ -776,7 +786,18 @@ static int rw_as_vector(const void *a, int size, rw_vector *vec) {{
     for (ptrdiff_t i = 0; i < n; i++) memcpy(copy + i * size, p + i * s, size);
     vec->data = copy;
     vec->owned = copy;
-    vec->inc = 1;
+    return 0;
+}}
+
+/* A 1-d array as a BLAS vector: itself with a positive increment, or a contiguous copy. */
+static int rw_as_vector(const void *a, int size, rw_vector *vec) {{
+    const ptrdiff_t n = RW_DIMS(a)[0], s = RW_STRIDES(a)[0];
+    const char *p = RW_DATA(a);
+    if (!RW_ALIGNED(p, size) || (n > 1 && (s <= 0 || s % size != 0 || s / size > RW_INT_MAX)))
+        return rw_as_contiguous_vector(a, size, vec);
+    vec->owned = NULL;
+    vec->data = p;
+    vec->inc = n <= 1 ? 1 : (rw_int)(s / size);
     return 0;
 }}
 """
@@ -786,36 +807,15 @@ typedef void (*rw_{P}gemm_fn)(int, int, int, rw_int, rw_int, rw_int, {T}, const 
                               const {T} *, rw_int, {T}, {T} *, rw_int);
 typedef void (*rw_{P}gemv_fn)(int, int, rw_int, rw_int, {T}, const {T} *, rw_int, const {T} *, rw_int,
                               {T}, {T} *, rw_int);
-typedef void (*rw_{P}ger_fn)(int, rw_int, rw_int, {T}, const {T} *, rw_int, const {T} *, rw_int,
-                             {T} *, rw_int);
 
-/* out (rows x cols, C-contiguous) = src broadcast to that shape (a 1-d src is a column);
-   1 when it does not broadcast. */
-static int rw_{P}_copy_broadcast({T} *out, ptrdiff_t rows, ptrdiff_t cols, const void *src) {{
-    const int nd = RW_NDIM(src);
-    const ptrdiff_t *dims = RW_DIMS(src), *strides = RW_STRIDES(src);
-    ptrdiff_t r = dims[0], c = nd == 2 ? dims[1] : 1, sr = strides[0], sc = nd == 2 ? strides[1] : 0;
-    if (r != rows) {{ if (r != 1) return 1; sr = 0; }}
-    if (c != cols) {{ if (c != 1) return 1; sc = 0; }}
-    if (rows == 1) sr = 0;
-    if (cols == 1) sc = sizeof({T});
-    const char *p = RW_DATA(src);
-    if (sc == sizeof({T})) {{
-        if (sr == cols * (ptrdiff_t)sizeof({T})) {{
-            memcpy(out, p, (size_t)(rows * cols) * sizeof({T}));
-            return 0;
-        }}
-        for (ptrdiff_t i = 0; i < rows; i++) memcpy(out + i * cols, p + i * sr, (size_t)cols * sizeof({T}));
+/* out (m x n, C-contiguous) = x @ y as numpy's matmul computes it: one gemm with alpha 1 and beta 0
+   (BLAS then never reads out), zeros when the inner dimension is empty. */
+static int rw_{P}_matmul(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, const void *x, const void *y, {T} *out) {{
+    if (m == 0 || n == 0) return 0;
+    if (k == 0) {{
+        memset(out, 0, (size_t)(m * n) * sizeof({T}));
         return 0;
     }}
-    for (ptrdiff_t i = 0; i < rows; i++)
-        for (ptrdiff_t j = 0; j < cols; j++) memcpy(out + i * cols + j, p + i * sr + j * sc, sizeof({T}));
-    return 0;
-}}
-
-/* out (m x n, C-contiguous) = alpha * x @ y + beta * out, by one gemm call. */
-static int rw_{P}gemm_call(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, {T} alpha, const void *x, const void *y,
-                           {T} beta, {T} *out) {{
     if (m > RW_INT_MAX || n > RW_INT_MAX || k > RW_INT_MAX) return 1;
     rw_matrix a, b;
     int status = rw_as_matrix(x, sizeof({T}), &a);
@@ -823,10 +823,75 @@ static int rw_{P}gemm_call(ptrdiff_t m, ptrdiff_t n, ptrdiff_t k, {T} alpha, con
     status = rw_as_matrix(y, sizeof({T}), &b);
     if (status) {{ free(a.owned); return status; }}
     ((rw_{P}gemm_fn)rw_blas[RW_{U}GEMM])(RW_ROW_MAJOR, a.trans, b.trans, (rw_int)m, (rw_int)n, (rw_int)k,
-        alpha, (const {T} *)a.data, a.ld, (const {T} *)b.data, b.ld, beta, out, n > 1 ? (rw_int)n : 1);
+        1, (const {T} *)a.data, a.ld, (const {T} *)b.data, b.ld, 0, out, n > 1 ? (rw_int)n : 1);
     free(a.owned);
     free(b.owned);
     return 0;
+}}
+
+/* out (m) = mat (m x n) @ vec (n), by one gemv with alpha 1 and beta 0; zeros when n is 0. */
+static int rw_{P}_matvec(ptrdiff_t m, ptrdiff_t n, const void *mat, const void *vec, {T} *out) {{
+    if (m == 0) return 0;
+    if (n == 0) {{
+        memset(out, 0, (size_t)m * sizeof({T}));
+        return 0;
+    }}
+    if (m > RW_INT_MAX || n > RW_INT_MAX) return 1;
+    rw_matrix a;
+    rw_vector x;
+    int status = rw_as_matrix(mat, sizeof({T}), &a);
+    if (status) return status;
+    status = rw_as_vector(vec, sizeof({T}), &x);
+    if (status) {{ free(a.owned); return status; }}
+    const rw_int rows = a.trans == RW_NO_TRANS ? (rw_int)m : (rw_int)n;
+    const rw_int cols = a.trans == RW_NO_TRANS ? (rw_int)n : (rw_int)m;
+    ((rw_{P}gemv_fn)rw_blas[RW_{U}GEMV])(RW_ROW_MAJOR, a.trans, rows, cols, 1, (const {T} *)a.data, a.ld,
+        (const {T} *)x.data, x.inc, 0, out, 1);
+    free(a.owned);
+    free(x.owned);
+    return 0;
+}}
+
+/* out = beta * src + alpha * out over rows x cols (out C-contiguous, src broadcast), rounded as numpy
+   rounds `b * Z + a * product`: each product, then the sum (the module is built with -ffp-contract=off). */
+static void rw_{P}_scale_add({T} *restrict out, ptrdiff_t rows, ptrdiff_t cols, {T} alpha, {T} beta,
+                             const rw_operand *src) {{
+    for (ptrdiff_t i = 0; i < rows; i++) {{
+        {T} *restrict o = out + i * cols;
+        const char *s = src->data + i * src->row;
+        if (src->col == sizeof({T}) && RW_ALIGNED(s, sizeof({T}))) {{
+            const {T} *restrict z = (const {T} *)s;
+            for (ptrdiff_t j = 0; j < cols; j++) o[j] = beta * z[j] + alpha * o[j];
+            continue;
+        }}
+        for (ptrdiff_t j = 0; j < cols; j++) {{  /* strided, broadcast or misaligned */
+            {T} z;
+            memcpy(&z, s + j * src->col, sizeof z);
+            o[j] = beta * z + alpha * o[j];
+        }}
+    }}
+}}
+
+/* out = base + alpha * outer(x, y) over m x n (out C-contiguous, base broadcast, y contiguous), rounded
+   as numpy rounds `A + a * outer(x, y)`: x_i * y_j, then times alpha, then plus base. */
+static void rw_{P}_add_outer({T} *restrict out, ptrdiff_t m, ptrdiff_t n, const rw_operand *base, {T} alpha,
+                             const char *x, ptrdiff_t x_stride, const {T} *restrict y) {{
+    for (ptrdiff_t i = 0; i < m; i++) {{
+        {T} *restrict o = out + i * n;
+        const char *s = base->data + i * base->row;
+        {T} xi;
+        memcpy(&xi, x + i * x_stride, sizeof xi);
+        if (base->col == sizeof({T}) && RW_ALIGNED(s, sizeof({T}))) {{
+            const {T} *restrict a = (const {T} *)s;
+            for (ptrdiff_t j = 0; j < n; j++) o[j] = a[j] + alpha * (xi * y[j]);
+            continue;
+        }}
+        for (ptrdiff_t j = 0; j < n; j++) {{  /* strided, broadcast or misaligned */
+            {T} a;
+            memcpy(&a, s + j * base->col, sizeof a);
+            o[j] = a + alpha * (xi * y[j]);
+        }}
+    }}
 }}
 """
 
@@ -861,10 +926,15 @@ def runtime_source(layout: ArrayLayout) -> str:
 
 
 def blas_source(layout: ArrayLayout, int_bits: int) -> str:
-    """The BLAS module: every kernel of `BLAS_ARITY`, float32 and float64, for a BLAS of `int_bits` ints."""
+    """The BLAS module: every kernel of `BLAS_ARITY`, float32 and float64, for a BLAS of `int_bits` ints.
+
+    `rw_set_blas` takes the addresses of `BLAS_FUNCTIONS`, in that order.
+    """
     if int_bits not in (32, 64):
         raise ValueError(f"the BLAS integer width must be 32 or 64, got {int_bits}")
-    parts = [_prelude(layout), _BLAS_SHARED.format(int_type=f"int{int_bits}_t", int_max=f"INT{int_bits}_MAX")]
+    routines = ", ".join(f"RW_{name.upper()}" for name in BLAS_FUNCTIONS)
+    shared = _BLAS_SHARED.format(int_type=f"int{int_bits}_t", int_max=f"INT{int_bits}_MAX", routines=routines)
+    parts = [_prelude(layout), shared]
     for dtype, prefix in BLAS_PREFIX.items():
         fields = {"T": C_TYPES[dtype], "P": prefix, "U": prefix.upper()}
         parts.append(_BLAS_TYPED.format(**fields))

@@ -11,28 +11,49 @@ which makes the whole process flush denormals to zero.  `-ffp-contract=off`
 keeps `a*b + c` as two roundings and `-fwrapv` makes signed overflow wrap, as
 numpy computes them.
 
+Every compiler run has a time limit (``$RELWRITE_COMPILE_TIMEOUT`` seconds,
+default 120): the compiler runs in its own process group, and on timeout the
+whole group (gcc's cc1 and as too) is killed and CompileTimeoutError says so.
+
 The cache (``$RELWRITE_CACHE_DIR``, default ``~/.cache/relwrite``) names each
 module by a hash of its source, the flags, the compiler's version, the CPU
 target and whatever the caller adds (the BLAS integer width, the generator
-version).  A module is compiled to a temporary file in the cache directory and
-renamed into place with `os.replace`, so a concurrent process never loads a
-half-written file, and an existing module file is never written again: new
-content always gets a new name.
+version).  It trusts nothing it finds on disk: beside each module
+``rw_<key>.so`` a manifest ``rw_<key>.json`` records the key it was built for
+and the size and sha256 of its bytes, and a module is loaded only when its
+bytes match its manifest.  A truncated, garbage or swapped file, a missing
+manifest, or a file that verifies but fails to load is deleted and rebuilt,
+so a damaged cache heals instead of crashing the process (a truncated shared
+object kills a process with SIGBUS when loaded).  Modules and manifests are
+written to temporary files in the cache directory and renamed into place
+with `os.replace`, never rewritten in place (another process may have the
+file mapped); a process builds or deletes a module only while holding
+an exclusive `flock` on ``rw_<key>.lock``, so processes compiling the same
+module at once compile it once and all load the same file.  A cache
+directory that cannot be created or written gives way, after one warning, to
+a private temporary directory removed at exit.
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
+import fcntl
 import hashlib
+import json
+import math
 import os
 import platform
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import threading
-from collections.abc import Sequence
+import warnings
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -64,6 +85,77 @@ class CompilerUnavailableError(RuntimeError):
 
 class CompileError(RuntimeError):
     """The compiler rejected a generated module; the message holds its diagnostics."""
+
+
+class CompileTimeoutError(CompilerUnavailableError):
+    """The compiler did not finish within the compile timeout and was killed."""
+
+
+class CFallbackWarning(UserWarning):
+    """The C backend could not be used as configured: NumPy runs instead, or the cache moved."""
+
+
+DEFAULT_COMPILE_TIMEOUT = 120.0
+"""Seconds a compiler run may take when ``$RELWRITE_COMPILE_TIMEOUT`` is not set."""
+
+
+def compile_timeout() -> float:
+    """``$RELWRITE_COMPILE_TIMEOUT`` in seconds (default 120); a ValueError names a value that is not one."""
+    text = os.environ.get("RELWRITE_COMPILE_TIMEOUT", "").strip()
+    if not text:
+        return DEFAULT_COMPILE_TIMEOUT
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not (seconds > 0 and math.isfinite(seconds)):
+        raise ValueError(f"RELWRITE_COMPILE_TIMEOUT must be a positive number of seconds, got {text!r}")
+    return seconds
+
+
+def _kill_group(process: subprocess.Popen[str]) -> None:
+    """Kill the process and everything it started (its own process group), then reap it."""
+    with suppress(OSError):  # the group is gone already
+        os.killpg(process.pid, signal.SIGKILL)
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            with suppress(OSError):  # unwritten input to a dead process
+                stream.close()
+    process.wait()
+
+
+def _run_compiler(
+    command: Sequence[str], source: str | None, timeout: float
+) -> subprocess.CompletedProcess[str]:
+    """Run a compiler command with `source` on stdin, killing it and its children after `timeout` seconds.
+
+    Raises CompilerUnavailableError when the command cannot start and
+    CompileTimeoutError when it does not finish in time.
+    """
+    try:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.PIPE if source is not None else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",  # diagnostics in any encoding
+            start_new_session=True,  # its own process group, so a timeout kills cc1 and as with it
+        )
+    except OSError as exc:
+        raise CompilerUnavailableError(f"the C compiler {command[0]!r} cannot run ({exc})") from None
+    try:
+        stdout, stderr = process.communicate(source, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _kill_group(process)
+        raise CompileTimeoutError(
+            f"the C compiler {command[0]!r} did not finish within the compile timeout of {timeout:g} s "
+            "and was killed (set RELWRITE_COMPILE_TIMEOUT to allow longer)"
+        ) from None
+    except BaseException:  # an interrupt: leave no compiler behind
+        _kill_group(process)
+        raise
+    return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
 @dataclass(frozen=True)
@@ -129,7 +221,9 @@ def _compiler_command() -> str:
         return configured
     found = shutil.which("gcc") or shutil.which("cc")
     if found is None:
-        raise CompilerUnavailableError("no C compiler found (looked for gcc and cc on the PATH)")
+        raise CompilerUnavailableError(
+            "no C compiler found: looked for gcc and cc on the PATH; install one or set RELWRITE_CC"
+        )
     return found
 
 
@@ -137,10 +231,7 @@ def _compiler_command() -> str:
 def find_toolchain() -> Toolchain:
     """The process's toolchain, found once; raises CompilerUnavailableError naming what is wrong."""
     command = _compiler_command()
-    try:
-        run = subprocess.run([command, "--version"], capture_output=True, text=True, timeout=60, check=False)
-    except (OSError, subprocess.SubprocessError) as exc:
-        raise CompilerUnavailableError(f"the C compiler {command!r} cannot run ({exc})") from None
+    run = _run_compiler([command, "--version"], None, compile_timeout())
     if run.returncode != 0 or not run.stdout.strip():
         raise CompilerUnavailableError(f"the C compiler {command!r} failed to report its version")
     version = run.stdout.strip().splitlines()[0]
@@ -164,7 +255,11 @@ def find_toolchain() -> Toolchain:
 def cache_directory() -> Path:
     """``$RELWRITE_CACHE_DIR`` or ``~/.cache/relwrite``, created if needed.
 
-    Raises CompilerUnavailableError when it cannot be created or written to.
+    When that path cannot be used (read-only, a regular file, under a regular
+    file, no home directory), modules go to a private temporary directory,
+    removed at exit, after one CFallbackWarning naming the path and the
+    reason.  Raises CompilerUnavailableError only when no directory at all can
+    be written.
     """
     configured = os.environ.get("RELWRITE_CACHE_DIR")
     try:
@@ -172,24 +267,40 @@ def cache_directory() -> Path:
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
+        return directory
     except (OSError, RuntimeError) as exc:  # RuntimeError: no home directory to default to
+        problem = exc
+    try:
+        private = Path(tempfile.mkdtemp(prefix="relwrite-cache-"))
+    except OSError as exc:
         raise CompilerUnavailableError(
-            f"the module cache directory {configured or '~/.cache/relwrite'!r} is not writable ({exc}); "
-            "set RELWRITE_CACHE_DIR to a writable directory"
+            f"the module cache directory {configured or '~/.cache/relwrite'!r} is not writable ({problem}), "
+            f"nor is a temporary directory ({exc}); set RELWRITE_CACHE_DIR to a writable directory"
         ) from None
-    return directory
+    atexit.register(shutil.rmtree, private, ignore_errors=True)
+    warnings.warn(
+        f"relwrite: the module cache directory {configured or '~/.cache/relwrite'!r} is not writable "
+        f"({problem}); compiled modules go to the private directory {str(private)!r}, removed at exit, "
+        "and are compiled again in every process; set RELWRITE_CACHE_DIR to a writable directory",
+        CFallbackWarning,
+        stacklevel=2,
+    )
+    return private
 
 
 class ModuleCache:
-    """Compiled modules on disk, by content hash, and the ones loaded in this process.
+    """Compiled modules on disk, by content hash and verified before loading, and those loaded here.
 
     `load(source, extra_key)` returns the loaded module, compiling it only when
-    no file of that key exists; `compiles` counts compiler runs.
+    no verified file of that key exists; `compiles` counts compiler runs.
+    `timeout` bounds each compiler run in seconds (default: `compile_timeout()`
+    at each run).
     """
 
-    def __init__(self, directory: Path, toolchain: Toolchain):
+    def __init__(self, directory: Path | str, toolchain: Toolchain, timeout: float | None = None):
         self.directory = Path(directory)
         self.toolchain = toolchain
+        self.timeout = timeout
         self.compiles = 0
         self._loaded: dict[str, ctypes.CDLL] = {}
         self._lock = threading.Lock()
@@ -204,56 +315,131 @@ class ModuleCache:
         return digest.hexdigest()[:40]
 
     def path(self, key: str) -> Path:
+        """The module file of `key`."""
         return self.directory / f"rw_{key}.so"
 
+    def manifest_path(self, key: str) -> Path:
+        """The manifest of `key`'s module: the key, size and sha256 recorded when it was built."""
+        return self.directory / f"rw_{key}.json"
+
+    def verify(self, key: str) -> bool:
+        """Whether the module file of `key` exists and holds exactly the bytes its manifest records."""
+        try:
+            manifest = json.loads(self.manifest_path(key).read_text())
+            data = self.path(key).read_bytes()
+        except (OSError, ValueError):  # missing, unreadable, or not JSON (ValueError covers bad UTF-8)
+            return False
+        return (
+            isinstance(manifest, dict)
+            and manifest.get("key") == key
+            and manifest.get("size") == len(data)
+            and manifest.get("sha256") == hashlib.sha256(data).hexdigest()
+        )
+
     def load(self, source: str, extra_key: Sequence[str] = ()) -> ctypes.CDLL:
-        """The module compiled from `source`, from memory, from disk, or freshly compiled."""
+        """The module compiled from `source`, from memory, from a verified file, or freshly compiled.
+
+        Raises CompileError when the compiler rejects the source,
+        CompilerUnavailableError (CompileTimeoutError on timeout) when it cannot
+        build a loadable module, OSError when the cache directory fails.
+        """
         key = self.key(source, extra_key)
         with self._lock:
             module = self._loaded.get(key)
             if module is None:
-                path = self.path(key)
-                if not path.exists():
-                    self._compile(source, path)
-                module = self._loaded[key] = ctypes.CDLL(str(path))
+                module = self._loaded[key] = self._load(key, source)
             return module
 
-    def _compile(self, source: str, path: Path) -> None:
-        """Compile into a temporary file next to `path`, then rename it there atomically."""
-        chain = self.toolchain
+    def _load(self, key: str, source: str) -> ctypes.CDLL:
+        """Load a verified file; else, holding the key's lock, delete what is there, rebuild and load."""
+        path = str(self.path(key))
+        if self.verify(key):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:  # verifies yet does not load: rebuilt below
+                pass
+        with self._exclusive(key):
+            if self.verify(key):  # another process built it while this one waited
+                try:
+                    return ctypes.CDLL(path)
+                except OSError:
+                    pass
+            self._discard(key)
+            self._compile(source, key)
+            try:
+                return ctypes.CDLL(path)
+            except OSError as exc:
+                self._discard(key)
+                raise CompilerUnavailableError(f"a freshly compiled module cannot be loaded: {exc}") from None
+
+    @contextmanager
+    def _exclusive(self, key: str) -> Iterator[None]:
+        """Hold an exclusive lock on `key` across processes (released when the file closes, or at exit).
+
+        On a file system without locks, processes may compile the same module
+        at once; renames keep every file whole, and a load that loses the race
+        fails cleanly (its nodes then run with NumPy).
+        """
+        fd = os.open(self.directory / f"rw_{key}.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            with suppress(OSError):
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
+
+    def _discard(self, key: str) -> None:
+        """Delete `key`'s module and manifest (the source is kept for reading)."""
+        self.path(key).unlink(missing_ok=True)
+        self.manifest_path(key).unlink(missing_ok=True)
+
+    def _compile(self, source: str, key: str) -> None:
+        """Compile into a temporary file, record its hash, then rename module and manifest into place."""
+        chain, path = self.toolchain, self.path(key)
         fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.stem}-", suffix=".so.tmp")
         os.close(fd)
         try:
             command = [chain.command, *chain.flags, "-o", tmp, "-x", "c", "-", *chain.link_flags]
             self.compiles += 1
-            try:
-                run = subprocess.run(command, input=source, capture_output=True, text=True, check=False)
-            except OSError as exc:
-                raise CompilerUnavailableError(
-                    f"the C compiler {chain.command!r} cannot run: {exc}"
-                ) from None
+            timeout = compile_timeout() if self.timeout is None else self.timeout
+            run = _run_compiler(command, source, timeout)
             if run.returncode != 0:
                 source_path = self._keep_source(path, source)
                 raise CompileError(
                     f"{chain.command} failed (exit {run.returncode}) on {source_path}:\n{run.stderr.strip()}"
                 )
             self._keep_source(path, source)
+            data = Path(tmp).read_bytes()
+            manifest = {"key": key, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}
             os.replace(tmp, path)
+            self._write(self.manifest_path(key), json.dumps(manifest))
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
 
     def _keep_source(self, path: Path, source: str) -> Path:
-        """Store the module's C source beside it (atomically too), for reading and debugging."""
+        """Store the module's C source beside it, for reading and debugging."""
         source_path = path.with_suffix(".c")
-        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.stem}-", suffix=".c.tmp")
-        with os.fdopen(fd, "w") as handle:
-            handle.write(source)
-        os.replace(tmp, source_path)
+        self._write(source_path, source)
         return source_path
+
+    def _write(self, path: Path, text: str) -> None:
+        """Write `text` to `path` atomically: a temporary file in the directory, then `os.replace`."""
+        fd, tmp = tempfile.mkstemp(dir=self.directory, prefix=f".{path.name}-", suffix=".tmp")
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.replace(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
 
 
 @cache
 def default_cache() -> ModuleCache:
-    """The process's module cache, in `cache_directory()` with `find_toolchain()`."""
-    return ModuleCache(cache_directory(), find_toolchain())
+    """The process's module cache, in `cache_directory()` with `find_toolchain()`.
+
+    The toolchain comes first: without a compiler, the cache directory does not matter (nor warn).
+    """
+    toolchain = find_toolchain()
+    return ModuleCache(cache_directory(), toolchain)

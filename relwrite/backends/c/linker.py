@@ -6,11 +6,14 @@ loop, all of them in one module for the graph (compiled once, then loaded
 from the disk cache); BLAS nodes (`Dot22`, `Gemm`, `Gemv`, `Ger`) call the
 shared BLAS module's kernels.  Other nodes, and statically 0-d composites
 too small to pay for a foreign call, keep their NumPy implementation.  A
-kernel that meets a case it leaves to numpy (unusual broadcasting, a BLAS
-scale of zero) runs the node's NumPy implementation for that call.
+kernel that meets a case it leaves to numpy (unusual broadcasting, sizes
+beyond the BLAS integer) runs the node's NumPy implementation for that call.
 
-When no compiler works, or ``RELWRITE_NO_C=1`` is set, the linker runs the
-whole graph with the NumPy implementations and warns once per process.
+When no compiler works (none found, failing, or slower than the compile
+timeout), or ``RELWRITE_NO_C=1`` is set, the linker runs the whole graph with
+the NumPy implementations and warns once per process; a module that fails to
+build leaves its nodes to NumPy with one warning.  Modules come from the disk
+cache only after their bytes are verified (see `relwrite.backends.c.compiler`).
 Kernels run without the GIL (ctypes releases it), so threads calling linked
 functions run in parallel; BLAS threads are those of numpy's OpenBLAS,
 limited with `threadpoolctl.threadpool_limits(n, user_api="blas")`.
@@ -46,7 +49,13 @@ from relwrite.backends.c.codegen import (
     ndarray_layout,
     runtime_source,
 )
-from relwrite.backends.c.compiler import CompileError, CompilerUnavailableError, ModuleCache, default_cache
+from relwrite.backends.c.compiler import (
+    CFallbackWarning,
+    CompileError,
+    CompilerUnavailableError,
+    ModuleCache,
+    default_cache,
+)
 from relwrite.backends.numpy.impls import Impl
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.graph import ops
@@ -55,10 +64,6 @@ from relwrite.graph.fg import FunctionGraph
 
 _STATUS_MEMORY = -2
 _STATUS_REFERENCE = 1
-
-
-class CFallbackWarning(UserWarning):
-    """The C backend could not be used; the graph runs with the NumPy backend."""
 
 
 _warned: set[str] = set()
@@ -104,7 +109,7 @@ def _runtime() -> _Runtime:
         if _function(module, "rw_probe", 1)(np.empty((2, 3))) != 2003:
             raise CompilerUnavailableError("a compiled probe misread an ndarray")
         driver = ctypes.cast(module.rw_elemwise, ctypes.c_void_p).value
-    except _LOAD_ERRORS as exc:
+    except (*_LOAD_ERRORS, AttributeError) as exc:  # AttributeError: a symbol missing from the module
         return _Runtime(None, None, 0, str(exc))
     return _Runtime(module_cache, layout, driver, "")
 

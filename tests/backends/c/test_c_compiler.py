@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import json
 import os
 import platform
 import subprocess
@@ -16,10 +18,14 @@ import pytest
 
 from relwrite.backends.c import CLinker, c_available, compiler
 from relwrite.backends.c.compiler import (
+    DEFAULT_COMPILE_TIMEOUT,
+    CFallbackWarning,
     CompileError,
     CompilerUnavailableError,
+    CompileTimeoutError,
     ModuleCache,
     cache_directory,
+    compile_timeout,
     find_toolchain,
 )
 from relwrite.graph import ops
@@ -101,12 +107,54 @@ def test_the_cache_directory_comes_from_the_environment_and_is_created(monkeypat
     assert cache_directory() == tmp_path / ".cache" / "relwrite"
 
 
-def test_an_unwritable_cache_directory_is_a_clear_error(monkeypatch, tmp_path):
+def test_an_unusable_cache_directory_gives_way_to_a_private_one_with_a_warning(monkeypatch, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("")
-    monkeypatch.setenv("RELWRITE_CACHE_DIR", str(blocker / "cache"))
-    with pytest.raises(CompilerUnavailableError, match=r"not writable.*set RELWRITE_CACHE_DIR"):
-        cache_directory()
+    monkeypatch.setenv("RELWRITE_CACHE_DIR", str(blocker / "cache"))  # more cases in test_c_faults.py
+    with pytest.warns(
+        CFallbackWarning, match=r"not writable.*private directory.*RELWRITE_CACHE_DIR"
+    ) as caught:
+        directory = cache_directory()
+    assert len(caught) == 1 and repr(str(blocker / "cache")) in str(caught[0].message)
+    assert directory.is_dir() and directory.parent != blocker and os.access(directory, os.W_OK)
+    assert blocker.read_text() == ""
+
+
+def test_the_compile_timeout_comes_from_the_environment(monkeypatch):
+    monkeypatch.delenv("RELWRITE_COMPILE_TIMEOUT", raising=False)
+    assert compile_timeout() == DEFAULT_COMPILE_TIMEOUT == 120
+    monkeypatch.setenv("RELWRITE_COMPILE_TIMEOUT", " 2.5 ")
+    assert compile_timeout() == 2.5
+    for bad in ("soon", "0", "-3", "nan", "inf"):
+        monkeypatch.setenv("RELWRITE_COMPILE_TIMEOUT", bad)
+        with pytest.raises(ValueError, match=rf"RELWRITE_COMPILE_TIMEOUT must be a positive number.*'{bad}'"):
+            compile_timeout()
+
+
+def sleeping_compiler(tmp_path: Path) -> tuple[Path, Path]:
+    """A compiler that reports its version but never finishes compiling (a child sleeps); and its pid file."""
+    pids = tmp_path / "pids"
+    script = tmp_path / "cc"
+    script.write_text(
+        '#!/bin/sh\nif [ "$1" = "--version" ]; then echo "fakecc 1.0"; exit 0; fi\n'
+        f'sleep 1000 &\necho $! > "{pids}"\nwait\n'
+    )
+    script.chmod(0o755)
+    return script, pids
+
+
+@requires_c
+def test_a_compile_that_outlasts_the_timeout_is_killed_with_its_children(tmp_path):
+    script, pids = sleeping_compiler(tmp_path)
+    chain = dataclasses.replace(find_toolchain(), command=str(script))
+    cache = ModuleCache(tmp_path / "cache", chain, timeout=0.5)
+    cache.directory.mkdir()
+    with pytest.raises(CompileTimeoutError, match=r"did not finish within the compile timeout of 0.5 s"):
+        cache.load(SOURCE)
+    pid = int(pids.read_text())
+    stat = Path(f"/proc/{pid}/stat")
+    assert not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"  # dead (maybe unreaped)
+    assert not cache.path(cache.key(SOURCE)).exists() and leftovers(cache.directory) == []
 
 
 # -- the cache -----------------------------------------------------------------------------------------
@@ -121,6 +169,34 @@ def test_a_module_compiles_once_then_loads_from_disk(module_cache, tmp_path):
     assert again.load(SOURCE).rw_answer() == 42
     assert again.compiles == 0
     assert (tmp_path / f"rw_{module_cache.key(SOURCE)}.c").read_text() == SOURCE
+
+
+@requires_c
+@pytest.mark.parametrize(
+    "damage", ["garbage", "another module", "another module and its manifest", "no manifest"]
+)
+def test_a_damaged_module_file_is_rebuilt_and_never_loaded(module_cache, tmp_path, damage):
+    other = "int rw_other(void) { return 7; }\n"
+    module_cache.load(SOURCE)
+    module_cache.load(other)
+    path, other_path = (module_cache.path(module_cache.key(s)) for s in (SOURCE, other))
+
+    def replace(target: Path, data: bytes) -> None:  # never in place: this process has the file mapped
+        (tmp_path / "new").write_bytes(data)
+        os.replace(tmp_path / "new", target)
+
+    if damage == "garbage":
+        replace(path, b"\x7fELF" + os.urandom(2000))
+    elif damage.startswith("another module"):
+        replace(path, other_path.read_bytes())
+        if damage.endswith("manifest"):
+            replace(path.with_suffix(".json"), other_path.with_suffix(".json").read_bytes())
+    else:
+        path.with_suffix(".json").unlink()
+    assert not module_cache.verify(module_cache.key(SOURCE))
+    again = ModuleCache(tmp_path, module_cache.toolchain)
+    assert again.load(SOURCE).rw_answer() == 42
+    assert again.compiles == 1 and again.verify(again.key(SOURCE)) and leftovers(tmp_path) == []
 
 
 @requires_c
@@ -164,20 +240,21 @@ def test_modules_are_written_to_a_temporary_file_then_renamed(module_cache, tmp_
 
     def spy(src, dst):
         src, dst = Path(src), Path(dst)
+        assert not dst.exists()  # nothing was ever written at a final name
+        assert src.parent == dst.parent and src.name.startswith(".")
         if dst.suffix == ".so":
-            assert not dst.exists()  # nothing was ever written at the final name
-            assert src.parent == dst.parent and src.name.startswith(".")
             assert src.read_bytes()[:4] == b"\x7fELF"  # complete before it becomes visible
+        if dst.suffix == ".json":  # the manifest comes last, and records the bytes now in place
+            recorded = json.loads(src.read_text())
+            assert recorded["sha256"] == hashlib.sha256(dst.with_suffix(".so").read_bytes()).hexdigest()
         renames.append((src.name, dst.name))
         real_replace(src, dst)
 
     monkeypatch.setattr(compiler.os, "replace", spy)
     module_cache.load(SOURCE)
-    assert [dst for _, dst in renames] == [
-        f"rw_{module_cache.key(SOURCE)}.c",
-        f"rw_{module_cache.key(SOURCE)}.so",
-    ]
-    assert leftovers(tmp_path) == []
+    key = module_cache.key(SOURCE)
+    assert [dst for _, dst in renames] == [f"rw_{key}.c", f"rw_{key}.so", f"rw_{key}.json"]
+    assert leftovers(tmp_path) == [] and module_cache.verify(key)
 
 
 @requires_c

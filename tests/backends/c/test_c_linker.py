@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -11,11 +12,13 @@ import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 
 from relwrite.backends.c import CLinker, c_available
 from relwrite.backends.c.codegen import GENERATOR_VERSION, ndarray_layout, runtime_source
+from relwrite.backends.function import function
 from relwrite.backends.numpy import EvaluationError, NumpyLinker, evaluate
+from relwrite.backends.numpy.function import Function
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, constant, matrix, scalar, tensor, vector
 from relwrite.graph.fg import FunctionGraph
@@ -543,3 +546,101 @@ def test_blas_threads_are_controlled_by_threadpoolctl():
         assert {i["filepath"]: i for i in threadpool_info()}[blas.path]["num_threads"] == 1
         rng = np.random.default_rng(4)
         check_blas("float64", blas_values("float64", 64, rng))
+
+
+# -- BLAS kernels round as numpy does: fast_run against fast_compile on special values -------------------
+
+# Matrix entries are small multiples of 1/2 and one power of two, so every sum of products is exact
+# whatever order BLAS sums in; the scales add a power of two that overflows next to the largest entries.
+# Any difference is then the kernels' scaling and summing, which must be numpy's to the last bit.
+BIG_ENTRY = {"float32": 2.0**8, "float64": 2.0**20}
+HUGE_SCALE = {"float32": 2.0**120, "float64": 2.0**1010}
+
+
+def entries(dtype: str) -> st.SearchStrategy[float]:
+    finite = [0.0, -0.0, 1.0, 1.5, 2.0, 3.0, BIG_ENTRY[dtype]]
+    return st.sampled_from([*finite, *(-v for v in finite[2:]), np.inf, -np.inf, np.nan])
+
+
+def scales(dtype: str) -> st.SearchStrategy[float]:
+    return st.one_of(entries(dtype), st.sampled_from([0.5, HUGE_SCALE[dtype], -HUGE_SCALE[dtype]]))
+
+
+@st.composite
+def blas_case(draw: st.DrawFn, dtype: str) -> tuple[str, list[np.ndarray]]:
+    """An op name and its inputs: sizes up to 3, broadcast Z / y / A, transposed operands, special values."""
+    name = draw(st.sampled_from(["gemm", "dot22", "gemv", "ger"]))
+    m, k, n = (draw(st.integers(0, 3)) for _ in range(3))
+
+    def array(*shape: int) -> np.ndarray:
+        result = draw(hnp.arrays(dtype, shape, elements=entries(dtype)))
+        return np.asfortranarray(result) if result.ndim == 2 and draw(st.booleans()) else result
+
+    def scale() -> np.ndarray:
+        return np.array(draw(scales(dtype)), dtype)
+
+    def base(*shape: int) -> np.ndarray:  # broadcast to `shape` by the op
+        ones = tuple(1 for _ in shape)
+        rows_or_columns = [(1, shape[1]), (shape[0], 1)] if len(shape) == 2 else []
+        return array(*draw(st.sampled_from([shape, ones, *rows_or_columns])))
+
+    if name == "gemm":
+        return name, [base(m, n), scale(), array(m, k), array(k, n), scale()]
+    if name == "dot22":
+        return name, [array(m, k), array(k, n)]
+    if name == "gemv":
+        return name, [base(m), scale(), array(m, k), array(k), scale()]
+    return name, [base(m, n), scale(), array(m), array(n)]
+
+
+@functools.cache
+def blas_functions(name: str, dtype: str) -> tuple[Function, Function]:
+    """The op alone, compiled with fast_run (C kernels) and fast_compile (NumPy)."""
+    z, x, y = matrix("Z", dtype), matrix("X", dtype), matrix("Y", dtype)
+    a, b, v, w = scalar("a", dtype), scalar("b", dtype), vector("v", dtype), vector("w", dtype)
+    graphs = {
+        "gemm": ([z, a, x, y, b], ops.gemm(z, a, x, y, b)),
+        "dot22": ([x, y], ops.dot22(x, y)),
+        "gemv": ([v, a, x, w, b], ops.gemv(v, a, x, w, b)),
+        "ger": ([z, a, v, w], ops.ger(z, a, v, w)),
+    }
+    inputs, output = graphs[name]
+    fast, reference = (function(inputs, output, mode=mode) for mode in ("fast_run", "fast_compile"))
+    assert [type(node.op).__name__.lower() for node in fast.linker.c_nodes] == [name]
+    return fast, reference
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@settings(max_examples=300)  # cheap examples; the failures of scaling first need a few hundred
+@given(data=st.data())
+def test_blas_kernels_agree_with_numpy_on_special_values(dtype, data):
+    name, values = data.draw(blas_case(dtype))
+    fast, reference = blas_functions(name, dtype)
+    with np.errstate(all="ignore"):
+        got, want = fast(*values), reference(*values)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(got, want, err_msg=name)  # NaN where NaN, infinities of the same sign
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_blas_kernels_scale_after_the_product_as_numpy_does(dtype):
+    a_huge = np.array(1e4 if dtype == "float32" else 1e300, dtype)
+    x = np.array([3e38 if dtype == "float32" else 1e300], dtype)
+    zero = np.zeros(1, dtype)
+    fast, reference = blas_functions("ger", dtype)
+    values = [np.array([[-17.0]], dtype), a_huge, x, zero]
+    np.testing.assert_array_equal(fast(*values), [[-17.0]])  # a * (x * 0), not (a * x) * 0
+    np.testing.assert_array_equal(fast(*values), reference(*values))
+    fast, reference = blas_functions("gemv", dtype)
+    values = [np.ones(1, dtype), a_huge, x[:, None], zero, np.array(1.0, dtype)]
+    np.testing.assert_array_equal(fast(*values), reference(*values))
+    fast, reference = blas_functions("gemm", dtype)
+    values = [
+        np.full((1, 1), -np.inf, dtype),
+        a_huge,
+        x[:, None],
+        np.ones((1, 1), dtype),
+        np.array(0.0, dtype),
+    ]
+    np.testing.assert_array_equal(fast(*values), reference(*values))  # 0 * -inf is NaN, as in numpy
