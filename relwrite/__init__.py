@@ -72,6 +72,8 @@ from relwrite.graph.parse import parse
 from relwrite.graph.printing import dprint, pprint, to_dot
 from relwrite.graph.types import TensorType
 
+__version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it
+
 __all__ = [
     "Apply",
     "Constant",

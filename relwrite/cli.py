@@ -5,10 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.metadata
 import importlib.util
 import io
 import os
+import secrets
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -23,10 +26,60 @@ class CommandError(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """An argument parser whose errors are one line, not usage text plus a traceback."""
+    """An argument parser whose errors are one line, not usage text plus a traceback.
+
+    With `expression=True` its one positional argument is an expression that
+    may start with '-': argparse alone reads '-x' or '-(a + b)' as an unknown
+    option.  Before parsing, the first argument that is neither one of the
+    parser's options nor an option's value is taken as the expression and
+    moved behind '--', so it is positional whatever its first character.
+    Options are matched exactly (no abbreviations), so `--prof` is not
+    mistaken for `--profile`.
+    """
+
+    def __init__(self, *args: Any, expression: bool = False, **kwargs: Any):
+        self._expression = expression
+        self._flags: set[str] = set()
+        self._valued: set[str] = set()
+        super().__init__(*args, allow_abbrev=not expression, **kwargs)
 
     def error(self, message: str):
         raise CommandError(message)
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> argparse.Action:
+        action = super().add_argument(*args, **kwargs)
+        (self._flags if action.nargs == 0 else self._valued).update(action.option_strings)
+        return action
+
+    def parse_known_args(self, args: Sequence[str] | None = None, namespace: Any = None):
+        if self._expression and args is not None:
+            args = self._expression_last(list(args))
+        return super().parse_known_args(args, namespace)
+
+    def _expression_last(self, args: list[str]) -> list[str]:
+        i = 0
+        while i < len(args):
+            arg = args[i]
+            if arg == "--" or not arg.startswith("-"):
+                return args  # the expression is already positional
+            if arg in self._valued:
+                i += 2
+            elif arg in self._flags or arg.partition("=")[0] in self._valued:
+                i += 1
+            else:  # the expression: it starts with '-'
+                rest = args[i + 1 :]
+                return args if "--" in rest else [*args[:i], *rest, "--", arg]
+        return args
+
+
+def _version() -> str:
+    """The installed distribution's version, else (run from a source tree) the package's."""
+    try:
+        return importlib.metadata.version("relwrite")
+    except importlib.metadata.PackageNotFoundError:
+        import relwrite
+
+        return relwrite.__version__
 
 
 def _typed_names(specs: Sequence[str]) -> dict[str, str]:
@@ -119,11 +172,37 @@ def _applied(profile) -> dict[str, int]:
     return counts
 
 
+def _known_tags(tags: Sequence[str], option: str) -> list[str]:
+    """`tags`, each checked to select something in optdb: a tag or the name of one of its rewriters."""
+    from relwrite.engine import optdb
+    from relwrite.relations import OPT_IN_TAGS
+
+    known_tags = optdb.nested_tags() | OPT_IN_TAGS
+    known_names = optdb.nested_names()
+    for tag in tags:
+        if tag not in known_tags and tag not in known_names:
+            raise CommandError(
+                f"unknown tag {tag!r} for {option}; known tags: {', '.join(sorted(known_tags))}; "
+                f"or a rewriter's name: {', '.join(sorted(known_names - known_tags))}"
+            )
+    return list(tags)
+
+
 def _rewrite(args: argparse.Namespace) -> int:
     from relwrite import FunctionGraph, parse, pprint
-    from relwrite.engine import Query, mode_query, optdb, print_profile
+    from relwrite.engine import mode_query, optdb, print_profile
+    from relwrite.graph.basic import graph_inputs
 
     types = _typed_names(args.var)
+    try:
+        query = mode_query(args.mode)
+    except ValueError as exc:
+        raise CommandError(str(exc)) from None
+    query = query.including(*_known_tags(args.include, "--include"))
+    query = query.excluding(*_known_tags(args.exclude, "--exclude"))
+    both = sorted(set(args.include) & set(args.exclude))
+    if both:
+        raise CommandError(f"tag {both[0]!r} is given to both --include and --exclude")
     try:
         output = parse(args.expr, types)
     except SyntaxError as exc:
@@ -131,13 +210,10 @@ def _rewrite(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot parse {args.expr!r}: {exc.msg}{where}") from None
     except (ValueError, TypeError) as exc:
         raise CommandError(str(exc).splitlines()[0]) from None
-    if args.include:
-        query = Query(include=args.include, exclude=args.exclude)
-    else:
-        try:
-            query = mode_query(args.mode).excluding(*args.exclude)
-        except ValueError as exc:
-            raise CommandError(str(exc)) from None
+    used = {v.name for v in graph_inputs([output])}
+    for name in types:
+        if name not in used:
+            raise CommandError(f"--var {name!r}: the expression has no variable {name!r}")
     fgraph = FunctionGraph(outputs=[output], clone=False)
     print("before:", pprint(fgraph.outputs[0]))
     profile = optdb.query(query).rewrite(fgraph)
@@ -167,6 +243,7 @@ def _rules(args: argparse.Namespace) -> int:
         d = describe(r)
         print(r.name)
         print(f"  tags:        {d.tags}")
+        print(f"  semantics:   {d.semantics}")
         print(f"  directions:  {d.directions}")
         print(f"  assumptions: {d.assumptions}")
         print(f"  example:     {d.example_text}")
@@ -233,9 +310,51 @@ def _indented(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
+def _hypothesis_directory() -> Path:
+    """Where `relwrite check` keeps hypothesis's files: a `hypothesis` folder in relwrite's cache.
+
+    The cache is ``$RELWRITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/relwrite``, else
+    ``~/.cache/relwrite`` (the temporary directory when there is no home).
+    """
+    configured = os.environ.get("RELWRITE_CACHE_DIR")
+    if configured:
+        return Path(configured) / "hypothesis"
+    try:
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except RuntimeError:  # no home directory
+        base = Path(tempfile.gettempdir())
+    return base / "relwrite" / "hypothesis"
+
+
+@contextlib.contextmanager
+def _hypothesis_files_kept_out_of_cwd():
+    """Point hypothesis's storage (example database, constants cache) away from the current directory.
+
+    Hypothesis writes ``./.hypothesis`` by default; a command must not litter
+    where it is run.  ``$HYPOTHESIS_STORAGE_DIRECTORY``, when set, is respected.
+    Afterwards hypothesis resolves its storage as it does by default again.
+    """
+    from hypothesis.configuration import set_hypothesis_home_dir
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    set_hypothesis_home_dir(_hypothesis_directory())
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(None)
+
+
 def _check(args: argparse.Namespace) -> int:
     from relwrite.relations import catalogue
-    from relwrite.testing.soundness import check_relation
+
+    try:
+        from relwrite.testing.soundness import check_relation
+    except ModuleNotFoundError as exc:
+        if exc.name != "hypothesis":
+            raise
+        raise CommandError(str(exc)) from None
 
     if args.max_examples is not None and args.max_examples < 1:
         raise CommandError(f"--max-examples must be at least 1, got {args.max_examples}")
@@ -249,19 +368,23 @@ def _check(args: argparse.Namespace) -> int:
         relations = [(name, rel) for name, rel in relations if name == args.rule]
         if not relations:
             raise CommandError(f"no rule named {args.rule!r} in {source}")
-    options: dict[str, Any] = {}
+    seed = secrets.randbelow(2**32) if args.seed is None else args.seed
+    options: dict[str, Any] = {"seed": seed}
     if args.max_examples is not None:
         options["max_examples"] = args.max_examples
-    print(f"checking {len(relations)} rule{'s' if len(relations) != 1 else ''} of {source}", flush=True)
+    rules = f"{len(relations)} rule{'s' if len(relations) != 1 else ''}"
+    print(f"checking {rules} of {source} (seed {seed})", flush=True)
     width = max(len(name) for name, _ in relations)
     failed = 0
-    for name, rel in relations:
-        outcome, message, seconds = _check_one(check_relation, name, rel, options)
-        failed += outcome == "FAIL"
-        print(f"  {name:<{width}}  {outcome}  {seconds:7.2f} s", flush=True)
-        if message:
-            print(_indented(message, "      "), flush=True)
-    print(f"{len(relations) - failed} passed, {failed} failed")
+    with _hypothesis_files_kept_out_of_cwd():
+        for name, rel in relations:
+            outcome, message, seconds = _check_one(check_relation, name, rel, options)
+            failed += outcome == "FAIL"
+            print(f"  {name:<{width}}  {outcome}  {seconds:7.2f} s", flush=True)
+            if message:
+                print(_indented(message, "      "), flush=True)
+    reproduce = f"; to reproduce, add --seed {seed}" if failed and args.seed is None else ""
+    print(f"{len(relations) - failed} passed, {failed} failed{reproduce}")
     return 1 if failed else 0
 
 
@@ -293,6 +416,7 @@ def _check_one(
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="relwrite", description="Relational rewriting of array-expression graphs.")
+    parser.add_argument("--version", action="version", version=f"relwrite {_version()}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
 
@@ -300,8 +424,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--profile", action="store_true", help="print the rewriting profile")
     demo.set_defaults(run=_demo)
 
-    rewrite = commands.add_parser("rewrite", help="rewrite an expression with the default pipeline")
-    rewrite.add_argument("expr", help="the expression, e.g. 'exp(log(x)) * y / y'")
+    rewrite = commands.add_parser(
+        "rewrite", help="rewrite an expression with a mode's pipeline", expression=True
+    )
+    rewrite.add_argument("expr", help="the expression, e.g. 'exp(log(x)) * y / y' or '-x * y'")
     rewrite.add_argument(
         "--var",
         action="append",
@@ -310,8 +436,16 @@ def build_parser() -> argparse.ArgumentParser:
         help="type a name (default: float64 scalar)",
     )
     rewrite.add_argument("--mode", default="fast_run", help="fast_run (default), fast_compile, o1..o4")
-    rewrite.add_argument("--include", action="append", default=[], metavar="TAG", help="rewrites with TAG")
-    rewrite.add_argument("--exclude", action="append", default=[], metavar="TAG", help="leave out TAG")
+    rewrite.add_argument(
+        "--include",
+        action="append",
+        default=[],
+        metavar="TAG",
+        help="add the rewrites with TAG (a tag or a rewriter's name, e.g. unsafe) to the mode's",
+    )
+    rewrite.add_argument(
+        "--exclude", action="append", default=[], metavar="TAG", help="leave out the rewrites with TAG"
+    )
     rewrite.add_argument("--profile", action="store_true", help="print the rewriting profile")
     rewrite.set_defaults(run=_rewrite)
 
@@ -330,6 +464,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     check.add_argument("--rule", metavar="NAME", help="check only the rule called NAME")
     check.add_argument("--max-examples", type=int, metavar="N", help="examples per direction")
+    check.add_argument(
+        "--seed", type=int, metavar="N", help="start hypothesis from seed N, to reproduce a counterexample"
+    )
     check.set_defaults(run=_check)
     return parser
 
@@ -338,7 +475,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help and --version print, then exit
+            return int(exc.code or 0)
         return args.run(args)
     except CommandError as exc:
         print(f"relwrite: error: {exc}", file=sys.stderr)

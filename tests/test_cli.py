@@ -1,14 +1,23 @@
 """The `relwrite` command: the demo, `rewrite`, `rules`, `check`, and one-line errors for bad input."""
 
+import importlib.metadata
+import os
 import re
 import subprocess
 import sys
+import tomllib
+from pathlib import Path
 
 import pytest
 
+import relwrite
+from relwrite import parse, pprint
 from relwrite.cli import main
+from relwrite.engine import optdb
 from relwrite.relations import catalogue
 from relwrite.relations.docs import catalogue_markdown, describe
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def test_demo_prints_rewrites_compiles_and_times_the_seed_expression(capsys):
@@ -34,10 +43,100 @@ def test_rewrite_prints_before_after_and_profile(capsys):
 
 
 def test_rewrite_with_include_and_exclude(capsys):
-    assert (
-        main(["rewrite", "exp(0.0) + x", "--include", "canonicalize", "--exclude", "constant_folding"]) == 0
-    )
+    argv = ["rewrite", "exp(0.0) + x", "--mode", "fast_compile", "--include", "canonicalize"]
+    assert main([*argv, "--exclude", "constant_folding"]) == 0
     assert capsys.readouterr().out.splitlines()[1] == "after:  (x + exp(0.0))"
+
+
+def _after(capsys) -> str:
+    return capsys.readouterr().out.splitlines()[1].removeprefix("after:  ")
+
+
+@pytest.mark.parametrize("mode", ["fast_compile", "o2", "fast_run"])
+def test_include_adds_a_tag_to_the_modes_query(mode, capsys):
+    assert main(["rewrite", "x * y / y", "--mode", mode]) == 0
+    assert _after(capsys) != "x"  # mul_div_cancel is unsafe: not in any mode by default
+    assert main(["rewrite", "x * y / y", "--mode", mode, "--include", "unsafe"]) == 0
+    assert _after(capsys) == "x"
+    assert (
+        main(["rewrite", "x * y / y", "--mode", mode, "--include", "unsafe", "--exclude", "mul_div_cancel"])
+        == 0
+    )
+    assert _after(capsys) != "x"
+
+
+def test_include_and_exclude_compose_with_the_mode_as_query_methods_do(monkeypatch, capsys):
+    queries = []
+    real_query = optdb.query
+    monkeypatch.setattr(optdb, "query", lambda query: queries.append(query) or real_query(query))
+    argv = ["rewrite", "x", "--mode", "o2", "--include", "unsafe", "--include", "blas"]
+    assert main([*argv, "--exclude", "fusion", "--exclude", "log_exp"]) == 0
+    from relwrite.engine import mode_query
+
+    assert queries == [mode_query("o2").including("unsafe", "blas").excluding("fusion", "log_exp")]
+
+
+@pytest.mark.parametrize("option", ["--include", "--exclude"])
+@pytest.mark.parametrize("tag", ["bogus", "o2", "Unsafe"])
+def test_unknown_tags_are_rejected_naming_the_tag_and_the_known_ones(option, tag, capsys):
+    assert main(["rewrite", "x", option, tag]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    [line] = captured.err.splitlines()
+    assert line.startswith(f"relwrite: error: unknown tag {tag!r} for {option}; known tags: ")
+    known = set(re.split(r"[;:,] ?", line.split("known tags: ")[1]))
+    assert {"unsafe", "canonicalize", "fast_run", "mul_div_cancel", "constant_folding", "merge1"} <= known
+
+
+def test_a_tag_both_included_and_excluded_is_rejected(capsys):
+    assert main(["rewrite", "x", "--include", "unsafe", "--exclude", "unsafe"]) == 2
+    assert (
+        capsys.readouterr().err == "relwrite: error: tag 'unsafe' is given to both --include and --exclude\n"
+    )
+
+
+NEGATIVE_EXPRESSIONS = ["-x", "-x * y", "-(x)", "-1 + x", "-(-x)", "--x", "-1.5*x", "-x*y"]
+
+
+@pytest.mark.parametrize("expr", NEGATIVE_EXPRESSIONS)
+@pytest.mark.parametrize(
+    "arrange",
+    [
+        lambda e: [e],
+        lambda e: ["--", e],
+        lambda e: [e, "--var", "x:vector"],
+        lambda e: ["--var", "x:vector", e],
+        lambda e: ["--var=x:vector", "--profile", e, "--mode", "o1"],
+    ],
+    ids=["alone", "after --", "before an option", "after an option", "between options"],
+)
+def test_an_expression_may_start_with_a_minus(expr, arrange, capsys):
+    argv = arrange(expr)
+    assert main(["rewrite", *argv]) == 0
+    out = capsys.readouterr().out
+    types = {"x": "vector"} if any("x:vector" in a for a in argv) else {}
+    assert out.splitlines()[0] == f"before: {pprint(parse(expr, types))}"
+    assert ("EquilibriumRewriter" in out) == ("--profile" in argv)
+
+
+def test_version(capsys):
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"relwrite {importlib.metadata.version('relwrite')}\n"
+    assert importlib.metadata.version("relwrite") == relwrite.__version__
+
+
+def test_version_of_an_uninstalled_source_tree_comes_from_the_package(monkeypatch, capsys):
+    def not_installed(name):
+        raise importlib.metadata.PackageNotFoundError(name)
+
+    monkeypatch.setattr(importlib.metadata, "version", not_installed)
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out == f"relwrite {relwrite.__version__}\n"
+
+
+def test_help_returns_0_instead_of_exiting(capsys):
+    assert main(["rewrite", "--help"]) == 0
+    assert capsys.readouterr().out.startswith("usage: relwrite rewrite")
 
 
 @pytest.mark.parametrize(
@@ -51,6 +150,23 @@ def test_rewrite_with_include_and_exclude(capsys):
         (["rewrite", "x", "--mode", "bogus"], "unknown mode 'bogus'"),
         (["rewrite", "x", "--var", "x"], "expected NAME:TYPE"),
         (["rewrite", "x", "--var", "x:vec"], "unknown type spec 'vec'"),
+        (["rewrite", "x", "--var", "1x:vector"], "expected NAME:TYPE"),
+        (["rewrite", "x", "--var", "x:vector", "--var", "x:matrix"], "--var 'x' is given twice"),
+        (["rewrite", "x", "--var", "y:vector"], "--var 'y': the expression has no variable 'y'"),
+        (["rewrite", "x", "--var"], "argument --var: expected one argument"),
+        (["rewrite", "x", "--mode", "o5"], "unknown mode 'o5'; known modes: fast_compile"),
+        (["rewrite", "x", "--prof"], "unrecognized arguments: --prof"),
+        (["rewrite", "-x", "-y"], "unrecognized arguments: -y"),
+        (["rewrite", "x", "y"], "unrecognized arguments: y"),
+        (["rewrite"], "the following arguments are required: expr"),
+        (["rewrite", ""], "cannot parse ''"),
+        (["rewrite", "-"], "cannot parse '-'"),
+        (["rewrite", "(x"], "cannot parse '(x': '(' was never closed"),
+        (["rewrite", "x y"], "cannot parse 'x y': invalid syntax at column 3"),
+        (["rewrite", "lambda: 1"], "unsupported syntax 'Lambda'"),
+        (["rewrite", "x[0]"], "unsupported syntax 'Subscript'"),
+        (["rewrite", "-x[0]"], "unsupported syntax 'Subscript'"),
+        (["rewrite", "__import__('os')"], "unknown function '__import__'"),
         (
             ["rewrite", "x @ y", "--var", "x:vector", "--var", "y:scalar"],
             "dot: inputs must be vectors or matrices",
@@ -97,13 +213,14 @@ def test_rules_lists_every_catalogue_rule_and_the_count(capsys):
     for r in rules:
         lines = blocks[r.name]
         assert lines[0] == f"  tags:        {', '.join(sorted(r.tags))}"
-        assert lines[1] == (
+        assert lines[1] == f"  semantics:   {r.semantics}"
+        assert lines[2] == (
             "  directions:  both"
             if r.backward
             else f"  directions:  forward (not backward: {r.backward_note})"
         )
-        assert lines[2] == f"  assumptions: {', '.join(str(a) for a in r.assumptions) or 'none'}"
-        assert lines[3] == f"  example:     {describe(r).example_text}"
+        assert lines[3] == f"  assumptions: {', '.join(str(a) for a in r.assumptions) or 'none'}"
+        assert lines[4] == f"  example:     {describe(r).example_text}"
 
 
 def test_rules_show_the_example_rewritten_by_the_rule(capsys):
@@ -156,12 +273,12 @@ def test_check_a_user_module_reports_pass_fail_and_exits_1(user_module, capsys):
     assert main(["check", str(user_module), "--max-examples", "20"]) == 1
     out = capsys.readouterr().out
     lines = out.splitlines()
-    assert lines[0] == f"checking 2 rules of {user_module}"
+    seed = re.fullmatch(rf"checking 2 rules of {re.escape(str(user_module))} \(seed (\d+)\)", lines[0])[1]
     assert re.fullmatch(r"  double_neg  PASS +\d+\.\d\d s", lines[1])
     assert re.fullmatch(r"  sin_is_cos  FAIL +\d+\.\d\d s", lines[2])
     counterexample = lines[3:-1]
     assert counterexample and all(line.startswith("      ") for line in counterexample)
-    assert lines[-1] == "1 passed, 1 failed"
+    assert lines[-1] == f"1 passed, 1 failed; to reproduce, add --seed {seed}"
 
 
 def test_check_one_rule_of_a_user_module_exits_0(user_module, capsys):
@@ -174,7 +291,7 @@ def test_check_one_rule_of_a_user_module_exits_0(user_module, capsys):
 def test_check_a_catalogue_rule(capsys):
     assert main(["check", "--rule", "neg_neg", "--max-examples", "10"]) == 0
     lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "checking 1 rule of the catalogue"
+    assert re.fullmatch(r"checking 1 rule of the catalogue \(seed \d+\)", lines[0])
     assert "neg_neg  PASS" in lines[1]
     assert lines[-1] == "1 passed, 0 failed"
 
@@ -196,7 +313,9 @@ def test_check_collects_rules_and_the_relations_list_by_module_name(tmp_path, mo
     monkeypatch.setattr("relwrite.testing.soundness.check_relation", fake_check)
     assert main(["check", "listed_rules"]) == 1
     module = sys.modules["listed_rules"]
-    assert checked == [(module.double_neg, {}), (module.sin_is_cos, {}), (module.plain, {})]
+    seed = checked[0][1]["seed"]
+    assert isinstance(seed, int)
+    assert checked == [(rel, {"seed": seed}) for rel in (module.double_neg, module.sin_is_cos, module.plain)]
     lines = capsys.readouterr().out.splitlines()
     assert [
         line.split()[:2] for line in lines[1:] if line.startswith("  ") and not line.startswith("    ")
@@ -206,7 +325,7 @@ def test_check_collects_rules_and_the_relations_list_by_module_name(tmp_path, mo
         ["plain", "PASS"],
     ]
     assert lines[2:4] == ["      counterexample: x=1.0", "      left 1.0, right 2.0"]
-    assert lines[-1] == "2 passed, 1 failed"
+    assert lines[-1] == f"2 passed, 1 failed; to reproduce, add --seed {seed}"
 
 
 @pytest.mark.parametrize(
@@ -220,6 +339,7 @@ def test_check_collects_rules_and_the_relations_list_by_module_name(tmp_path, mo
         (["check", "--rule", "no_such_rule"], "no rule named 'no_such_rule' in the catalogue"),
         (["check", "--max-examples", "0"], "--max-examples must be at least 1"),
         (["check", "--max-examples", "many"], "invalid int value: 'many'"),
+        (["check", "--seed", "x"], "argument --seed: invalid int value: 'x'"),
     ],
 )
 def test_bad_rules_and_check_input_is_one_line_and_exit_2(argv, message, capsys):
@@ -237,3 +357,93 @@ def test_check_a_file_that_raises_on_import_is_one_line(tmp_path, capsys):
     assert main(["check", str(broken)]) == 2
     err = capsys.readouterr().err
     assert err == f"relwrite: error: importing {str(broken)!r} failed: RuntimeError: no\n"
+
+
+def _counterexample(out: str) -> list[str]:
+    """The lines a failing rule's report prints: everything but the header, timings and summary."""
+    return [line for line in out.splitlines() if line.startswith("      ")]
+
+
+def test_a_seed_reproduces_a_counterexample(user_module, capsys):
+    assert main(["check", str(user_module), "--max-examples", "15"]) == 1
+    out = capsys.readouterr().out
+    seed = re.search(r"add --seed (\d+)$", out)[1]
+    assert main(["check", str(user_module), "--max-examples", "15", "--seed", seed]) == 1
+    again = capsys.readouterr().out
+    assert again.splitlines()[0].endswith(f"(seed {seed})")
+    assert again.splitlines()[-1] == "1 passed, 1 failed"  # the seed was given: no hint
+    assert _counterexample(again) == _counterexample(out) != []
+    # each rule's run depends only on the seed: checking the rule alone finds the same counterexample
+    assert (
+        main(["check", str(user_module), "--rule", "sin_is_cos", "--max-examples", "15", "--seed", seed]) == 1
+    )
+    assert _counterexample(capsys.readouterr().out) == _counterexample(out)
+
+
+def _run(argv: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "relwrite", *argv],
+        cwd=cwd,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_check_leaves_no_hypothesis_directory_where_it_runs(user_module, tmp_path):
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    cache = tmp_path / "cache"
+    env = {"RELWRITE_CACHE_DIR": str(cache), "HYPOTHESIS_STORAGE_DIRECTORY": ""}
+    passing = _run(["check", "--rule", "neg_neg", "--max-examples", "5"], cwd, **env)
+    assert passing.returncode == 0, passing.stderr
+    failing = _run(["check", str(user_module), "--max-examples", "5"], cwd, **env)
+    assert failing.returncode == 1, failing.stderr
+    assert list(cwd.iterdir()) == []
+    assert (cache / "hypothesis").is_dir()  # hypothesis's files went to relwrite's cache
+
+
+def test_check_without_hypothesis_is_one_line(tmp_path):
+    """An install without dependencies (pip --no-deps) gets a clear error, not a traceback."""
+    code = (
+        "import sys; sys.modules['hypothesis'] = None\n"
+        "from relwrite.cli import main\n"
+        "raise SystemExit(main(['check']))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr == (
+        "relwrite: error: relwrite.testing needs hypothesis, a dependency of relwrite: "
+        "pip install 'hypothesis>=6.100'\n"
+    )
+    code = "import sys; sys.modules['hypothesis'] = None\nimport relwrite.testing\n"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.splitlines()[-1] == (
+        "ModuleNotFoundError: relwrite.testing needs hypothesis, a dependency of relwrite: "
+        "pip install 'hypothesis>=6.100'"
+    )
+
+
+def test_runtime_dependencies_are_declared():
+    """`pip install -e .` (the README's command) must bring everything relwrite needs at run time.
+
+    hypothesis: `relwrite check` and relwrite.testing.  packaging: etuples imports it, without
+    declaring it, to decide whether to register its unify/reify support; a fresh environment
+    without it rewrites silently less (`log(1 + exp(x))` stays `log1p(exp(x))`).
+    """
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {re.match(r"[A-Za-z0-9_.-]+", dep)[0].lower() for dep in project["dependencies"]}
+    assert {"hypothesis", "packaging", "etuples", "logical-unification", "minikanren"} <= declared
+    assert not any(dep.startswith("hypothesis") for dep in project["optional-dependencies"]["test"])
+
+
+def test_etuples_unification_support_is_active():
+    """What goes wrong without packaging: etuples' terms are then opaque to reify and unify."""
+    from etuples import etuple
+    from unification import reify, unify, var
+
+    x = var()
+    assert reify(etuple(relwrite.neg, x), {x: 1.0}) == etuple(relwrite.neg, 1.0)
+    assert unify(etuple(relwrite.neg, x), etuple(relwrite.neg, 2.0)) == {x: 2.0}

@@ -98,7 +98,12 @@ class RewriteDatabase:
         self._built: dict[tuple, Any] = {}
 
     def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
-        """Add `item` under `name`; a name can be registered once."""
+        """Add `item` under `name`; a name can be registered once.
+
+        Names and tags share one namespace, since a query selects by both: a
+        name may not be another entry's tag, nor a tag another entry's name
+        (a query for it would select both entries).
+        """
         if not isinstance(name, str) or not name:
             raise TypeError(f"register: the name must be a non-empty string, got {name!r}")
         if name in self._entries:
@@ -109,8 +114,28 @@ class RewriteDatabase:
         if not isinstance(position, (int, float)):
             raise TypeError(f"register: position must be a number or 'last', got {position!r}")
         labels = _tags(tags) | ({self.name} if self.name else set())
+        self._check_labels(name, labels)
         self._entries[name] = _Entry(name, item, labels, float(position), len(self._entries))
         self._version += 1
+
+    def _check_labels(self, name: str, tags: frozenset[str]) -> None:
+        """Raise ValueError when `name` is an entry's tag or one of `tags` an entry's name."""
+        if name == self.name:
+            raise ValueError(
+                f"register: the name {name!r} is the name of {self}, a tag of all its entries; "
+                f"a query for {name!r} would select them all"
+            )
+        for entry in self._entries.values():
+            if name in entry.tags:
+                raise ValueError(
+                    f"register: the name {name!r} is a tag of {entry.name!r} in {self}; "
+                    f"a query for {name!r} would select both"
+                )
+            if entry.name in tags:
+                raise ValueError(
+                    f"register: the tag {entry.name!r} of {name!r} is the name of another entry in {self}; "
+                    f"a query for {entry.name!r} would select both"
+                )
 
     def _check(self, name: str, item: Any) -> None:
         if not isinstance(item, (GraphRewriter, RewriteDatabase)):
@@ -136,6 +161,25 @@ class RewriteDatabase:
 
     def tags_of(self, name: str) -> frozenset[str]:
         return self._entries[name].tags
+
+    def nested_names(self) -> frozenset[str]:
+        """The names of the entries here and in every nested database."""
+        return frozenset(name for db in self._databases() for name in db._entries)
+
+    def nested_tags(self) -> frozenset[str]:
+        """The tags of the entries here and in every nested database (with names: what queries select by)."""
+        return frozenset(tag for db in self._databases() for e in db._entries.values() for tag in e.tags)
+
+    def _databases(self) -> list[RewriteDatabase]:
+        """This database and every database nested in it, each once."""
+        found: dict[int, RewriteDatabase] = {id(self): self}
+        stack = [self]
+        while stack:
+            for entry in stack.pop()._entries.values():
+                if isinstance(entry.item, RewriteDatabase) and id(entry.item) not in found:
+                    found[id(entry.item)] = entry.item
+                    stack.append(entry.item)
+        return list(found.values())
 
     def _selected(self, query: Query) -> list[tuple[_Entry, Any]]:
         chosen = []

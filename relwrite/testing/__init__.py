@@ -1,6 +1,16 @@
 """Tools for testing rewrites: hypothesis strategies for types, arrays, expression graphs and inputs,
 and soundness checks for rules (`check_relation`)."""
 
+try:
+    import hypothesis  # noqa: F401
+except ModuleNotFoundError as exc:  # an install without relwrite's dependencies (pip --no-deps)
+    if exc.name != "hypothesis":
+        raise
+    raise ModuleNotFoundError(
+        "relwrite.testing needs hypothesis, a dependency of relwrite: pip install 'hypothesis>=6.100'",
+        name="hypothesis",
+    ) from None
+
 from relwrite.testing.soundness import (
     Binding,
     SoundnessError,

@@ -1,6 +1,10 @@
 """The rewrite database: queries, sequence and equilibrium databases, optdb, modes and rewrite_graph."""
 
+import contextlib
+
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from relwrite import FunctionGraph, constant, exp, float64, log, mul, neg, pprint, sin
 from relwrite.engine import (
@@ -78,6 +82,75 @@ def test_duplicate_registration_names_the_name():
     db.register("merge", MergeRewriter())
     with pytest.raises(ValueError, match=r"'merge' is already registered in SequenceDB\(mydb\)"):
         db.register("merge", MergeRewriter())
+
+
+def test_a_failed_duplicate_registration_keeps_the_first_entry():
+    db = SequenceDB("mydb")
+    first = Step()
+    db.register("step", first, "t")
+    with pytest.raises(ValueError, match=r"'step' is already registered in SequenceDB\(mydb\)"):
+        db.register("step", Step(), "u")
+    assert db["step"] is first and db.tags_of("step") == {"t", "mydb"}
+
+
+def test_a_name_equal_to_another_entrys_tag_is_rejected_naming_both():
+    db = SequenceDB("mydb")
+    db.register("one", Step(), "fast")
+    with pytest.raises(
+        ValueError,
+        match=r"the name 'fast' is a tag of 'one' in SequenceDB\(mydb\); "
+        r"a query for 'fast' would select both",
+    ):
+        db.register("fast", Step())
+    assert db.names() == ["one"]
+
+
+def test_a_tag_equal_to_another_entrys_name_is_rejected_naming_both():
+    db = SequenceDB("mydb")
+    db.register("one", Step(), "fast")
+    with pytest.raises(
+        ValueError,
+        match=r"the tag 'one' of 'two' is the name of another entry in SequenceDB\(mydb\); "
+        r"a query for 'one' would select both",
+    ):
+        db.register("two", Step(), "fast", "one")
+    assert db.names() == ["one"]
+    assert [s.name for s in db.query(Query(include=["one"])).rewriters] == ["one"]
+
+
+def test_a_name_equal_to_the_databases_name_is_rejected():
+    db = EquilibriumDB("simplify")
+    with pytest.raises(ValueError, match=r"the name 'simplify' is the name of EquilibriumDB\(simplify\)"):
+        db.register("simplify", EXP_LOG)
+    db.register("own_tag", Step(), "own_tag")  # an entry may carry its own name as a tag
+    assert db.tags_of("own_tag") == {"own_tag", "simplify"}
+
+
+_LABELS = st.sampled_from(["a", "b", "c", "d"])
+
+
+@given(st.lists(st.tuples(_LABELS, st.frozensets(_LABELS, max_size=3)), max_size=8))
+def test_a_query_for_a_name_selects_exactly_that_entry(registrations):
+    db = SequenceDB()
+    for name, tags in registrations:
+        with contextlib.suppress(ValueError):
+            db.register(name, Step(), *tags)
+    for name in db.names():
+        assert [s.name for s in db.query(Query(include=[name])).rewriters] == [name]
+
+
+def test_nested_names_and_tags_cover_every_level():
+    inner = EquilibriumDB("inner")
+    inner.register("exp_log", EXP_LOG, "fast")
+    outer = SequenceDB("outer")
+    outer.register("inner", inner, "slow")
+    outer.register("again", inner, "slow")  # the same database twice is walked once
+    outer.register("merge", MergeRewriter(), "cheap")
+    assert outer.nested_names() == {"inner", "again", "merge", "exp_log"}
+    assert outer.nested_tags() == {"slow", "cheap", "outer", "fast", "inner"}
+    assert {"canonicalize", "fast_run", "unsafe", "merge1", "constant_folding"} <= (
+        optdb.nested_names() | optdb.nested_tags()
+    )
 
 
 def test_registration_checks_its_arguments():
