@@ -1,0 +1,155 @@
+"""The differential fuzzer: a bounded run in the suite, and checks that the fuzzer itself judges right.
+
+`test_no_bugs_in_a_bounded_fuzz_run` fails on any bug the fuzzer finds and
+prints each one with a self-contained reproducer; `benchmarks/fuzz.py` runs
+the long version.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+
+from relwrite import fuzz
+from relwrite.backends.function import MODES, Mode
+from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
+from relwrite.engine.node_rewriters import KanrenRelationSub
+from relwrite.graph import ops
+from relwrite.relations import rule
+
+SEED = 20240
+GRAPHS = 100  # x 7 modes (5 distinct pipelines): several hundred graph x mode evaluations
+
+
+def test_no_bugs_in_a_bounded_fuzz_run():
+    report = fuzz.run(GRAPHS, seed=SEED)
+    assert report.graphs == GRAPHS
+    assert all(report.counts[m]["tried"] == GRAPHS for m in fuzz.DEFAULT_MODES)
+    if report.bugs:
+        text = "\n\n".join(f.describe() for f in report.bugs[:20])
+        pytest.fail(f"{len(report.bugs)} bug(s) found by the fuzzer:\n{report.table()}\n\n{text}")
+
+
+def test_every_mode_relwrite_defines_is_fuzzed():
+    assert set(MODES) <= set(fuzz.DEFAULT_MODES)
+
+
+def test_graphs_cover_every_op_of_the_language():
+    """Every op class users can build (Composite included) appears in the graphs a run draws."""
+    wanted = {
+        cls
+        for cls in vars(ops).values()
+        if inspect.isclass(cls) and issubclass(cls, ops.Op) and cls.__module__ == ops.__name__
+    } - {ops.Elemwise, ops.Reduce}
+    seen: set[type] = set()
+    for index in range(400):
+        recipe, _, _, _ = fuzz.draw_graph(SEED, index)
+        seen.update(type(v.owner.op) for v in recipe.build() if v.owner is not None)
+        if wanted <= seen:
+            break
+    assert wanted - seen == set()
+
+
+def test_graphs_are_deterministic_and_share_subexpressions():
+    first = fuzz.draw_graph(SEED, 3)
+    again = fuzz.draw_graph(SEED, 3)
+    assert first[0].lines() == again[0].lines()
+    for a, b in zip(first[1], again[1]):
+        assert all(np.array_equal(a[i], b[i], equal_nan=True) for i in a)
+    shared = 0
+    for index in range(60):
+        recipe = fuzz.draw_graph(SEED, index)[0]
+        uses = [a.index for s in recipe.steps for a in s.args if isinstance(a, fuzz.Ref)]
+        shared += len(uses) != len(set(uses))
+    assert shared > 0
+
+
+def _recipe(*steps: fuzz.Step, outputs: list[int]) -> fuzz.Recipe:
+    return fuzz.Recipe(list(steps), outputs)
+
+
+def _vector(name: str, dtype: str = "float64") -> fuzz.Step:
+    return fuzz.Step("input", params={"name": name, "dtype": dtype, "shape": (None,)})
+
+
+def _mode_with(lhs: object, rhs: object) -> Mode:
+    """A NumPy mode whose only rewrite is the rule lhs -> rhs (a wrong one, to plant a bug)."""
+    bad = rule("planted", lhs, rhs, tags=("canonicalize",))
+    phase = EquilibriumDB("canonicalize")
+    phase.register("planted", KanrenRelationSub(bad, name="planted"), "canonicalize")
+    db = SequenceDB("planted_db")
+    db.register("canonicalize", phase, "canonicalize", position=1)
+    return Mode("numpy", Query(include=["canonicalize"]), db)
+
+
+def test_a_wrong_rewrite_is_a_bug_with_a_reproducer():
+    recipe = _recipe(_vector("x"), fuzz.Step("call", "exp", (fuzz.Ref(0),)), outputs=[1])
+    values = [{0: np.array([0.0, 1.0, -2.0])}]
+    findings = fuzz.check(recipe, values, _mode_with((ops.exp, "x"), "x"))
+    assert [f.category for f in findings] == ["wrong"]
+    assert "differs" in findings[0].detail
+    assert "a rewrite is wrong" in findings[0].hint
+    failure = fuzz.Failure(0, ["fast_compile"], findings[0], recipe, [values[0][0]])
+    assert "rw.exp(x)" in failure.reproducer()
+    exec(compile(failure.reproducer(), "<reproducer>", "exec"), {})  # it runs as printed
+
+
+def test_a_value_where_numpy_raises_is_a_bug():
+    """NumPy refuses negative integer powers of integers; a mode returning a number there is wrong."""
+    recipe = _recipe(
+        _vector("x", "int64"), fuzz.Step("call", "op**", (fuzz.Ref(0), fuzz.Ref(0))), outputs=[1]
+    )
+    values = [{0: np.array([2, -1])}]
+    findings = fuzz.check(recipe, values, _mode_with((ops.pow, "x", "y"), "x"))
+    assert [f.category for f in findings] == ["wrong"]
+    assert "where NumPy raises ValueError" in findings[0].detail
+    assert fuzz.check(recipe, values, fuzz.parse_mode("fast_compile")) == []
+
+
+def test_a_stabilization_is_an_improvement_not_a_bug():
+    """log(1 + exp(x)) at x = 800 is inf in NumPy; fast_run's softplus gives 800, the right value.
+
+    A boolean output beside it (x > 0) is compared exactly and does not get in the way.
+    """
+    recipe = _recipe(
+        _vector("x"),
+        fuzz.Step("call", "exp", (fuzz.Ref(0),)),
+        fuzz.Step("call", "op+", (1.0, fuzz.Ref(1))),
+        fuzz.Step("call", "log", (fuzz.Ref(2),)),
+        fuzz.Step("call", "op>", (fuzz.Ref(0), 0)),
+        outputs=[4, 3],
+    )
+    values = [{0: np.array([800.0, 0.5])}]
+    assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
+    assert fuzz.check(recipe, values, fuzz.parse_mode("fast_compile")) == []
+
+
+def test_a_declared_reassociation_is_not_a_bug():
+    """x * y * x overflows in x ** 2 at (1e200, 1e-200): declared by collect_factors, right in long double."""
+    recipe = _recipe(
+        _vector("x"),
+        _vector("y"),
+        fuzz.Step("call", "op*", (fuzz.Ref(0), fuzz.Ref(1))),
+        fuzz.Step("call", "op*", (fuzz.Ref(2), fuzz.Ref(0))),
+        outputs=[3],
+    )
+    values = [{0: np.array([1e200, 2.0]), 1: np.array([1e-200, 3.0])}]
+    findings = fuzz.check(recipe, values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in findings] == ["declared"]
+
+
+def test_an_undefined_cast_is_not_compared():
+    """nan cast to int8 has no defined value: any result is accepted there, the rest is compared."""
+    recipe = _recipe(_vector("x"), fuzz.Step("call", "cast", (fuzz.Ref(0),), {"dtype": "int8"}), outputs=[1])
+    values = [{0: np.array([np.nan, 1e10, 3.7])}]
+    for mode in ("fast_compile", "fast_run"):
+        assert fuzz.check(recipe, values, fuzz.parse_mode(mode)) == []
+
+
+def test_modes_parse_with_linker_and_tags():
+    assert fuzz.parse_mode("fast_run:numpy").linker == "numpy"
+    assert "unsafe" in fuzz.parse_mode("o1+unsafe").query.include
+    with pytest.raises(ValueError, match="unknown mode"):
+        fuzz.parse_mode("o9")
