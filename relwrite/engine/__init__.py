@@ -21,13 +21,16 @@ from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.graph_rewriters import (
     GraphRewriter,
     MergeRewriter,
+    NodeBudgetExceeded,
     RewriteWarning,
     SequentialRewriter,
+    UndoLog,
     WalkingGraphRewriter,
     in2out,
     out2in,
 )
 from relwrite.engine.node_rewriters import (
+    BudgetExceeded,
     FunctionNodeRewriter,
     KanrenRelationSub,
     NodeRewriter,
@@ -36,12 +39,14 @@ from relwrite.engine.node_rewriters import (
     PatternSub,
     RewriteError,
     derive_tracks,
+    kanren_budget,
     node_rewriter,
 )
 from relwrite.engine.profile import print_profile
 
 __all__ = [
     "MODES",
+    "BudgetExceeded",
     "ConstantFolding",
     "EquilibriumDB",
     "EquilibriumRewriter",
@@ -50,6 +55,7 @@ __all__ = [
     "GraphRewriter",
     "KanrenRelationSub",
     "MergeRewriter",
+    "NodeBudgetExceeded",
     "NodeRewriter",
     "OpRemove",
     "OpSub",
@@ -60,10 +66,12 @@ __all__ = [
     "RewriteWarning",
     "SequenceDB",
     "SequentialRewriter",
+    "UndoLog",
     "WalkingGraphRewriter",
     "constant_folding",
     "derive_tracks",
     "in2out",
+    "kanren_budget",
     "mode_query",
     "node_rewriter",
     "optdb",

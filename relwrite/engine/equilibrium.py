@@ -9,6 +9,10 @@ and is retried only when one of them changes or loses a reader.  Rewriters
 are dispatched through a tracks index, duplicates are merged incrementally
 after each rewrite, and the run ends at the fixed point, without a
 confirming pass.
+
+Every attempt (a node rewriter's transform and its replacement, a graph
+rewriter's apply, a merge) is a transaction (UndoLog): whatever interrupts
+it, KeyboardInterrupt included, finds the graph restored as it was before.
 """
 
 from __future__ import annotations
@@ -17,16 +21,27 @@ import time
 import warnings
 from collections import Counter, deque
 from collections.abc import Sequence
+from typing import Any
 
 from relwrite.engine.graph_rewriters import (
     GraphRewriter,
     MergeFeature,
+    NodeBudgetExceeded,
     RewriteWarning,
     TracksIndex,
+    UndoLog,
     commit,
+    raise_interruption,
     report_error,
+    undo_log,
+    warn_once,
 )
-from relwrite.engine.node_rewriters import NodeRewriter, replacement_pairs
+from relwrite.engine.node_rewriters import (
+    BudgetExceeded,
+    NodeRewriter,
+    collect_rejections,
+    replacement_pairs,
+)
 from relwrite.engine.profile import EquilibriumProfile, PassStats, RuleStats
 from relwrite.graph.basic import Apply
 from relwrite.graph.features import Feature
@@ -69,8 +84,10 @@ class _RunState:
         self.next: deque[Apply] = deque()
         self.queued: set[Apply] = set()
         self.failed: dict[Apply, set[int]] = {}
+        self.banned: dict[Apply, set[int]] = {}  # rules out of budget on a node: never retried there
         self.watchers: dict[Apply, set[tuple[int, Apply]]] = {}
         self.imported = 0
+        self.warned: set[tuple[str, str]] = set()
 
     def enqueue(self, node: Apply) -> None:
         if node not in self.queued:
@@ -124,10 +141,17 @@ class EquilibriumRewriter(GraphRewriter):
     Nodes are visited outputs first (`order="out_to_in"`, as Aesara's
     equilibrium does) or inputs first (`"in_to_out"`); within later passes,
     the nodes queued last (outputs first) or first (inputs first) lead.
+
     `max_use_ratio` bounds the work: when one rewriter has applied more than
-    `max_use_ratio` times the starting node count, the run stops with a
-    RewriteWarning naming it.  A rewriter that raises is reported by name and
-    skipped (re-raised with `raise_errors`); the graph stays valid.
+    `max_use_ratio` times the starting node count, or the graph grows past
+    `max_use_ratio` times its starting size (at least 100 nodes), the run
+    stops with a RewriteWarning naming the rewriter.  A node rewriter that
+    edits the graph inside `transform` has applied, whatever it returns.
+    A rewriter that raises is reported by name and skipped (re-raised with
+    `raise_errors`); the graph is left as it was before that attempt.  A
+    relation out of budget (see `kanren_budget`) is reported once per rule
+    and not retried on that node; answers of the wrong type are reported
+    once per rule and counted in the profile.
     """
 
     def __init__(
@@ -174,50 +198,63 @@ class EquilibriumRewriter(GraphRewriter):
         state = _RunState()
         watch = _Watch(state)
         merger = MergeFeature() if self.merge else None
-        fgraph.attach_feature(watch)
-        if merger is not None:
-            fgraph.attach_feature(merger)
-        try:
-            for node in fgraph.toposort():
-                state.enqueue(node)
-            events_at_graph_run = -1
-            while True:
-                current_pass = PassStats(nodes_at_start=len(fgraph.apply_nodes))
-                pass_start = time.perf_counter()
-                if self.graph_rewriters and watch.events != events_at_graph_run:
-                    events_at_graph_run = watch.events
-                    self._run_graph_rewriters(fgraph, graph_names, profile, current_pass, watch, max_use)
-                    if profile.stopped_early:
-                        current_pass.time = time.perf_counter() - pass_start
-                        profile.passes.append(current_pass)
-                        break
+        with undo_log(fgraph) as log, collect_rejections() as rejected:
+            outer_limit = log.max_nodes, log.over_budget
+            log.max_nodes = int(self.max_use_ratio * max(profile.nodes_start, 100))
+            log.over_budget = None
+            run = _Run(fgraph, state, watch, merger, log, rejected, profile, max_use)
+            try:
+                fgraph.attach_feature(watch)
                 if merger is not None:
-                    self._merge(fgraph, merger, profile, current_pass)
-                state.current = deque(reversed(state.next) if self.order == "out_to_in" else state.next)
-                state.next = deque()
-                if not state.current:
-                    if current_pass.applied:
-                        current_pass.time = time.perf_counter() - pass_start
-                        profile.passes.append(current_pass)
-                    if self.graph_rewriters and watch.events != events_at_graph_run:
-                        continue  # the graph changed since the graph rewriters last began: run them again
-                    break
-                stop = self._run_pass(fgraph, state, stats, names, merger, profile, current_pass, max_use)
-                current_pass.time = time.perf_counter() - pass_start
-                profile.passes.append(current_pass)
-                profile.nodes_max = max(profile.nodes_max, len(fgraph.apply_nodes))
-                if stop:
-                    break
-        finally:
-            fgraph.remove_feature(watch)
-            if merger is not None:
-                fgraph.remove_feature(merger)
+                    fgraph.attach_feature(merger)
+                self._run(run, stats, names, graph_names)
+            finally:
+                log.max_nodes, log.over_budget = outer_limit
+                for feature in (watch, merger):
+                    if feature in fgraph.features:
+                        fgraph.remove_feature(feature)
         profile.nodes_end = len(fgraph.apply_nodes)
         profile.time = time.perf_counter() - start
         return profile
 
-    def _run_pass(self, fgraph, state, stats, names, merger, profile, current_pass, max_use) -> bool:
-        """Visit the current generation; returns True when a rewriter hit its use limit."""
+    def _run(self, run: _Run, stats: list[RuleStats], names: list[str], graph_names: list[str]) -> None:
+        fgraph, state, watch, profile = run.fgraph, run.state, run.watch, run.profile
+        for node in fgraph.toposort():
+            state.enqueue(node)
+        events_at_graph_run = -1
+        while True:
+            current_pass = PassStats(nodes_at_start=len(fgraph.apply_nodes))
+            pass_start = time.perf_counter()
+            if self.graph_rewriters and watch.events != events_at_graph_run:
+                events_at_graph_run = watch.events
+                self._run_graph_rewriters(run, graph_names, current_pass)
+                if profile.stopped_early:
+                    current_pass.time = time.perf_counter() - pass_start
+                    profile.passes.append(current_pass)
+                    break
+            if run.merger is not None and self._merge(run, current_pass):
+                current_pass.time = time.perf_counter() - pass_start
+                profile.passes.append(current_pass)
+                break
+            state.current = deque(reversed(state.next) if self.order == "out_to_in" else state.next)
+            state.next = deque()
+            if not state.current:
+                if current_pass.applied:
+                    current_pass.time = time.perf_counter() - pass_start
+                    profile.passes.append(current_pass)
+                if self.graph_rewriters and watch.events != events_at_graph_run:
+                    continue  # the graph changed since the graph rewriters last began: run them again
+                break
+            stop = self._run_pass(run, stats, names, current_pass)
+            current_pass.time = time.perf_counter() - pass_start
+            profile.passes.append(current_pass)
+            profile.nodes_max = max(profile.nodes_max, len(fgraph.apply_nodes))
+            if stop:
+                break
+
+    def _run_pass(self, run: _Run, stats: list[RuleStats], names: list[str], current_pass: PassStats) -> bool:
+        """Visit the current generation; returns True when the run must stop (a limit was reached)."""
+        fgraph, state, watch, log, profile = run.fgraph, run.state, run.watch, run.log, run.profile
         apply_nodes = fgraph.apply_nodes
         while state.current:
             node = state.current.popleft()
@@ -226,93 +263,186 @@ class EquilibriumRewriter(GraphRewriter):
                 continue
             current_pass.visited += 1
             failed = state.failed.get(node, ())
+            banned = state.banned.get(node, ())
             for k in self.index.for_op(node.op):
-                if k in failed:
+                if k in failed or k in banned:
                     continue
                 rewriter, rule = self.node_rewriters[k], stats[k]
                 rule.attempts += 1
                 t0 = time.perf_counter()
-                imported_before = state.imported
+                imported_before, events_before = state.imported, watch.events
+                seen: set[Apply] = set()
+                mark = log.begin()
                 try:
                     with record_expansions() as seen:
                         result = rewriter.transform(fgraph, node)
+                    edited = watch.events != events_before
                     pairs = replacement_pairs(rewriter, node, result)
-                    applied = bool(pairs) and commit(fgraph, pairs, names[k])
-                except Exception as exc:
+                    applied = (bool(pairs) and commit(fgraph, pairs, names[k])) or edited
+                except BaseException as exc:
+                    log.rollback(fgraph, mark)
                     rule.time += time.perf_counter() - t0
-                    rule.errors += 1
-                    if self.raise_errors:
-                        raise
-                    report_error(rewriter, node, exc)
+                    raise_interruption(exc)
+                    if self._failed(run, rewriter, names[k], rule, node, exc, k):
+                        return True
                     applied, seen = False, set()
                 else:
+                    log.end(mark)
                     rule.time += time.perf_counter() - t0
+                if run.rejected:
+                    self._report_rejections(run, rule, names[k])
+                if log.over_budget:  # a change was refused, and the rewriter swallowed the error
+                    self._stop_at_node_limit(profile, names[k], log.over_budget)
+                    return True
                 if not applied:
                     seen.update(v.owner for v in node.inputs if v.owner is not None)
                     state.fail(k, node, seen)
                     failed = state.failed.get(node, ())
                     continue
                 rule.applied += 1
+                rule.edits += edited
                 rule.nodes_created += state.imported - imported_before
                 current_pass.applied[names[k]] += 1
-                if merger is not None:
-                    self._merge(fgraph, merger, profile, current_pass)
+                if run.merger is not None and self._merge(run, current_pass):
+                    return True
                 profile.nodes_max = max(profile.nodes_max, len(apply_nodes))
-                if rule.applied > max_use:
-                    self._stop(profile, names[k], rule.applied)
+                if rule.applied > run.max_use:
+                    self._stop_at_use_limit(profile, names[k], rule)
                     return True
                 if node in apply_nodes:
                     state.enqueue(node)
                 break
         return False
 
-    def _merge(
-        self, fgraph, merger: MergeFeature, profile: EquilibriumProfile, current_pass: PassStats
-    ) -> None:
-        t0 = time.perf_counter()
-        merged, _ = merger.flush(fgraph)
-        profile.merge_time += time.perf_counter() - t0
-        if merged:
-            profile.merges += merged
-            current_pass.applied["merge"] += merged
+    def _failed(
+        self, run: _Run, rewriter: Any, name: str, rule: RuleStats, node: Apply, exc: Exception, k: int
+    ) -> bool:
+        """Handle an attempt that raised (the graph already restored); True when the run must stop."""
+        if isinstance(exc, NodeBudgetExceeded):
+            self._stop_at_node_limit(run.profile, name, str(exc))
+            return True
+        if isinstance(exc, BudgetExceeded):
+            rule.budget_exceeded += 1
+            run.state.banned.setdefault(node, set()).add(k)
+            warn_once(
+                run.state.warned,
+                "budget",
+                name,
+                f"{exc}; rule {name} will not be retried on that node (further hits are counted "
+                "in the profile, not reported)",
+            )
+            return False
+        rule.errors += 1
+        if self.raise_errors:
+            raise exc
+        report_error(rewriter, node, exc)
+        return False
 
-    def _run_graph_rewriters(
-        self, fgraph, names: list[str], profile, current_pass, watch: _Watch, max_use: int
-    ) -> None:
-        """Run the graph rewriters once, in order (stopping early at the use limit)."""
+    def _report_rejections(self, run: _Run, stat: RuleStats, rewriter: str | None = None) -> None:
+        """Count the answers rejected for their type against `stat`, warning once per rule."""
+        for name, node, why in run.rejected:
+            stat.rejected_answers += 1
+            name = rewriter or name
+            warn_once(
+                run.state.warned,
+                "type",
+                name,
+                f"rule {name} at {node}: {why}; answer skipped (further ones are counted in the profile)",
+            )
+        run.rejected.clear()
+
+    def _merge(self, run: _Run, current_pass: PassStats) -> bool:
+        """Merge the pending duplicates (as transactions); True when the run must stop."""
+        t0 = time.perf_counter()
+        try:
+            merged, _ = run.merger.flush(run.fgraph)
+        except NodeBudgetExceeded as exc:
+            self._stop_at_node_limit(run.profile, "merge", str(exc))
+            return True
+        finally:
+            run.profile.merge_time += time.perf_counter() - t0
+        if merged:
+            run.profile.merges += merged
+            current_pass.applied["merge"] += merged
+        return False
+
+    def _run_graph_rewriters(self, run: _Run, names: list[str], current_pass: PassStats) -> None:
+        """Run the graph rewriters once, in order, each as a transaction (stopping early at a limit)."""
+        fgraph, watch, log, profile = run.fgraph, run.watch, run.log, run.profile
         t0 = time.perf_counter()
         for r, name in zip(self.graph_rewriters, names):
             stat = profile.graph_rewriters[name]
             before = watch.events
             r0 = time.perf_counter()
+            mark = log.begin()
             try:
                 r.apply(fgraph)
-            except Exception as exc:
+            except BaseException as exc:
+                log.rollback(fgraph, mark)
+                stat.time += time.perf_counter() - r0
+                raise_interruption(exc)
+                if isinstance(exc, NodeBudgetExceeded):
+                    self._stop_at_node_limit(profile, name, str(exc))
+                    break
                 stat.errors += 1
                 if self.raise_errors:
                     raise
                 report_error(r, None, exc)
-            stat.time += time.perf_counter() - r0
+            else:
+                log.end(mark)
+                stat.time += time.perf_counter() - r0
             stat.attempts += 1
+            if run.rejected:
+                self._report_rejections(run, stat)
+            if log.over_budget:
+                self._stop_at_node_limit(profile, name, log.over_budget)
+                break
             if watch.events != before:
                 stat.applied += 1
                 current_pass.applied[name] += 1
-                if stat.applied > max_use:
-                    self._stop(profile, name, stat.applied)
+                if stat.applied > run.max_use:
+                    self._stop_at_use_limit(profile, name, stat)
                     break
         current_pass.graph_rewriter_time += time.perf_counter() - t0
 
-    def _stop(self, profile: EquilibriumProfile, name: str, applied: int) -> None:
-        """Record and warn that rewriter `name` reached the use limit."""
-        profile.stopped_early = f"{name} applied {applied} times (max_use_ratio {self.max_use_ratio})"
-        where = f"EquilibriumRewriter {self.name}" if self.name else "EquilibriumRewriter"
-        warnings.warn(
-            f"{where}: rewriter {name} applied {applied} times, more than max_use_ratio="
-            f"{self.max_use_ratio} x {profile.nodes_start} nodes; stopping before the fixed point "
-            "(rules may be undoing each other)",
-            RewriteWarning,
-            stacklevel=5,
+    def _stop_at_use_limit(self, profile: EquilibriumProfile, name: str, stat: RuleStats) -> None:
+        edits = f", {stat.edits} of them by editing the graph inside transform" if stat.edits else ""
+        self._stop(
+            profile,
+            f"{name} applied {stat.applied} times (max_use_ratio {self.max_use_ratio})",
+            f"rewriter {name} applied {stat.applied} times{edits}, more than max_use_ratio="
+            f"{self.max_use_ratio} x {profile.nodes_start} nodes (rules may be undoing each other)",
         )
+
+    def _stop_at_node_limit(self, profile: EquilibriumProfile, name: str, why: str) -> None:
+        self._stop(
+            profile,
+            f"{name} grew the graph too large: {why}",
+            f"rewriter {name} grew the graph too large: {why}, the limit being max_use_ratio="
+            f"{self.max_use_ratio} x max({profile.nodes_start}, 100) nodes",
+        )
+
+    def _stop(self, profile: EquilibriumProfile, reason: str, message: str) -> None:
+        """Record `reason` and warn `message`: the run stops before its fixed point."""
+        profile.stopped_early = reason
+        where = f"EquilibriumRewriter {self.name}" if self.name else "EquilibriumRewriter"
+        warnings.warn(f"{where}: {message}; stopping before the fixed point", RewriteWarning, stacklevel=5)
 
     def __str__(self) -> str:
         return self.name or "EquilibriumRewriter"
+
+
+class _Run:
+    """What one equilibrium run works with."""
+
+    __slots__ = ("fgraph", "log", "max_use", "merger", "profile", "rejected", "state", "watch")
+
+    def __init__(self, fgraph, state, watch, merger, log, rejected, profile, max_use):
+        self.fgraph: FunctionGraph = fgraph
+        self.state: _RunState = state
+        self.watch: _Watch = watch
+        self.merger: MergeFeature | None = merger
+        self.log: UndoLog = log
+        self.rejected: list[tuple[str, Apply, str]] = rejected
+        self.profile: EquilibriumProfile = profile
+        self.max_use: int = max_use

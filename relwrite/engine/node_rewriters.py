@@ -4,14 +4,26 @@
 replacement per output (None keeps that output), or a dict mapping graph
 variables to their replacements.  `tracks()` names the ops (instances or
 classes) a rewriter can apply to, so engines only try it where it can match.
+
+Relation runs are bounded by a budget (`kanren_budget`): every step of a
+kanren stream is charged to it, so a goal that spins without answering is
+stopped with `BudgetExceeded` instead of hanging the engine.  Answers of a
+type that cannot replace the node's output are skipped and reported through
+`reject_answer`, which engines turn into one warning per rule.
 """
 
 from __future__ import annotations
 
+import threading
+import time
+import warnings
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
+import kanren.core
 from kanren.core import lall
 from unification import reify, var
 from unification.variable import isvar
@@ -22,9 +34,187 @@ from relwrite.relations.registry import derive_tracks
 
 Tracks = Sequence[Op | type] | None
 
+DEFAULT_MAX_STEPS = 10_000
+"""Kanren stream steps one relation run may take (a catalogue rule takes a few dozen at most)."""
+DEFAULT_MAX_SECONDS = 5.0
+"""Wall-clock seconds one relation run may take: a safety net behind the deterministic step budget."""
+
 
 class RewriteError(Exception):
     """A rewriter returned something that is not a valid replacement."""
+
+
+class RewriteWarning(UserWarning):
+    """A rewriter raised, answered with the wrong type, ran out of budget, or a run stopped early."""
+
+
+class BudgetExceeded(Exception):
+    """A relation run used up its budget of kanren steps or seconds before it answered."""
+
+    def __init__(self, message: str, budget: str):
+        super().__init__(message)
+        self.budget = budget
+
+
+# -- budgets on kanren runs ----------------------------------------------------------------------------
+
+
+class Meter:
+    """The kanren steps and time a `kanren_budget` block has used (the block's context manager).
+
+    Once the budget is exceeded, `error` holds the BudgetExceeded and every
+    further step raises again, so code that swallows the error cannot go on.
+    """
+
+    __slots__ = ("deadline", "error", "max_seconds", "max_steps", "steps", "what")
+
+    def __init__(self, what: str | Callable[[], str], max_steps: int, max_seconds: float):
+        self.what, self.max_steps, self.max_seconds = what, max_steps, max_seconds
+        self.deadline = time.perf_counter() + max_seconds
+        self.steps = 0
+        self.error: BudgetExceeded | None = None
+
+    def __enter__(self) -> Meter:
+        _meters().append(self)
+        return self
+
+    def __exit__(self, *exc_info: Any) -> None:
+        _meters().remove(self)
+
+    def tick(self) -> None:
+        """Charge one step; BudgetExceeded past the budget."""
+        self.steps += 1
+        if self.error is None:
+            if self.steps > self.max_steps:
+                self._exceeded(f"no answer within max_steps={self.max_steps} kanren steps", "max_steps")
+            elif not self.steps % 64 and time.perf_counter() > self.deadline:
+                self._exceeded(
+                    f"no answer within max_seconds={self.max_seconds:g} ({self.steps} kanren steps)",
+                    "max_seconds",
+                )
+        if self.error is not None:
+            raise BudgetExceeded(str(self.error), self.error.budget)
+
+    def _exceeded(self, why: str, budget: str) -> None:
+        what = self.what() if callable(self.what) else self.what
+        self.error = BudgetExceeded(f"{what}: {why}", budget)
+
+
+_local = threading.local()
+
+
+def _meters() -> list[Meter]:
+    meters = getattr(_local, "meters", None)
+    if meters is None:
+        meters = _local.meters = []
+    return meters
+
+
+def kanren_budget(
+    what: str | Callable[[], str],
+    max_steps: int = DEFAULT_MAX_STEPS,
+    max_seconds: float = DEFAULT_MAX_SECONDS,
+) -> Meter:
+    """A context manager bounding the kanren streams advanced inside its block.
+
+    Past `max_steps` steps or `max_seconds` seconds a step raises
+    BudgetExceeded naming `what` (a string, or a function giving it, called
+    only then).  A step is one pull from a stream inside a conjunction or
+    disjunction, so the count is deterministic; the clock is read every 64
+    steps.  The block gets the Meter; nested blocks each apply their limits.
+    """
+    _check_limits(max_steps, max_seconds)
+    return Meter(what, max_steps, max_seconds)
+
+
+def _check_limits(max_steps: int, max_seconds: float) -> None:
+    if max_steps < 1:
+        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
+    if not max_seconds > 0:
+        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
+
+
+def _metered_interleave(seqs: Iterable[Iterable[Any]]) -> Iterator[Any]:
+    """`toolz.interleave`, kanren's stream merger, charging every pull to the active budgets.
+
+    The order is toolz's: round robin over the streams, new streams taken
+    from `seqs` lazily during the first round, exhausted ones dropped.  A
+    deque keeps each step O(1) where toolz nests one more iterator per
+    exhausted stream (quadratic, and deep in C, on long failing streams).
+    """
+    ring: deque[Iterator[Any]] = deque()
+    for seq in seqs:
+        stream = iter(seq)
+        for meter in _meters():
+            meter.tick()
+        try:
+            value = next(stream)
+        except StopIteration:
+            continue
+        ring.append(stream)
+        yield value
+    while ring:
+        stream = ring.popleft()
+        for meter in _meters():
+            meter.tick()
+        try:
+            value = next(stream)
+        except StopIteration:
+            continue
+        ring.append(stream)
+        yield value
+
+
+# kanren's conjunctions (`bind`) and disjunctions (`ldisj_seq`) merge streams through the module's
+# `interleave`, looked up at call time: this is the one place every kanren step passes through.
+kanren.core.interleave = _metered_interleave
+
+
+# -- answers of the wrong type ---------------------------------------------------------------------------
+
+
+def _type_mismatch(old: Variable, new: Variable) -> str:
+    """Why `new` cannot stand for `old`: another dtype, another rank, or a static length lost."""
+    want, got = old.type, new.type
+    if got.dtype != want.dtype:
+        return f"dtype {got.dtype} instead of {want.dtype}"
+    if got.ndim != want.ndim:
+        return f"rank {got.ndim} instead of {want.ndim}"
+    lost = [
+        f"{n} on axis {axis}" for axis, (n, m) in enumerate(zip(want.shape, got.shape)) if n not in (None, m)
+    ]
+    return f"static shape {got.shape} loses the length {', '.join(lost)} of {want.shape}"
+
+
+class _AnswerTypeError(TypeError):
+    """An answer of a type that cannot replace the output it answers for."""
+
+
+@contextmanager
+def collect_rejections() -> Iterator[list[tuple[str, Apply, str]]]:
+    """Collect the answers rewriters reject for their type while the block runs: (rewriter, node, why)."""
+    stack = getattr(_local, "rejections", None)
+    if stack is None:
+        stack = _local.rejections = []
+    found: list[tuple[str, Apply, str]] = []
+    stack.append(found)
+    try:
+        yield found
+    finally:
+        stack.remove(found)
+
+
+def reject_answer(rewriter: Any, node: Apply, why: str) -> None:
+    """Report that `rewriter` answered at `node` with a replacement of the wrong type, which was skipped.
+
+    Inside `collect_rejections` (engines run there) the report is collected;
+    otherwise it is a RewriteWarning at once.
+    """
+    stack = getattr(_local, "rejections", None)
+    if stack:
+        stack[-1].append((str(rewriter), node, why))
+    else:
+        warnings.warn(f"rule {rewriter} at {node}: {why}; answer skipped", RewriteWarning, stacklevel=3)
 
 
 class NodeRewriter:
@@ -153,7 +343,10 @@ class PatternSub(NodeRewriter):
             new = build_replacement(self.out_pattern, s, like=out)
         except TypeError:
             return False
-        if not can_replace(out, new) or _changes_nothing([new], node, fgraph):
+        if not can_replace(out, new):
+            reject_answer(self, node, _cannot_replace(out, new))
+            return False
+        if _changes_nothing([new], node, fgraph):
             return False
         return [new]
 
@@ -167,11 +360,17 @@ class KanrenRelationSub(NodeRewriter):
     computing something other than the input's own expression is taken;
     `results_filter(iterator)` may pick another.  `node_filter(node)` may
     veto nodes.  Tracks come from `tracks`, from the relation's own `tracks`
-    attribute (catalogue rules have one), or from `derive_tracks`.  At most
-    `max_answers` answers are examined per node, so an endless stream of
-    unusable answers cannot hang the engine.  A relation object with a
-    `forward(term)` method (catalogue rules built by `rule`) supplies its
-    answers from that faster matcher instead of a kanren run.
+    attribute (catalogue rules have one), or from `derive_tracks`.  A relation
+    object with a `forward(term)` method (catalogue rules built by `rule`)
+    supplies its answers from that faster matcher instead of a kanren run.
+
+    Each run is bounded: at most `max_answers` answers are examined, and the
+    kanren streams may take at most `max_steps` steps and `max_seconds`
+    seconds (`kanren_budget`), so neither an endless stream of unusable
+    answers nor a goal that spins without answering can hang the engine;
+    a run out of steps or time raises BudgetExceeded naming the rule.
+    An answer whose type cannot replace the output (another dtype or rank,
+    or a static length lost) is skipped and reported (`reject_answer`).
     """
 
     def __init__(
@@ -182,6 +381,8 @@ class KanrenRelationSub(NodeRewriter):
         tracks: Tracks = None,
         name: str | None = None,
         max_answers: int = 64,
+        max_steps: int = DEFAULT_MAX_STEPS,
+        max_seconds: float = DEFAULT_MAX_SECONDS,
     ):
         if max_answers < 1:
             raise ValueError(f"max_answers must be at least 1, got {max_answers}")
@@ -189,16 +390,21 @@ class KanrenRelationSub(NodeRewriter):
         self.max_answers = max_answers
         self.results_filter = results_filter
         self.node_filter = node_filter
+        self.name = name or getattr(relation, "name", None) or getattr(relation, "__name__", None)
+        _check_limits(max_steps, max_seconds)
+        self.max_steps, self.max_seconds = max_steps, max_seconds
         if tracks is None:
             tracks = getattr(relation, "tracks", None)
-        self._tracks = list(tracks) if tracks is not None else derive_tracks(relation)
-        self.name = name or getattr(relation, "name", None) or getattr(relation, "__name__", None)
+        if tracks is None:
+            with kanren_budget(f"deriving the tracks of {self}", max_steps, max_seconds):
+                tracks = derive_tracks(relation)  # None when the budget runs out
+        self._tracks = list(tracks) if tracks is not None else None
 
     def tracks(self) -> Tracks:
         return self._tracks
 
     def answers(self, term: Any) -> Iterator[Any]:
-        """The relation's answers for `term`, lazily, reified (at most `max_answers`)."""
+        """The relation's answers for `term`, lazily, reified (at most `max_answers`; no budget)."""
         forward = getattr(self.relation, "forward", None)
         if forward is not None:
             return islice(forward(term), self.max_answers)
@@ -208,6 +414,13 @@ class KanrenRelationSub(NodeRewriter):
     def transform(self, fgraph: Any, node: Apply) -> bool | list:
         if self.node_filter is not None and not self.node_filter(node):
             return False
+        with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
+            result = self._first_replacement(fgraph, node)
+        if meter.error is not None:  # raised inside the run and swallowed there
+            raise BudgetExceeded(str(meter.error), meter.error.budget)
+        return result
+
+    def _first_replacement(self, fgraph: Any, node: Apply) -> bool | list:
         single = len(node.outputs) == 1
         term = node.outputs[0] if single else list(node.outputs)
         answers = (a for a in self.answers(term) if not isvar(a))
@@ -215,11 +428,18 @@ class KanrenRelationSub(NodeRewriter):
             chosen = self.results_filter(answers)
             if chosen is None or chosen is False:
                 return False
-            outputs = _as_outputs(chosen, node, single)
+            try:
+                outputs = _as_outputs(chosen, node, single)
+            except _AnswerTypeError as exc:
+                reject_answer(self, node, str(exc))
+                return False
             return False if _changes_nothing(outputs, node, fgraph) else outputs
         for answer in answers:
             try:
                 outputs = _as_outputs(answer, node, single)
+            except _AnswerTypeError as exc:
+                reject_answer(self, node, str(exc))
+                continue
             except (TypeError, ValueError):
                 continue
             if not _changes_nothing(outputs, node, fgraph):
@@ -234,16 +454,21 @@ def _changes_nothing(outputs: Sequence[Variable], node: Apply, fgraph: Any) -> b
 
 
 def _as_outputs(answer: Any, node: Apply, single: bool) -> list[Variable]:
+    """An answer as one graph variable per output; _AnswerTypeError for a wrong count or type."""
     values = [answer] if single else list(answer)
     if len(values) != len(node.outputs):
-        raise ValueError(f"expected {len(node.outputs)} replacements, got {len(values)}")
+        raise _AnswerTypeError(f"{len(values)} replacements for the {len(node.outputs)} outputs")
     outputs = []
     for value, old in zip(values, node.outputs):
         value = to_graph(value, like=old)
         if not can_replace(old, value):
-            raise TypeError(f"{value} of type {value.type} cannot replace {old} of type {old.type}")
+            raise _AnswerTypeError(_cannot_replace(old, value))
         outputs.append(value)
     return outputs
+
+
+def _cannot_replace(old: Variable, new: Variable) -> str:
+    return f"{new} of type {new.type} cannot replace {old} of type {old.type}: {_type_mismatch(old, new)}"
 
 
 def replacement_pairs(rewriter: NodeRewriter, node: Apply, result: Any) -> list[tuple[Variable, Variable]]:

@@ -50,6 +50,9 @@ class RuleStats:
     applied: int = 0
     nodes_created: int = 0
     errors: int = 0
+    edits: int = 0  # applications made by editing the graph inside transform
+    budget_exceeded: int = 0  # relation runs stopped by their step or time budget
+    rejected_answers: int = 0  # answers skipped for a type that cannot replace the output
 
 
 @dataclass
@@ -158,9 +161,14 @@ def _(profile: EquilibriumProfile) -> list[str]:
     unused_time = sum(s.time for _, s in unused)
     lines.append(f"  {unused_time:.3f}s - in {len(unused)} rewriters that were never applied:")
     lines.extend(f"    {s.time:.3f}s - {name} ({s.attempts} tries)" for name, s in unused)
-    errors = [(n, s.errors) for n, s in stats.items() if s.errors]
-    if errors:
-        lines.append("  rewriters that raised: " + ", ".join(f"{n} ({c}x)" for n, c in errors))
+    for label, field_name in (
+        ("rewriters that raised", "errors"),
+        ("relations stopped by their budget", "budget_exceeded"),
+        ("answers of the wrong type skipped", "rejected_answers"),
+    ):
+        counts = [(n, getattr(s, field_name)) for n, s in stats.items() if getattr(s, field_name)]
+        if counts:
+            lines.append(f"  {label}: " + ", ".join(f"{n} ({c}x)" for n, c in counts))
     return lines
 
 

@@ -4,9 +4,14 @@ import io
 import re
 import warnings
 
+from etuples import etuple
+from kanren import conde, eq, lall, var
+from kanren.core import Zzz
+
 from relwrite import FunctionGraph, add, exp, float64, log, neg, sin
 from relwrite.engine import (
     EquilibriumRewriter,
+    KanrenRelationSub,
     MergeRewriter,
     PatternSub,
     SequentialRewriter,
@@ -15,6 +20,7 @@ from relwrite.engine import (
     node_rewriter,
     print_profile,
 )
+from relwrite.graph.ops import Cast
 
 EXP_LOG = PatternSub((exp, (log, "a")), "a", name="exp_log")
 EXP_TO_NEG_NEG = PatternSub((exp, "a"), (neg, (neg, "a")), name="exp_to_neg_neg")
@@ -92,6 +98,23 @@ def test_print_profile_reports_errors_and_early_stops():
     assert "  stopped early: backward applied 5 times (max_use_ratio 2)" in text
     assert re.search(r"^  rewriters that raised: boom \(\d+x\)$", text, re.M)
     fgraph.check_integrity()
+
+
+def test_print_profile_reports_relations_out_of_budget_and_answers_of_the_wrong_type():
+    def spin(lhs, rhs):
+        again = [Zzz(spin, lhs, rhs)]
+        return lall(eq(lhs, etuple(exp, var())), conde(again, again))
+
+    spinning = KanrenRelationSub(spin, tracks=[exp], name="spinning", max_steps=50)
+    wrong_type = PatternSub((sin, "a"), (Cast("float32"), "a"), name="wrong_type")
+    x = float64("x")
+    fgraph = FunctionGraph([x], [add(sin(exp(x)), sin(neg(x)))])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        profile = EquilibriumRewriter([spinning, wrong_type]).rewrite(fgraph)
+    text = printed(profile)
+    assert re.search(r"^  relations stopped by their budget: spinning \(1x\)$", text, re.M)
+    assert re.search(r"^  answers of the wrong type skipped: wrong_type \(2x\)$", text, re.M)
 
 
 def test_print_profile_of_walk_and_merge():
