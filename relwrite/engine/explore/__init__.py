@@ -1,0 +1,54 @@
+"""Exploration: equivalent forms of an expression, found by running relations both ways in an e-graph.
+
+One module per concept, named after egg's: `egraph` (the equivalence store),
+`terms` (e-nodes materialized as graphs for relations), `rewrite` (the one
+adapter that runs a rule), `runner` (limits and the scheduler), `extract`
+(cheapest and distinct forms), `costs`, `explain`, `dot`; `api` holds what
+users call: `explore`, `best_form`, `prove` and `Form`.
+"""
+
+from relwrite.engine.explore.api import (
+    Exploration,
+    Form,
+    ParetoPoint,
+    UnsoundFormError,
+    best_form,
+    check_form,
+    explore,
+    pareto,
+    prove,
+    select_rules,
+)
+from relwrite.engine.explore.costs import Accuracy, AccuracyError, Depth, Flops, NodeCount
+from relwrite.engine.explore.dot import egraph_dot
+from relwrite.engine.explore.egraph import EGraph
+from relwrite.engine.explore.explain import Explanation, Step
+from relwrite.engine.explore.extract import CostFunction
+from relwrite.engine.explore.runner import BackoffScheduler, Limits, Report, Runner
+
+__all__ = [
+    "Accuracy",
+    "AccuracyError",
+    "BackoffScheduler",
+    "CostFunction",
+    "Depth",
+    "EGraph",
+    "Explanation",
+    "Exploration",
+    "Flops",
+    "Form",
+    "Limits",
+    "NodeCount",
+    "ParetoPoint",
+    "Report",
+    "Runner",
+    "Step",
+    "UnsoundFormError",
+    "best_form",
+    "check_form",
+    "egraph_dot",
+    "explore",
+    "pareto",
+    "prove",
+    "select_rules",
+]

@@ -1,0 +1,468 @@
+"""Exploring equivalent forms: `explore`, `best_form`, `prove`, and the `Exploration` behind them.
+
+An `Exploration` interns expressions into an e-graph and grows it by
+running the rules both ways (`Runner`); its forms are extracted by a cost
+and each comes with its derivation from the input and the assumptions the
+derivation relies on.  Before a form is handed out it is re-checked
+numerically against the input with `relwrite.testing.check_relation`; a
+mismatch raises `UnsoundFormError` naming the step of the derivation that
+breaks, never a silent wrong form.
+
+    >>> from relwrite import parse
+    >>> best_form(parse("log(1 + exp(x))"), cost="accuracy").expr
+    softplus.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from etuples import etuple
+from kanren.core import eq, lall
+
+from relwrite.engine.explore.costs import COSTS, Accuracy, Flops, NodeCount, pareto_front
+from relwrite.engine.explore.egraph import EGraph
+from relwrite.engine.explore.explain import Explainer, Explanation, Step
+from relwrite.engine.explore.extract import CostFunction, Trees, best_tree, enumerate_trees
+from relwrite.engine.explore.runner import Limits, Report, Runner
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs
+from relwrite.graph.printing import pprint
+from relwrite.graph.terms import GraphETuple
+from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
+from relwrite.testing.soundness import SoundnessError, check_relation
+
+DIRECTIONS = ("forward", "backward", "both")
+
+CANDIDATES = 32
+"""How many of the smallest forms a whole-form cost (accuracy, a callable) chooses among."""
+
+CHECK_EXAMPLES = 10
+"""How many generated inputs each form is re-checked on."""
+
+MOST_FORMS = 100
+"""How many forms `explore` lists at most (an e-graph with cycles holds endlessly many)."""
+
+Cost = str | CostFunction | Callable[[Variable], float]
+
+
+@dataclass(frozen=True)
+class Form:
+    """An expression equivalent to the input: `expr` (a graph over the input's variables), its `cost`,
+    its derivation `steps` from the input and the `assumptions` they rely on.
+
+    `unsafe` says the derivation used a rule tagged unsafe (valid where the
+    values are finite and the assumptions hold).
+    """
+
+    expr: Variable
+    cost: float
+    steps: tuple[Step, ...] = ()
+    assumptions: frozenset[str] = frozenset()
+    unsafe: bool = False
+
+    @property
+    def derivation(self) -> str:
+        """The derivation on one line: the rules used in order, ``~`` marking a backward run."""
+        return " ; ".join(s.rule + ("~" if s.direction == "backward" else "") for s in self.steps) or "input"
+
+    def to_dict(self) -> dict:
+        """The form as plain data (for JSON): expression text, cost, derivation, steps, assumptions."""
+        return {
+            "expr": pprint(self.expr),
+            "cost": self.cost,
+            "derivation": self.derivation,
+            "steps": [s.to_dict() for s in self.steps],
+            "assumptions": sorted(self.assumptions),
+            "unsafe": self.unsafe,
+        }
+
+    def __str__(self) -> str:
+        text = f"{pprint(self.expr)}  [cost {self.cost:.4g}] {self.derivation}"
+        if self.assumptions:
+            text += f"  assuming {', '.join(sorted(self.assumptions))}"
+        return text + ("  (unsafe)" if self.unsafe else "")
+
+
+@dataclass(frozen=True)
+class ParetoPoint:
+    """A form on the Pareto front of accuracy (bits of error) against flops."""
+
+    form: Form
+    bits: float
+    flops: float
+
+
+class UnsoundFormError(AssertionError):
+    """A form found by exploration does not compute what the input computes.
+
+    `step` is the (1-based) index of the first derivation step that fails on
+    its own (None when each step passes alone), `form` the form, `error`
+    the `SoundnessError` describing the counterexample.
+    """
+
+    def __init__(self, message: str, form: Variable, step: int | None, error: SoundnessError):
+        super().__init__(message)
+        self.form, self.step, self.error = form, step, error
+
+
+def select_rules(
+    rules: Iterable[Rule | str] | None = None, include: Iterable[str] = (), unsafe: bool = False
+) -> list[Rule]:
+    """The rules to explore with: those given (by object or name), else the catalogue's defaults.
+
+    Defaults are the catalogue rules without opt-in tags (unsafe, explore);
+    `include` adds the rules whose opt-in tags it names, `unsafe=True` the
+    unsafe ones.
+    """
+    if isinstance(include, str):
+        raise TypeError(f"include must be a sequence of tags, got the string {include!r}")
+    if rules is None:
+        allowed = set(include) | ({"unsafe"} if unsafe else set())
+        unknown = sorted(set(include) - OPT_IN_TAGS - {t for r in catalogue() for t in r.tags})
+        if unknown:
+            raise ValueError(f"include names no tag of the catalogue: {', '.join(unknown)}")
+        return [r for r in catalogue() if r.tags & OPT_IN_TAGS <= allowed]
+    chosen = []
+    for r in rules:
+        if isinstance(r, str):
+            r = get_rule(r)
+        if not isinstance(r, Rule):
+            raise TypeError(f"rules must be Rule objects or rule names, got {r!r}")
+        chosen.append(r)
+    return chosen
+
+
+class Exploration:
+    """An e-graph holding `exprs`, grown by `rules` run in `direction` within `limits`.
+
+    `run()` grows it; `forms(index, cost)` lists the distinct forms of one
+    of the expressions, `best(index, cost)` gives the cheapest; `explain(a, b)`
+    says why two term nodes are equal.
+    """
+
+    def __init__(
+        self,
+        exprs: Sequence[Variable],
+        rules: Iterable[Rule | str] | None = None,
+        direction: str = "both",
+        limits: Limits | None = None,
+        include: Iterable[str] = (),
+        unsafe: bool = False,
+        progress: Callable[[Report], None] | None = None,
+    ):
+        if direction not in DIRECTIONS:
+            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        for expr in exprs:
+            if not isinstance(expr, Variable):
+                raise TypeError(f"expected a graph Variable, got {expr!r}")
+        self.exprs = list(exprs)
+        self.rules = select_rules(rules, include, unsafe)
+        self.egraph = EGraph()
+        self.roots = [self.egraph.intern(e) for e in self.exprs]
+        self.runner = Runner(self.egraph, self.rules, direction, limits, progress=progress)
+        self.explainer = Explainer(self.egraph)
+        self.report: Report | None = None
+
+    def run(self, goal: Callable[[], bool] | None = None) -> Report:
+        """Grow the e-graph until saturation, a limit, or `goal()` (see `Runner.run`)."""
+        self.report = self.runner.run(self.roots, goal)
+        return self.report
+
+    def explain(self, a: int, b: int) -> Explanation:
+        return self.explainer.explain(a, b)
+
+    def forms(
+        self,
+        index: int = 0,
+        cost: Cost = "nodes",
+        check: bool = True,
+        check_examples: int = CHECK_EXAMPLES,
+        ranges: Mapping[str, tuple[float, float]] | None = None,
+        most: int = MOST_FORMS,
+    ) -> Iterator[Form]:
+        """Up to `most` distinct forms of expression `index`, cheapest first under `cost`, each checked."""
+        expr, root = self.exprs[index], self.roots[index]
+        scored = _cost(cost, expr, ranges)
+        if isinstance(scored, CostFunction):
+            trees = Trees(scored)
+            ranked = ((t, trees.cost[t]) for t in enumerate_trees(self.egraph, root, trees, most=most))
+        else:
+            trees = Trees(NodeCount())
+            pool = list(enumerate_trees(self.egraph, root, trees, k=CANDIDATES, most=CANDIDATES))
+            scores = [float(scored(trees.graph(t))) for t in pool]
+            order = sorted(range(len(pool)), key=lambda k: (scores[k], trees.cost[pool[k]]))
+            ranked = ((pool[k], scores[k]) for k in order[:most])
+        for t, value in ranked:
+            form = self._form(index, trees, t, value)
+            if check:
+                check_form(expr, form, self.tags(form), check_examples)
+            yield form
+
+    def best(
+        self,
+        index: int = 0,
+        cost: Cost = "nodes",
+        check: bool = True,
+        check_examples: int = CHECK_EXAMPLES,
+        ranges: Mapping[str, tuple[float, float]] | None = None,
+    ) -> Form:
+        """The cheapest form of expression `index` under `cost` (checked as `forms` checks)."""
+        scored = _cost(cost, self.exprs[index], ranges)
+        if not isinstance(scored, CostFunction):
+            return next(self.forms(index, scored, check, check_examples, ranges))
+        trees = Trees(scored)
+        t = best_tree(self.egraph, self.roots[index], trees)
+        form = self._form(index, trees, t, trees.cost[t])
+        if check:
+            check_form(self.exprs[index], form, self.tags(form), check_examples)
+        return form
+
+    def _form(self, index: int, trees: Trees, tree: int, cost: float) -> Form:
+        graph = trees.graph(tree)
+        node = self.egraph.intern(graph, flatten=False)
+        explanation = self.explainer.explain(self.roots[index], node)
+        return Form(graph, cost, explanation.steps, explanation.assumptions, explanation.unsafe)
+
+    def tags(self, form: Form) -> frozenset[str]:
+        """The tags of the rules a form's derivation uses (what its numerical check must allow for)."""
+        names = {s.rule for s in form.steps}
+        return frozenset(t for r in self.rules if r.name in names for t in r.tags)
+
+
+def explore(
+    expr: Variable,
+    rules: Iterable[Rule | str] | None = None,
+    direction: str = "both",
+    cost: Cost = "nodes",
+    limits: Limits | None = None,
+    *,
+    include: Iterable[str] = (),
+    unsafe: bool = False,
+    check: bool = True,
+    check_examples: int = CHECK_EXAMPLES,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    most: int = MOST_FORMS,
+    progress: Callable[[Report], None] | None = None,
+) -> Iterator[Form]:
+    """Distinct forms of `expr` (distinct up to associativity and commutativity), cheapest first.
+
+    The rules (default: the catalogue without unsafe and explore rules;
+    `include` and `unsafe` add those) run forward, backward or both at every
+    class of an e-graph until saturation or `limits`; then forms come out
+    lazily under `cost`: "nodes", "flops", "depth", "accuracy" (bits of error,
+    Herbie's measure, over `ranges` of the inputs), a `CostFunction`, or a
+    callable scoring a form's graph.  Each form is re-checked numerically
+    against `expr` on `check_examples` generated inputs (`UnsoundFormError`
+    on a mismatch).  At most `most` forms are listed.
+    """
+    exploration = Exploration([expr], rules, direction, limits, include, unsafe, progress)
+    exploration.run()
+    yield from exploration.forms(0, cost, check, check_examples, ranges, most)
+
+
+def best_form(
+    expr: Variable,
+    cost: Cost = "nodes",
+    rules: Iterable[Rule | str] | None = None,
+    direction: str = "both",
+    limits: Limits | None = None,
+    *,
+    include: Iterable[str] = (),
+    unsafe: bool = False,
+    check: bool = True,
+    check_examples: int = CHECK_EXAMPLES,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+) -> Form:
+    """The cheapest form of `expr` under `cost` found within `limits` (see `explore`)."""
+    exploration = Exploration([expr], rules, direction, limits, include, unsafe)
+    exploration.run()
+    return exploration.best(0, cost, check=check, check_examples=check_examples, ranges=ranges)
+
+
+def prove(
+    a: Variable,
+    b: Variable,
+    rules: Iterable[Rule | str] | None = None,
+    direction: str = "both",
+    limits: Limits | None = None,
+    *,
+    include: Iterable[str] = (),
+    unsafe: bool = False,
+    check: bool = True,
+    check_examples: int = CHECK_EXAMPLES,
+) -> Explanation | None:
+    """Why `a` equals `b`: the steps from one to the other and their assumptions, or None.
+
+    None means the two were not shown equal within `limits`, never that
+    they differ.  Inputs of `b` named like inputs of `a` (and of the same
+    type) are taken to be those inputs.  A proof that uses rules is
+    re-checked numerically (`UnsoundFormError` naming the failing step).
+    """
+    b = _shared_inputs(a, b)
+    exploration = Exploration([a, b], rules, direction, limits, include, unsafe)
+    egraph, (ra, rb) = exploration.egraph, exploration.roots
+    exploration.run(goal=lambda: egraph.find(ra) == egraph.find(rb))
+    if egraph.find(ra) != egraph.find(rb):
+        return None
+    explanation = exploration.explain(ra, rb)
+    if check and explanation.steps:
+        tags = frozenset(t for r in exploration.rules if r.name in explanation.rules for t in r.tags)
+        check_form(
+            a,
+            Form(b, 0.0, explanation.steps, explanation.assumptions, explanation.unsafe),
+            tags,
+            check_examples,
+        )
+    return explanation
+
+
+def pareto(
+    expr: Variable,
+    rules: Iterable[Rule | str] | None = None,
+    direction: str = "both",
+    limits: Limits | None = None,
+    *,
+    include: Iterable[str] = (),
+    unsafe: bool = False,
+    candidates: int = CANDIDATES,
+    ranges: Mapping[str, tuple[float, float]] | None = None,
+    check: bool = True,
+) -> list[ParetoPoint]:
+    """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops."""
+    exploration = Exploration([expr], rules, direction, limits, include, unsafe)
+    exploration.run()
+    accuracy, flops = Accuracy(expr, ranges=ranges), Flops()
+    trees = Trees(flops)
+    pool = list(
+        enumerate_trees(exploration.egraph, exploration.roots[0], trees, k=candidates, most=candidates)
+    )
+    points = [(accuracy(trees.graph(t)), trees.cost[t]) for t in pool]
+    front = []
+    for k in pareto_front(points):
+        form = exploration._form(0, trees, pool[k], points[k][0])
+        if check:
+            check_form(expr, form, exploration.tags(form), CHECK_EXAMPLES)
+        front.append(ParetoPoint(form, points[k][0], points[k][1]))
+    return front
+
+
+def _cost(cost: Cost, expr: Variable, ranges: Mapping[str, tuple[float, float]] | None):
+    if isinstance(cost, str):
+        if cost == "accuracy":
+            return Accuracy(expr, ranges=ranges)
+        if cost not in COSTS:
+            raise ValueError(
+                f"cost must be one of {', '.join([*COSTS, 'accuracy'])}, a CostFunction or a callable,"
+                f" got {cost!r}"
+            )
+        return COSTS[cost]()
+    if isinstance(cost, CostFunction) or callable(cost):
+        return cost
+    raise TypeError(f"cost must be a name, a CostFunction or a callable, got {cost!r}")
+
+
+def _shared_inputs(a: Variable, b: Variable) -> Variable:
+    """`b` with its inputs replaced by the inputs of `a` of the same name (types must agree)."""
+    mine = {v.name: v for v in graph_inputs([a]) if not isinstance(v, Constant) and v.name}
+    memo: dict[Any, Any] = {}
+    for v in graph_inputs([b]):
+        if isinstance(v, Constant) or v.name not in mine or mine[v.name] is v:
+            continue
+        if mine[v.name].type != v.type:
+            raise ValueError(
+                f"input {v.name} is {mine[v.name].type} in the first expression, {v.type} in the second"
+            )
+        memo[v] = mine[v.name]
+    if not memo:
+        return b
+    return clone_get_equiv([], [b], memo=memo)[b]
+
+
+# -- numerical re-check ----------------------------------------------------------------------------
+
+_COMPARISONS = {">": ops.gt, ">=": ops.ge, "<": ops.lt, "<=": ops.le, "!=": ops.neq}
+
+
+def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int = CHECK_EXAMPLES) -> None:
+    """Check numerically that `form.expr` computes what `expr` does, within the form's assumptions.
+
+    Uses `relwrite.testing.check_relation` on the relation expr <-> form.
+    Where an assumption does not hold, or, for derivations through unsafe
+    or stabilizing rules, where a value is not finite, the values are not
+    compared.  Raises `UnsoundFormError` naming the first step that fails
+    on its own.
+    """
+    if not form.steps:
+        return
+    try:
+        _check_pair(expr, form.expr, form.steps, tags, examples, "form")
+    except SoundnessError as error:
+        previous, culprit = expr, None
+        for k, step in enumerate(form.steps, 1):
+            try:
+                _check_pair(previous, step.expression, (step,), tags, examples, f"step_{k}")
+            except SoundnessError:
+                culprit = k
+                break
+            previous = step.expression
+        where = (
+            f"step {culprit}: {form.steps[culprit - 1]}"
+            if culprit is not None
+            else "no single step fails alone; the derivation " + form.derivation
+        )
+        raise UnsoundFormError(
+            f"the form {pprint(form.expr)} of {pprint(expr)} is not equal to it at {where}\n{error}",
+            form.expr,
+            culprit,
+            error,
+        ) from None
+
+
+def _check_pair(
+    expr: Variable, other: Variable, steps: Sequence[Step], tags: frozenset[str], examples: int, name: str
+) -> None:
+    finite_only = bool(tags & {"unsafe", "stabilize"})
+    checked = other
+    for term, op, value in (c for s in steps for c in s.conditions):
+        holds = _everywhere(_COMPARISONS[op](term, np.asarray(value, dtype=term.dtype)), expr)
+        checked = ops.switch(holds, checked, expr)
+    if finite_only and checked.type.numpy_dtype.kind == "f":
+        checked = ops.switch(ops.lt(ops.abs(other), np.inf), checked, expr)
+    lhs = _template(expr)
+    rhs = (
+        GraphETuple.of(checked) if checked.owner is not None and len(checked.owner.outputs) == 1 else checked
+    )
+
+    def relation(a: Any, b: Any) -> Any:
+        return lall(eq(a, lhs), eq(b, rhs))
+
+    rule = Rule(name, relation, tags=("unsafe",) if finite_only else ())
+    check_relation(rule, direction="forward", max_examples=examples)
+
+
+def _everywhere(condition: Variable, like: Variable) -> Variable:
+    """`condition` if it broadcasts into `like`'s shape, else whether it holds at every element."""
+    if len(condition.type.shape) <= like.ndim and all(
+        c == 1 or (c is not None and c == d)
+        for c, d in zip(reversed(condition.type.shape), reversed(like.type.shape))
+    ):
+        return condition
+    failures = ops.sum(ops.cast(ops.eq(condition, False), "float64"))
+    return ops.eq(failures, 0)
+
+
+def _template(expr: Variable) -> Any:
+    """`expr` as a term whose operands are ground graph terms (no deep terms: nothing recursive to reify)."""
+    if expr.owner is None or len(expr.owner.outputs) != 1:
+        return etuple(ops.identity, expr)
+    return etuple(
+        expr.owner.op,
+        *(
+            GraphETuple.of(i) if i.owner is not None and len(i.owner.outputs) == 1 else i
+            for i in expr.owner.inputs
+        ),
+    )

@@ -1,0 +1,461 @@
+"""Costs of forms: node count, flops, depth (bottom-up, for extraction) and accuracy (of whole forms).
+
+`NodeCount`, `Flops` and `Depth` are `CostFunction`s: a node's cost from
+its op, its operands' types and their costs, as egg's `CostFunction`.
+`Flops` reads static shapes (a length the type does not know counts as
+`UNKNOWN_LENGTH`), so ``A @ (B @ x)`` and ``(A @ B) @ x`` cost what their
+shapes make them cost and extraction picks the cheap association.
+
+`Accuracy` measures a whole form in the manner of Herbie: input values are
+drawn uniformly over floating-point bit patterns (within user ranges), the
+input expression is evaluated at them in high precision with mpmath to give
+the reference, points where the reference is not a real number are
+dropped, and a form's error is the mean over points and elements of
+log2(ULP distance to the reference + 1); a non-finite value where the
+reference is finite counts as maximal error (the width of the float).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial, reduce
+
+import mpmath
+import numpy as np
+
+from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.impls import evaluate
+from relwrite.engine.explore.extract import CostFunction
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
+from relwrite.graph.types import TensorType
+
+UNKNOWN_LENGTH = 64
+"""The length `Flops` assumes for an axis whose static length is unknown."""
+
+MAX_PRECISION = 2400
+"""The most bits `Accuracy` computes references with (enough for sums of float64 values of any scale)."""
+
+FLOAT64_SPAN = 2100
+"""Scales (in bits) between the largest float64 and the smallest subnormal, with a margin."""
+
+NODE_EPSILON = 1e-3
+"""What every node adds to `Flops`, so that of two forms with equal flops the smaller is cheaper."""
+
+
+class NodeCount(CostFunction):
+    """The number of nodes of a form, leaves (inputs and constants) included."""
+
+    name = "nodes"
+
+    def leaf(self, value: Variable) -> float:
+        return 1.0
+
+    def node(self, op, type_, operand_types, operand_costs) -> float:
+        return 1.0 + sum(operand_costs)
+
+
+class Depth(CostFunction):
+    """The number of ops on the longest path from an input to the result."""
+
+    name = "depth"
+
+    def leaf(self, value: Variable) -> float:
+        return 0.0
+
+    def node(self, op, type_, operand_types, operand_costs) -> float:
+        return 1.0 + max(operand_costs, default=0.0)
+
+
+_CHEAP = (
+    ops.Add, ops.Sub, ops.Mul, ops.Neg, ops.Abs, ops.Sqr, ops.Maximum, ops.Minimum, ops.Switch,
+    ops.Lt, ops.Le, ops.Gt, ops.Ge, ops.Eq, ops.Neq, ops.Identity, ops.Cast, ops.Fill,
+)  # fmt: skip
+_DIVIDING = (ops.TrueDiv, ops.Reciprocal, ops.Sqrt)
+
+
+class Flops(CostFunction):
+    """Floating-point operations of a form, from static shapes.
+
+    Elementwise: one per element for arithmetic, 4 for division and square
+    root, 16 for transcendental functions; dot: 2 m k n; reductions: one per
+    input element; shape ops: none.
+    """
+
+    name = "flops"
+
+    def leaf(self, value: Variable) -> float:
+        return 0.0
+
+    def node(self, op, type_, operand_types, operand_costs) -> float:
+        return node_flops(op, type_, operand_types) + NODE_EPSILON + sum(operand_costs)
+
+
+def _size(type_: TensorType) -> float:
+    return float(math.prod(UNKNOWN_LENGTH if d is None else d for d in type_.shape))
+
+
+def _length(d: int | None) -> float:
+    return float(UNKNOWN_LENGTH if d is None else d)
+
+
+def node_flops(op: Op, type_: TensorType, operand_types: Sequence[TensorType]) -> float:
+    """The flops of one application of `op` to operands of `operand_types`, giving a value of `type_`."""
+    out = _size(type_)
+    if isinstance(op, (ops.Dot, ops.Dot22, ops.Gemm, ops.Gemv, ops.Ger)):
+        matrices = [t for t in operand_types if t.ndim >= 1]
+        if isinstance(op, (ops.Dot, ops.Dot22)) and len(matrices) == 2:
+            inner = _length(matrices[0].shape[-1])
+            return 2.0 * out * inner
+        return 2.0 * sum(_size(t) for t in operand_types) + 2.0 * out
+    if isinstance(op, ops.Composite):
+        return out * len(op.nodes)
+    if isinstance(op, ops.Elemwise):
+        if isinstance(op, _CHEAP):
+            return out * max(1, len(operand_types) - 1)
+        return out * (4.0 if isinstance(op, _DIVIDING) else 16.0)
+    if isinstance(op, ops.Softmax):
+        return 20.0 * out
+    if isinstance(op, (ops.DimShuffle, ops.Reshape)):
+        return 0.0
+    if isinstance(op, ops.Reduce):
+        return sum(_size(t) for t in operand_types)
+    return out
+
+
+# -- accuracy ------------------------------------------------------------------------------------------
+
+
+class AccuracyError(ValueError):
+    """The accuracy of a form cannot be measured (an op without a reference, no real sample point)."""
+
+
+def _real(x: mpmath.mpf) -> mpmath.mpf:
+    """A real result, or NaN where mpmath went complex (log or sqrt of a negative, fractional powers)."""
+    return x if isinstance(x, mpmath.mpf) else mpmath.nan
+
+
+def _divide(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
+    if b == 0:
+        if a == 0 or mpmath.isnan(a):
+            return mpmath.nan
+        return mpmath.inf if a > 0 else -mpmath.inf
+    return a / b
+
+
+def _power(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
+    try:
+        return _real(mpmath.power(a, b))
+    except ZeroDivisionError:
+        return mpmath.inf
+
+
+def _extremum(pick: Callable) -> Callable:
+    def f(a, b):
+        if mpmath.isnan(a) or mpmath.isnan(b):
+            return mpmath.nan
+        return pick(a, b)
+
+    return f
+
+
+_MP_ELEMENTWISE: dict[type, Callable] = {
+    ops.Add: lambda *xs: reduce(operator.add, xs),
+    ops.Mul: lambda *xs: reduce(operator.mul, xs),
+    ops.Sub: operator.sub,
+    ops.TrueDiv: _divide,
+    ops.Pow: _power,
+    ops.Neg: operator.neg,
+    ops.Exp: mpmath.exp,
+    ops.Log: lambda x: _real(mpmath.log(x)) if x != 0 else -mpmath.inf,
+    ops.Log1p: lambda x: _real(mpmath.log1p(x)) if x != -1 else -mpmath.inf,
+    ops.Expm1: mpmath.expm1,
+    ops.Sqrt: lambda x: _real(mpmath.sqrt(x)),
+    ops.Sqr: lambda x: x * x,
+    ops.Sin: mpmath.sin,
+    ops.Cos: mpmath.cos,
+    ops.Tanh: mpmath.tanh,
+    ops.Abs: abs,
+    ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),
+    ops.Softplus: lambda x: mpmath.log1p(mpmath.exp(x)),
+    ops.Reciprocal: lambda x: _divide(mpmath.mpf(1), x),
+    ops.Identity: lambda x: x,
+    ops.Maximum: _extremum(max),
+    ops.Minimum: _extremum(min),
+    ops.Lt: operator.lt,
+    ops.Le: operator.le,
+    ops.Gt: operator.gt,
+    ops.Ge: operator.ge,
+    ops.Eq: operator.eq,
+    ops.Neq: operator.ne,
+    ops.Switch: lambda c, a, b: a if c else b,
+}
+
+
+def _mp_array(data: np.ndarray) -> np.ndarray:
+    """An array as an object array of exact mpmath numbers (booleans kept)."""
+    data = np.asarray(data)
+    if data.dtype.kind == "b":
+        return data.astype(object)
+    return np.asarray(np.frompyfunc(lambda v: mpmath.mpf(v), 1, 1)(data.astype(object)), dtype=object)
+
+
+def _mp_softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    top = np.max(x, axis=axis, keepdims=True)
+    shifted = x - top
+    exps = np.frompyfunc(mpmath.exp, 1, 1)(shifted)
+    total = np.sum(exps, axis=axis, keepdims=True)
+    if log:
+        return shifted - np.frompyfunc(mpmath.log, 1, 1)(total)
+    return exps / total
+
+
+def _mp_node(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
+    """One node evaluated on object arrays of mpmath numbers (one point)."""
+    function_ = _MP_ELEMENTWISE.get(type(op))
+    if function_ is not None:
+        return np.asarray(np.frompyfunc(function_, len(arrays), 1)(*arrays), dtype=object)
+    if isinstance(op, ops.Fill):
+        model, value = arrays
+        return np.broadcast_to(value, np.broadcast_shapes(model.shape, value.shape)).copy()
+    if isinstance(op, ops.Cast):
+        return arrays[0]
+    if isinstance(op, (ops.Softmax,)):
+        return _mp_softmax(arrays[0], op.axis, isinstance(op, ops.LogSoftmax))
+    if isinstance(op, ops.Sum):
+        return np.asarray(np.sum(arrays[0], axis=op.axis), dtype=object)
+    if isinstance(op, ops.Mean):
+        total = np.asarray(np.sum(arrays[0], axis=op.axis), dtype=object)
+        return total / (arrays[0].size // max(total.size, 1))
+    if isinstance(op, ops.Max):
+        return np.asarray(np.max(arrays[0], axis=op.axis), dtype=object)
+    if isinstance(op, ops.Dot):
+        return np.asarray(np.dot(arrays[0], arrays[1]), dtype=object)
+    if isinstance(op, ops.DimShuffle):
+        x = arrays[0]
+        if op.dropped:
+            x = x.squeeze(axis=op.dropped)
+        kept = [o for o in op.new_order if o != "x"]
+        rank = {axis: k for k, axis in enumerate(sorted(kept))}
+        x = x.transpose(tuple(rank[o] for o in kept))
+        return x[tuple(np.newaxis if o == "x" else slice(None) for o in op.new_order)]
+    if isinstance(op, ops.Reshape):
+        return arrays[0].reshape(op.shape)
+    raise AccuracyError(f"no high-precision reference for {type(op).__name__} ops")
+
+
+def _ordinals(values: np.ndarray) -> np.ndarray:
+    """Floats mapped to int64 counting representable values: ULP distance is a difference."""
+    width = values.dtype.itemsize * 8
+    bits = values.view(np.int64 if width == 64 else np.int32).astype(np.int64)
+    magnitude = bits & ((1 << (width - 1)) - 1)
+    return np.where(bits < 0, -magnitude, magnitude)
+
+
+def bits_of_error(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    """log2(ULP distance + 1) per element; the float's width where one is NaN or inf and they differ."""
+    values = np.asarray(values)
+    reference = np.asarray(reference, dtype=values.dtype)
+    width = float(values.dtype.itemsize * 8)
+    a, b = _ordinals(values), _ordinals(reference)
+    with np.errstate(all="ignore"):
+        same_sign = (a >= 0) == (b >= 0)  # then a - b fits in int64; else the distance is |a| + |b|
+        distance = np.where(
+            same_sign,
+            np.abs(np.where(same_sign, a - b, 0)).astype(np.float64),
+            np.abs(a) + np.abs(b.astype(float)),
+        )
+        error = np.log2(distance + 1.0)
+    finite = np.isfinite(values) & np.isfinite(reference)
+    same = (values == reference) | (np.isnan(values) & np.isnan(reference))
+    return np.where(finite, np.minimum(error, width), np.where(same, 0.0, width))
+
+
+class Accuracy:
+    """Bits of error of forms of `expr` against an mpmath reference of `expr` (Herbie's measure).
+
+    `samples` points are drawn with `seed`, each input uniformly over the
+    bit patterns of its float type, or of the interval `ranges[name]`;
+    unknown lengths are `length`.  Calling the object on a form (a graph
+    over the same inputs) gives its mean bits of error.
+    """
+
+    name = "accuracy"
+
+    def __init__(
+        self,
+        expr: Variable,
+        samples: int = 256,
+        ranges: Mapping[str, tuple[float, float]] | None = None,
+        seed: int = 0,
+        precision: int = 128,
+        length: int = 3,
+    ):
+        if expr.type.numpy_dtype.kind != "f":
+            raise AccuracyError(f"accuracy needs a floating result, {expr} is {expr.dtype}")
+        self.inputs = [v for v in graph_inputs([expr]) if not isinstance(v, Constant)]
+        if not self.inputs:
+            raise AccuracyError(f"{expr} has no inputs to sample")
+        for v in self.inputs:
+            if v.type.numpy_dtype.kind != "f":
+                raise AccuracyError(f"accuracy needs floating inputs, {v} is {v.dtype}")
+        ranges = dict(ranges or {})
+        unknown = sorted(set(ranges) - {v.name for v in self.inputs})
+        if unknown:
+            raise AccuracyError(f"ranges name no input of the expression: {', '.join(unknown)}")
+        self.precision = precision
+        rng = np.random.default_rng(seed)
+        shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
+        points = [
+            _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
+            for v, shape in zip(self.inputs, shapes)
+        ]
+        reference = self._reference(expr, points, samples)
+        keep = ~np.isnan(reference.reshape(samples, -1)).any(axis=1)
+        if not keep.any():
+            raise AccuracyError(f"{expr} is not a real number at any sample point")
+        self.points = [p[keep] for p in points]
+        with np.errstate(all="ignore"):
+            self.reference = reference[keep].astype(expr.type.numpy_dtype)
+
+    def _reference(self, expr: Variable, points: list[np.ndarray], samples: int) -> np.ndarray:
+        """The exact value at every point, rounded to float64 (NaN where it is not real).
+
+        Values are computed in `precision` bits; a point where a sum adds
+        operands further apart in scale than that (``1 + x`` at x = 1e-300
+        needs a thousand bits) is computed again with enough bits for the
+        sum to be exact, up to `MAX_PRECISION`.
+        """
+        nodes = io_toposort(self.inputs, [expr])
+        values, needed = self._exact(expr, nodes, points, self.precision)
+        precision = np.full(samples, self.precision)
+        pending = np.flatnonzero(needed > precision)
+        while pending.size:
+            bits = min(MAX_PRECISION, int(needed[pending].max()) + 64)
+            finer, again = self._exact(expr, nodes, [p[pending] for p in points], bits)
+            values[pending] = finer
+            precision[pending] = bits
+            needed[pending] = again
+            pending = pending[(again > bits) & (bits < MAX_PRECISION)]
+        return values
+
+    def _exact(
+        self, expr: Variable, nodes: list, points: list[np.ndarray], precision: int
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`expr` at `points` in `precision` bits, rounded to float64 (stacked along a first axis),
+        and for each point the bits its sums need to be exact."""
+        count = len(points[0])
+        batched = all(isinstance(n.op, ops.Elemwise) for n in nodes)
+        groups = [points] if batched else [[p[k] for p in points] for k in range(count)]
+        results, needs = [], []
+        with mpmath.workprec(precision):
+            for group in groups:
+                values: dict[Variable, np.ndarray] = {v: _mp_array(p) for v, p in zip(self.inputs, group)}
+                need = np.zeros(count if batched else 1, dtype=np.int64)
+                for node in nodes:
+                    arrays = [values[i] if i in values else _mp_array(i.data) for i in node.inputs]
+                    result = values[node.outputs[0]] = _mp_node(node.op, arrays)
+                    if isinstance(node.op, (ops.Add, ops.Sub)):
+                        need_of = partial(_needed_bits, precision)
+                        spans = np.asarray(
+                            np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *arrays), dtype=np.int64
+                        )
+                        spans = np.broadcast_to(spans, np.broadcast_shapes(spans.shape, (len(need),)))
+                        need = np.maximum(need, spans.reshape(len(need), -1).max(axis=1, initial=0))
+                value = values[expr] if expr in values else _mp_array(expr.data)
+                results.append(np.frompyfunc(_rounded, 1, 1)(np.asarray(value)).astype(np.float64))
+                needs.append(need)
+        if batched:
+            shape = np.broadcast_shapes(results[0].shape, (count,) + (1,) * expr.ndim)
+            return np.array(np.broadcast_to(results[0], shape)), needs[0]
+        return np.stack(results), np.concatenate(needs)
+
+    def values(self, form: Variable) -> np.ndarray:
+        """The form evaluated in its own precision at every sample point (stacked along a first axis).
+
+        A form of elementwise ops only is evaluated once on the stacked
+        points (it broadcasts over the extra axis); any other, point by point.
+        """
+        nodes = io_toposort(self.inputs, [form])
+        with np.errstate(all="ignore"):
+            if all(isinstance(n.op, ops.Elemwise) for n in nodes):
+                values: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
+                for node in nodes:
+                    values[node.outputs[0]] = evaluate(node, [_value(values, i) for i in node.inputs])[0]
+                value = _value(values, form)
+                return np.broadcast_to(value, self.reference.shape)
+            run = function(self.inputs, form)
+            return np.stack([np.asarray(run(*point)) for point in zip(*self.points)])
+
+    def __call__(self, form: Variable) -> float:
+        return float(np.mean(bits_of_error(self.values(form), self.reference)))
+
+
+def _scale(x: mpmath.mpf) -> int | None:
+    """The binary exponent of a nonzero finite number (None otherwise)."""
+    if not isinstance(x, mpmath.mpf) or x == 0 or not mpmath.isfinite(x):
+        return None
+    mantissa, exponent = x.man_exp
+    return exponent + int(mantissa).bit_length()
+
+
+def _needed_bits(precision: int, result: mpmath.mpf, *operands: mpmath.mpf) -> int:
+    """The bits a sum `result` of `operands` needs to be right: its operands' spread in scale plus
+    what cancellation lost, plus 64; twice `precision` when it cancelled to exactly 0.
+
+    Operands further apart than the float64 range matter to no float result and do not count.
+    """
+    scales = [s for s in map(_scale, operands) if s is not None]
+    if not scales:
+        return 0
+    top = max(scales)
+    if result == 0:
+        return 2 * precision if len(scales) > 1 else 0
+    spread = top - min(scales)
+    lost = top - (_scale(result) if _scale(result) is not None else top)
+    bits = max(spread if spread <= FLOAT64_SPAN else 0, lost)
+    return bits + 64 if bits else 0
+
+
+def _value(values: Mapping[Variable, np.ndarray], v: Variable) -> np.ndarray:
+    """The value computed for `v`, or its data when it is a constant."""
+    found = values.get(v)
+    return v.data if found is None else found
+
+
+def _rounded(x: mpmath.mpf) -> float:
+    if isinstance(x, (bool, np.bool_)):
+        return float(x)
+    if mpmath.isnan(x):
+        return math.nan
+    return float(x)
+
+
+def _sample(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], bounds) -> np.ndarray:
+    """Floats of `dtype` uniform over bit patterns: over all finite values, or those in `bounds`."""
+    info = np.finfo(dtype)
+    low, high = (float(-info.max), float(info.max)) if bounds is None else map(float, bounds)
+    if not low <= high:
+        raise AccuracyError(f"empty range [{low}, {high}]")
+    ends = _ordinals(np.array([low, high], dtype=dtype))
+    ordinals = rng.integers(int(ends[0]), int(ends[1]), size=shape, endpoint=True)
+    width = dtype.itemsize * 8
+    sign = (ordinals < 0).astype(np.uint64) << np.uint64(width - 1)
+    bits = np.abs(ordinals).astype(np.uint64) | sign
+    return bits.astype(np.uint64 if width == 64 else np.uint32).view(dtype)
+
+
+def pareto_front(points: Sequence[tuple[float, float]]) -> list[int]:
+    """Indices of the points (error, flops) no other point beats in both, by increasing flops."""
+    order = sorted(range(len(points)), key=lambda i: (points[i][1], points[i][0]))
+    front, best = [], math.inf
+    for i in order:
+        if points[i][0] < best:
+            front.append(i)
+            best = points[i][0]
+    return front
+
+
+COSTS: dict[str, Callable[[], CostFunction]] = {"nodes": NodeCount, "flops": Flops, "depth": Depth}

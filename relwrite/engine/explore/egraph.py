@@ -1,0 +1,495 @@
+"""The equivalence store: an e-graph in the sense of egg, with the record of why classes merged.
+
+Every term the explorer sees is interned as *term nodes*: an op applied to
+the exact term nodes of its operands, or a leaf (a graph input or a
+constant).  Term nodes live in equivalence classes kept by union-find; an
+*e-node* is a term node up to the classes of its operands, hash-consed in
+`_memo`, and a class is the set of its e-nodes.  Congruence (equal operands
+give equal applications) is restored by `rebuild`, egg's deferred rebuilding.
+
+add and mul are associative and commutative: their e-nodes hold the sorted
+multiset of their operand classes, and interning splices nested sums
+(products) of one dtype into one node, so every AC-equal form of a sum is the
+same e-node and nothing has to search over orders.
+
+Explanations follow egg's design: every union links the two term nodes it
+was made on in a proof forest, with its reason (`Applied` for a rule,
+`CONGRUENCE`, `FOLDING` for constant folding); `proof_path` gives the chain
+of links between two term nodes of one class.
+
+Nothing here recurses: terms are walked with explicit stacks, so a 100,000
+node chain interns like a small graph.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from relwrite.backends.numpy.impls import EvaluationError, evaluate
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.types import TensorType
+from relwrite.relations.goals import canonical_key
+from relwrite.relations.registry import Rule
+
+AC_OPS: frozenset[Op] = frozenset({ops.add, ops.mul})
+"""Ops whose e-nodes hold sorted operand multisets (associative and commutative)."""
+
+CONGRUENCE = "congruence"
+"""Reason of a union of two applications of one op to equivalent operands."""
+
+FOLDING = "constant_folding"
+"""Reason of a union of an application of constants with the constant it computes."""
+
+PlaceholderClass = Callable[[Variable], "int | None"]
+
+
+def _no_class(v: Variable) -> int | None:
+    return None
+
+
+def _never(v: Variable) -> bool:
+    return False
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """Where a term already is: its class (None: absent), the classes of its subterms, of its operands."""
+
+    cls: int | None
+    inside: frozenset[int]
+    operands: tuple[int | None, ...]
+
+
+@dataclass(frozen=True)
+class Applied:
+    """A union made by a rule: run `direction` on the term node `source`, it answered `result`.
+
+    `bindings` pairs the names of the rule's assumption variables with the
+    term nodes they were bound to.
+    """
+
+    rule: Rule
+    direction: str
+    source: int
+    result: int
+    bindings: tuple[tuple[str, int], ...] = ()
+
+
+Reason = Applied | str
+
+
+class EClass:
+    """One equivalence class: its e-nodes (term node ids), parents, static type and a leaf it holds."""
+
+    __slots__ = ("leaf", "nodes", "parents", "type")
+
+    def __init__(self, node: int, type_: TensorType, leaf: Variable | None):
+        self.nodes: list[int] = [node]
+        self.parents: list[tuple[tuple, int]] = []
+        self.type = type_
+        self.leaf = leaf
+
+
+class EGraph:
+    """Hash-consed e-nodes in union-find classes, congruence by rebuilding, and a proof forest."""
+
+    def __init__(self) -> None:
+        self._op: list[Op | None] = []
+        self._children: list[tuple[int, ...]] = []
+        self._leaf: list[Variable | None] = []
+        self._type: list[TensorType] = []
+        self._uf: list[int] = []
+        self._proof: list[int | None] = []
+        self._why: list[Reason | None] = []
+        self._exact: dict[tuple, int] = {}
+        self._leaves: dict[Variable, int] = {}
+        self._memo: dict[tuple, int] = {}
+        self._tried_folding: set[tuple] = set()
+        self._graphs: dict[int, Variable] = {}
+        self._pending: list[int] = []
+        self.classes: dict[int, EClass] = {}
+        self.node_count = 0
+        self.unions = 0
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def find(self, i: int) -> int:
+        """The id of the class of term node `i` (its union-find root)."""
+        uf = self._uf
+        root = i
+        while uf[root] != root:
+            root = uf[root]
+        while uf[i] != root:
+            uf[i], i = root, uf[i]
+        return root
+
+    @property
+    def class_count(self) -> int:
+        return len(self.classes)
+
+    def op(self, node: int) -> Op | None:
+        """The op of a term node (None for a leaf)."""
+        return self._op[node]
+
+    def leaf(self, node: int) -> Variable | None:
+        """The graph input or constant a leaf term node is (None for an application)."""
+        return self._leaf[node]
+
+    def type(self, node: int) -> TensorType:
+        return self._type[node]
+
+    def children(self, node: int) -> tuple[int, ...]:
+        """The classes of a term node's operands (sorted for add and mul)."""
+        return self._canonical(node)[1]
+
+    def exact_children(self, node: int) -> tuple[int, ...]:
+        """The term nodes a term node was built from."""
+        return self._children[node]
+
+    def nodes(self, cls: int) -> list[int]:
+        """The e-nodes of a class (one term node for each)."""
+        return self.classes[self.find(cls)].nodes
+
+    def reachable(self, roots: Iterable[int]) -> list[int]:
+        """The classes reachable from `roots` through operands, each once."""
+        seen: set[int] = set()
+        order: list[int] = []
+        stack = [self.find(r) for r in roots]
+        while stack:
+            c = stack.pop()
+            if c in seen:
+                continue
+            seen.add(c)
+            order.append(c)
+            for n in self.classes[c].nodes:
+                stack.extend(k for k in self.children(n) if k not in seen)
+        return order
+
+    def term(self, node: int) -> Variable:
+        """The graph a term node stands for (its exact term), built once and kept."""
+        graphs = self._graphs
+        stack = [node]
+        while stack:
+            n = stack[-1]
+            if n in graphs:
+                stack.pop()
+                continue
+            leaf = self._leaf[n]
+            if leaf is not None:
+                graphs[n] = leaf
+                stack.pop()
+                continue
+            missing = [c for c in self._children[n] if c not in graphs]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            inputs = [graphs[c] for c in self._children[n]]
+            op = self._op[n]
+            if op in AC_OPS:
+                inputs.sort(key=canonical_key)
+            graphs[n] = op(*inputs)
+        return graphs[node]
+
+    # -- adding terms ----------------------------------------------------------------------------
+
+    def add_leaf(self, value: Variable) -> int:
+        """The term node of a graph input or constant, created (in a class of its own) when new."""
+        found = self._leaves.get(value)
+        if found is not None:
+            return found
+        i = self._new(None, (), value, value.type)
+        self._leaves[value] = i
+        self.classes[i] = EClass(i, value.type, value)
+        self.node_count += 1
+        return i
+
+    def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType) -> int:
+        """The term node `op(*children)` (children are term nodes), created when new.
+
+        A new term node whose e-node exists joins that e-node's class (a
+        congruence link); otherwise it starts a class of its own, which
+        constant folding may merge with the constant it computes.
+        """
+        if op in AC_OPS:
+            children = tuple(sorted(children))
+        key = (op, children)
+        found = self._exact.get(key)
+        if found is not None:
+            return found
+        i = self._new(op, children, None, type_)
+        self._exact[key] = i
+        canon = self._canonical(i)
+        existing = self._memo.get(canon)
+        if existing is not None:
+            self._uf[i] = self.find(existing)
+            self._link(i, existing, CONGRUENCE)
+            return i
+        self._memo[canon] = i
+        self.classes[i] = EClass(i, type_, None)
+        self.node_count += 1
+        for c in set(canon[1]):
+            self.classes[c].parents.append((canon, i))
+        self._fold(i)
+        return i
+
+    def intern(
+        self,
+        root: Variable,
+        placeholder_class: PlaceholderClass = _no_class,
+        flatten: bool = True,
+        exact: Callable[[Variable], bool] = _never,
+    ) -> int:
+        """Add the term of graph `root` and return its term node.
+
+        `placeholder_class(v)` names the class a placeholder variable stands
+        for (its subgraph is not read).  With `flatten`, sums of sums (and
+        products of products) of one dtype become one node holding all their
+        operands, except at subterms `exact(v)` says to keep as they are
+        (terms materialized from e-nodes, which must land on those e-nodes).
+        """
+        ids, _ = self._walk(root, placeholder_class, flatten, exact, create=True)
+        return ids[root]
+
+    def lookup(
+        self,
+        root: Variable,
+        placeholder_class: PlaceholderClass = _no_class,
+        flatten: bool = True,
+        exact: Callable[[Variable], bool] = _never,
+    ) -> Lookup:
+        """Where the term of `root` already is, adding nothing (see `intern` for the arguments)."""
+        ids, operands = self._walk(root, placeholder_class, flatten, exact, create=False)
+        found = ids.pop(root)
+        return Lookup(
+            None if found is None else self.find(found),
+            frozenset(self.find(i) for i in ids.values() if i is not None),
+            tuple(None if i is None else self.find(i) for i in operands),
+        )
+
+    def _walk(
+        self,
+        root: Variable,
+        placeholder_class: PlaceholderClass,
+        flatten: bool,
+        exact: Callable[[Variable], bool],
+        create: bool,
+    ) -> tuple[dict[Variable, int | None], tuple[int | None, ...]]:
+        """Term nodes (None: absent, when not `create`) of the term's variables, and the root's operands."""
+        order, clients = self._postorder(root, placeholder_class)
+        ids: dict[Variable, int | None] = {}
+        flat: dict[Variable, list[int | None]] = {}
+        operands_of: dict[Variable, tuple[int | None, ...]] = {}
+
+        def term_id(v: Variable) -> int | None:
+            if v not in ids:
+                operands_of[v] = tuple(flat.pop(v))
+                ids[v] = self._application(v.owner.op, operands_of[v], v.type, create)
+            return ids[v]
+
+        for v in order:
+            cls = placeholder_class(v)
+            if cls is not None:
+                ids[v] = self.find(cls)
+            elif not _expands(v):
+                ids[v] = self.add_leaf(v) if create else self._leaves.get(v)
+            elif flatten and _flattens(v) and not exact(v):
+                operands: list[int | None] | None = None
+                rest: list[int | None] = []
+                for i in v.owner.inputs:
+                    if i in flat and i.owner.op == v.owner.op and i.dtype == v.dtype:
+                        if clients[i] == 1 and operands is None:
+                            operands = flat.pop(i)
+                        else:
+                            rest.extend(flat.pop(i) if clients[i] == 1 else flat[i])
+                    else:
+                        rest.append(term_id(i))
+                if operands is None:
+                    operands = rest
+                else:
+                    operands.extend(rest)
+                flat[v] = operands
+            else:
+                operands_of[v] = tuple(map(term_id, v.owner.inputs))
+                ids[v] = self._application(v.owner.op, operands_of[v], v.type, create)
+        term_id(root)
+        return ids, operands_of.get(root, ())
+
+    def _postorder(self, root: Variable, placeholder_class: PlaceholderClass) -> tuple[list[Variable], dict]:
+        """The term's variables, operands before their users, and how often each is an operand."""
+        order: list[Variable] = []
+        clients: dict[Variable, int] = {}
+        visited: set[Variable] = set()
+        stack: list[tuple[Variable, bool]] = [(root, False)]
+        while stack:
+            v, expanded = stack.pop()
+            if expanded:
+                order.append(v)
+                continue
+            if v in visited:
+                continue
+            visited.add(v)
+            stack.append((v, True))
+            if placeholder_class(v) is None and _expands(v):
+                for i in reversed(v.owner.inputs):
+                    clients[i] = clients.get(i, 0) + 1
+                    if i not in visited:
+                        stack.append((i, False))
+        return order, clients
+
+    def _application(
+        self, op: Op, children: tuple[int | None, ...], type_: TensorType, create: bool
+    ) -> int | None:
+        if create:
+            return self.add_node(op, children, type_)
+        if any(c is None for c in children):
+            return None
+        classes = tuple(self.find(c) for c in children)
+        if op in AC_OPS:
+            classes = tuple(sorted(classes))
+        found = self._memo.get((op, classes))
+        return None if found is None else self.find(found)
+
+    def _new(self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType) -> int:
+        i = len(self._op)
+        self._op.append(op)
+        self._children.append(children)
+        self._leaf.append(leaf)
+        self._type.append(type_)
+        self._uf.append(i)
+        self._proof.append(None)
+        self._why.append(None)
+        return i
+
+    def _canonical(self, node: int) -> tuple:
+        op = self._op[node]
+        if op is None:
+            return (None, (), node)
+        classes = tuple(self.find(c) for c in self._children[node])
+        return (op, tuple(sorted(classes)) if op in AC_OPS else classes)
+
+    # -- merging ---------------------------------------------------------------------------------
+
+    def union(self, a: int, b: int, reason: Reason) -> bool:
+        """Merge the classes of term nodes `a` and `b` because of `reason`; False when already one."""
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return False
+        self._link(a, b, reason)
+        big, small = (ra, rb) if len(self.classes[ra].parents) >= len(self.classes[rb].parents) else (rb, ra)
+        self._uf[small] = big
+        kept, gone = self.classes[big], self.classes.pop(small)
+        kept.nodes.extend(gone.nodes)
+        kept.parents.extend(gone.parents)
+        if gone.leaf is not None and (kept.leaf is None or isinstance(gone.leaf, Constant)):
+            kept.leaf = gone.leaf
+        if kept.type.is_super(gone.type):
+            kept.type = gone.type
+        self._pending.append(big)
+        self.unions += 1
+        return True
+
+    def rebuild(self) -> None:
+        """Restore congruence after unions: equal e-nodes merge, and so do their classes."""
+        while self._pending:
+            todo = {self.find(c) for c in self._pending}
+            self._pending = []
+            for c in todo:
+                self._repair(c)
+
+    def _repair(self, cls: int) -> None:
+        parents, self.classes[self.find(cls)].parents = self.classes[self.find(cls)].parents, []
+        kept: dict[tuple, int] = {}
+        for key, node in parents:
+            if self._memo.get(key) == node:
+                del self._memo[key]
+            canon = self._canonical(node)
+            other = self._memo.get(canon)
+            if other is None:
+                self._memo[canon] = node
+            elif self.find(other) != self.find(node):
+                self.union(other, node, CONGRUENCE)
+            kept[canon] = self._memo[canon]
+            self._fold(self._memo[canon])
+        here = self.classes[self.find(cls)]
+        here.parents.extend(kept.items())
+        unique: dict[tuple, int] = {}
+        for n in here.nodes:
+            unique.setdefault(self._canonical(n), n)
+        self.node_count -= len(here.nodes) - len(unique)
+        here.nodes = list(unique.values())
+
+    def _fold(self, node: int) -> None:
+        """Constant folding as a class analysis: an application of constants joins its value's class."""
+        op = self._op[node]
+        if op is None or isinstance(op, (ops.Fill, ops.Alloc)):
+            return
+        canon = self._canonical(node)
+        constants = [self.classes[c].leaf for c in (self.find(c) for c in self._children[node])]
+        if not all(isinstance(c, Constant) for c in constants) or canon in self._tried_folding:
+            return
+        self._tried_folding.add(canon)
+        try:
+            apply = op.make_node(*constants)
+            if len(apply.outputs) != 1:
+                return
+            with warnings.catch_warnings(), np.errstate(all="raise"):
+                warnings.simplefilter("error")
+                (value,) = evaluate(apply, [c.data for c in constants])
+        except (EvaluationError, FloatingPointError, ArithmeticError, RuntimeWarning, TypeError, ValueError):
+            return
+        folded = Constant(TensorType(apply.outputs[0].dtype, value.shape), value)
+        self.union(node, self.add_leaf(folded), FOLDING)
+
+    # -- proofs ----------------------------------------------------------------------------------
+
+    def _link(self, a: int, b: int, reason: Reason) -> None:
+        """Add the proof-forest edge a - b: re-root a's tree at a, then hang it under b."""
+        node, parent, why = a, b, reason
+        while node is not None:
+            node_parent, node_why = self._proof[node], self._why[node]
+            self._proof[node], self._why[node] = parent, why
+            node, parent, why = node_parent, node, node_why
+
+    def proof_path(self, a: int, b: int) -> list[tuple[int, int, Reason]]:
+        """The proof-forest edges (x, y, reason) leading from term node `a` to term node `b`.
+
+        Both must be in one class (ValueError otherwise).
+        """
+        if self.find(a) != self.find(b):
+            raise ValueError(f"term nodes {a} and {b} are not known to be equal")
+        depth_of: dict[int, int] = {}
+        chain_a = self._to_root(a)
+        for k, n in enumerate(chain_a):
+            depth_of[n] = k
+        chain_b = self._to_root(b)
+        meet = next(k for k, n in enumerate(chain_b) if n in depth_of)
+        top = chain_b[meet]
+        up = chain_a[: depth_of[top] + 1]
+        down = chain_b[: meet + 1]
+        edges = [(x, self._proof[x], self._why[x]) for x in up[:-1]]
+        edges += [(self._proof[y], y, self._why[y]) for y in reversed(down[:-1])]
+        return edges
+
+    def _to_root(self, node: int) -> list[int]:
+        chain = [node]
+        while self._proof[chain[-1]] is not None:
+            chain.append(self._proof[chain[-1]])
+        return chain
+
+
+def _expands(v: Variable) -> bool:
+    """Whether the e-graph looks into `v`: an application (not an input, constant or multi-output result)."""
+    node = v.owner
+    return node is not None and len(node.outputs) == 1
+
+
+def _flattens(v: Variable) -> bool:
+    """Whether `v` is an add or mul whose operands all have its dtype (so nesting can be spliced)."""
+    node = v.owner
+    return node.op in AC_OPS and all(i.dtype == v.dtype for i in node.inputs)

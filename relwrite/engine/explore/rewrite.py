@@ -1,0 +1,315 @@
+"""How exploration runs a rule: the one adapter between the e-graph and the rule runtime.
+
+Everything the explorer asks of a rule goes through `rule_answers`: the
+right sides a rule gives for a term (forward) or the left sides it gives for
+a term (backward), each with the values of the variables its assumptions
+name, so that an explanation can say ``y != 0`` about the `y` that was
+actually cancelled.  Runs are bounded (`Budget`): at most `answers` states
+are read, and on the main thread a rule that computes longer than `seconds`
+is interrupted with `RuleTimeout`.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from functools import cache
+from itertools import islice, permutations
+from typing import Any
+
+from etuples.core import ExpressionTuple
+from unification import reify, var
+from unification.variable import Var
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.parse import parse
+from relwrite.graph.terms import GraphETuple, same_expression
+from relwrite.relations.pattern import as_graph, to_graph
+from relwrite.relations.registry import Rule
+
+DIRECTIONS = ("forward", "backward")
+COMMUTATIVE = (ops.add, ops.mul)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """How much one rule run may take: `answers` states read, `seconds` of computing (None: no clock)."""
+
+    answers: int = 8
+    seconds: float | None = 0.25
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One answer of a rule: the other side as a graph, and the values of its assumption variables."""
+
+    term: Variable
+    bindings: Mapping[str, Variable] = field(default_factory=dict)
+
+
+class RuleTimeout(Exception):
+    """A rule computed longer than its budget allows."""
+
+
+def rule_answers(rule: Rule, term: Variable, direction: str, budget: Budget = Budget()) -> list[Answer]:
+    """The answers of `rule` for the graph `term`, run `direction` ("forward" or "backward").
+
+    Forward, `term` is the rule's left side and the answers are right sides;
+    backward, `term` is the right side and the answers are left sides.
+    Answers that still hold logic variables or do not build as graphs are
+    dropped.  Raises `RuleTimeout` when the run outlasts `budget.seconds`,
+    and whatever the rule itself raises.
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
+    names = tuple(dict.fromkeys(a.name for a in rule.assumptions))
+    with _deadline(budget.seconds):
+        if direction == "forward":
+            found = list(islice(_forward(rule, term, bool(names)), budget.answers))
+        else:
+            found = list(islice(_backward(rule, term, bool(names)), budget.answers))
+    answers = []
+    for other, found_bindings in found:
+        lhs = term if direction == "forward" else other
+        bindings = {n: v for n, v in found_bindings.items() if n in names}
+        missing = [n for n in names if n not in bindings]
+        if missing:
+            bindings = {**bindings, **_bound_by_examples(rule, lhs, missing)}
+        answers.append(Answer(other, bindings))
+    return answers
+
+
+def backward_heads(rule: Rule) -> tuple[Op, ...] | None:
+    """The ops a right side of `rule` can be headed by, when the declaration says; None when it does not.
+
+    An empty tuple means the rule is never run backward: either it declares
+    that direction meaningless, or its right side is a bare variable, so
+    that every backward answer would only wrap a term in ops of its own
+    (``x -> -(-x)``) and grow every class without end.
+    """
+    if not rule.backward:
+        return ()
+    if rule.rhs is None:
+        return None
+    spec = rule.rhs.spec
+    if isinstance(spec, tuple) and spec and isinstance(spec[0], Op):
+        return (spec[0],)
+    return ()
+
+
+def reach(rule: Rule, direction: str) -> int | None:
+    """How many levels below its root the side of `rule` that is matched in `direction` reads.
+
+    Known for pattern rules (the depth of the pattern); None for relations
+    built from goals, which may read any depth.
+    """
+    pattern = rule.lhs if direction == "forward" else rule.rhs
+    if pattern is None:
+        return None if direction == "forward" else 1
+    stack, deepest = [(pattern.spec, 0)], 0
+    while stack:
+        spec, level = stack.pop()
+        if isinstance(spec, Mapping):
+            stack.append((spec.get("pattern"), level))
+        elif isinstance(spec, tuple):
+            deepest = max(deepest, level)
+            stack.extend((s, level + 1) for s in spec[1:])
+    return deepest
+
+
+def _forward(rule: Rule, term: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Variable]]]:
+    if rule.guard is not None and not rule.guard(term):
+        return
+    if rule.lhs is not None:
+        s = rule.lhs.match(term)
+        if s is not None:
+            answer = _graph(reify(rule.rhs.term, s), term)
+            if answer is not None:
+                yield answer, _named(s, rule.lhs.names) if named else {}
+        return
+    q = var()
+    for state in rule.relation(term, q)({}):
+        answer = _graph(reify(q, state), term)
+        if answer is not None:
+            yield answer, _prefixed(state) if named else {}
+
+
+def _backward(rule: Rule, term: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Variable]]]:
+    q = var()
+    for state in rule.relation(q, term)({}):
+        answer = _graph(reify(q, state), term)
+        if answer is not None:
+            yield answer, _prefixed(state) if named else {}
+
+
+def _graph(value: Any, like: Variable | None) -> Variable | None:
+    """`value` as a graph variable, or None when it holds logic variables or does not build.
+
+    Plain numbers take `like`'s dtype; without `like` only graphs and terms qualify.
+    """
+    if _has_logic_variables(value):
+        return None
+    try:
+        graph = to_graph(value, like=like) if like is not None else as_graph(value)
+    except (TypeError, ValueError):
+        return None
+    return graph if isinstance(graph, Variable) else None
+
+
+def _has_logic_variables(term: Any) -> bool:
+    stack = [term]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, (Variable, GraphETuple)):
+            continue
+        if isinstance(item, Var):
+            return True
+        if isinstance(item, (tuple, list, ExpressionTuple)):
+            stack.extend(item)
+    return False
+
+
+def _named(s: Mapping, names: Mapping[str, Var]) -> dict[str, Variable]:
+    """The graph values a substitution gives the named pattern variables."""
+    bound = {}
+    for name, v in names.items():
+        value = _graph(reify(v, s), None) if v in s else None
+        if value is not None:
+            bound[name] = value
+    return bound
+
+
+def _prefixed(state: Mapping) -> dict[str, Variable]:
+    """The graph values of a kanren state's logic variables, by their prefix (``var(prefix="y")`` is y)."""
+    bound: dict[str, Variable] = {}
+    for v in state:
+        if not isinstance(v, Var) or not isinstance(v.token, str):
+            continue
+        name = v.token.rsplit("_", 1)[0]
+        if name in bound:
+            continue
+        value = _graph(reify(v, state), None)
+        if value is not None:
+            bound[name] = value
+    return bound
+
+
+def _bound_by_examples(rule: Rule, lhs: Variable, names: list[str]) -> dict[str, Variable]:
+    """Values for assumption variables a run left unnamed, read by matching the rule's examples on `lhs`.
+
+    A rule's examples name the variables its assumptions speak of; the first
+    example whose shape matches `lhs` (commutative operands in any order)
+    says which subterm each name is.
+    """
+    for example in _examples(rule):
+        found = _match(example, lhs)
+        if found is not None and all(n in found for n in names):
+            return {n: found[n] for n in names}
+    return {}
+
+
+@cache
+def _examples(rule: Rule) -> tuple[Variable, ...]:
+    parsed = []
+    for text in rule.examples:
+        try:
+            parsed.append(parse(text, types=rule.types))
+        except (SyntaxError, TypeError, ValueError):
+            continue
+    return tuple(parsed)
+
+
+def _match(pattern: Variable, target: Variable, limit: int = 4) -> dict[str, Variable] | None:
+    """Bind the named inputs of the graph `pattern` to subgraphs of `target` (add/mul operands in any order).
+
+    Commutative operand lists longer than `limit` are matched in order only.
+    A depth-first search over pending pairs, kept on an explicit stack.
+    """
+    states: list[tuple[list[tuple[Variable, Variable]], dict[str, Variable]]] = [([(pattern, target)], {})]
+    while states:
+        pending, bound = states.pop()
+        failed = False
+        while pending and not failed:
+            p, t = pending.pop()
+            if p.owner is None:
+                if isinstance(p, Constant):
+                    failed = not (isinstance(t, Constant) and p == t)
+                elif p.name in bound:
+                    failed = not same_expression(bound[p.name], t)
+                else:
+                    bound = {**bound, p.name: t}
+                continue
+            node, other = p.owner, t.owner
+            if other is None or node.op != other.op or len(node.inputs) != len(other.inputs):
+                failed = True
+                continue
+            if node.op in COMMUTATIVE and 1 < len(node.inputs) <= limit:
+                for order in list(permutations(other.inputs))[1:]:
+                    states.append(([*pending, *zip(node.inputs, order)], bound))
+            pending.extend(zip(node.inputs, other.inputs))
+        if not failed:
+            return bound
+    return None
+
+
+_armed = False
+_installed = False
+
+
+def _interrupt(signum: int, frame: Any) -> None:
+    if _armed:
+        # should this exception be swallowed (raised in a gc callback), another follows a second later
+        signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
+        raise RuleTimeout()
+
+
+@contextmanager
+def rule_clock() -> Iterator[None]:
+    """Keep the handler that interrupts overlong rule runs installed for the block (saves a syscall pair
+    per run); without it each timed run installs and removes the handler itself."""
+    global _installed
+    if _installed or not _can_time():
+        yield
+        return
+    previous = signal.signal(signal.SIGALRM, _interrupt)
+    _installed = True
+    try:
+        yield
+    finally:
+        _installed = False
+        signal.signal(signal.SIGALRM, previous)
+
+
+def _can_time() -> bool:
+    return _HAS_TIMER and threading.current_thread() is threading.main_thread()
+
+
+@contextmanager
+def _deadline(seconds: float | None) -> Iterator[None]:
+    """Interrupt the block with `RuleTimeout` after `seconds` (on the main thread, where signals arrive)."""
+    global _armed
+    if seconds is None or not _can_time():
+        yield
+        return
+    if not _installed:
+        with rule_clock(), _deadline(seconds):
+            yield
+        return
+    started = time.perf_counter()
+    outer, _interval = signal.setitimer(signal.ITIMER_REAL, seconds)
+    _armed = True
+    try:
+        yield
+    finally:
+        _armed = False
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        if outer > 0:  # someone else's timer was running: give it back what is left of it
+            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.perf_counter() - started), 1e-6))
+
+
+_HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")

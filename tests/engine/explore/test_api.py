@@ -1,0 +1,245 @@
+"""explore, best_form, prove: forms sound and distinct, stabilizations found, proofs never false."""
+
+import sys
+from itertools import islice, pairwise
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relwrite import matrix, parse, scalar, vector
+from relwrite.backends.numpy.function import function
+from relwrite.engine.explore.api import UnsoundFormError, best_form, explore, pareto, prove, select_rules
+from relwrite.engine.explore.egraph import AC_OPS
+from relwrite.engine.explore.runner import Limits
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Constant, graph_inputs
+from relwrite.graph.printing import pprint
+from relwrite.relations.registry import catalogue, rule
+from relwrite.testing import expression_graphs, input_values
+
+SMALL = Limits(iterations=4, nodes=400, seconds=1)
+GOAL = Limits(nodes=5_000, seconds=1)
+
+
+_NUMBERS: dict = {}
+
+
+def ac_key(graph):
+    """An independent canonical key of a graph up to associativity and commutativity of add and mul.
+
+    Keys are numbered as they are made, so deep graphs give flat keys.
+    """
+    numbers = _NUMBERS
+    keys = {}
+    stack = [graph]
+    while stack:
+        v = stack[-1]
+        if v in keys:
+            stack.pop()
+            continue
+        if v.owner is None:
+            leaf = ("leaf", v.data.tobytes() if isinstance(v, Constant) else id(v))
+            keys[v] = (None, numbers.setdefault(leaf, len(numbers)), ())
+            stack.pop()
+            continue
+        missing = [i for i in v.owner.inputs if i not in keys]
+        if missing:
+            stack.extend(missing)
+            continue
+        stack.pop()
+        op = v.owner.op
+        operands = []
+        for i in v.owner.inputs:
+            key = keys[i]
+            if op in AC_OPS and key[0] == op and i.dtype == v.dtype:
+                operands.extend(key[2])
+            else:
+                operands.append(key[1])
+        operands = tuple(sorted(operands)) if op in AC_OPS else tuple(operands)
+        keys[v] = (op, numbers.setdefault((op, operands), len(numbers)), operands)
+    return keys[graph][1] if graph.owner is not None else keys[graph]
+
+
+def evaluate(graph, inputs, values):
+    with np.errstate(all="ignore"):
+        return np.asarray(function(inputs, graph)(*values), dtype=np.float64)
+
+
+def agree(left, right, scale):
+    both = np.isfinite(left) & np.isfinite(right)
+    return np.allclose(left[both], right[both], rtol=1e-6, atol=1e-6 * scale)
+
+
+@settings(max_examples=12)
+@given(expression_graphs(max_nodes=6), st.data())
+def test_every_form_computes_the_input(graph, data):
+    inputs, output = graph
+    forms = list(explore(output, limits=SMALL, check=False))
+    assert forms and forms[0].cost <= min(f.cost for f in forms)
+    values = data.draw(input_values(inputs))
+    expected = evaluate(output, inputs, values)
+    scale = max(1.0, *(float(np.max(np.abs(v), initial=0)) for v in values))
+    for form in forms[:20]:
+        assert agree(expected, evaluate(form.expr, inputs, values), scale), (pprint(output), str(form))
+
+
+@settings(max_examples=12)
+@given(expression_graphs(max_nodes=6))
+def test_forms_are_distinct_up_to_ac_and_ordered_by_cost(graph):
+    inputs, output = graph
+    forms = list(explore(output, limits=SMALL, check=False))
+    keys = [ac_key(f.expr) for f in forms]
+    assert len(set(keys)) == len(keys)
+    assert [f.cost for f in forms] == sorted(f.cost for f in forms)
+
+
+@settings(max_examples=15)
+@given(expression_graphs(max_nodes=5), expression_graphs(max_nodes=5), st.data())
+def test_prove_never_claims_a_pair_that_differs(first, second, data):
+    (inputs, a), (_, b) = first, second
+    proof = prove(a, b, limits=SMALL, check=False)
+    if proof is None:
+        return
+    b = proof.steps[-1].expression if proof.steps else b
+    values = data.draw(input_values(inputs))
+    scale = max(1.0, *(float(np.max(np.abs(v), initial=0)) for v in values))
+    by_name = {v.name: value for v, value in zip(inputs, values)}
+    used = [v for v in graph_inputs([b]) if not isinstance(v, Constant)]
+    assert agree(evaluate(a, inputs, values), evaluate(b, used, [by_name[v.name] for v in used]), scale)
+
+
+def test_prove_does_not_equate_a_shifted_expression():
+    x = scalar("x")
+    assert prove(o.log(1 + o.exp(x)), o.softplus(x) + 1.0, unsafe=True, limits=Limits(seconds=2)) is None
+
+
+@pytest.mark.parametrize(
+    ("plain", "stable", "types"),
+    [
+        ("log(1 + exp(x))", "softplus(x)", {}),
+        ("log(softmax(x))", "log_softmax(x, axis=-1)", {"x": "vector"}),
+        ("log(sigmoid(x))", "-softplus(-x)", {}),
+        ("exp(x) - 1", "expm1(x)", {}),
+        ("log(1 + x)", "log1p(x)", {}),
+    ],
+)
+def test_best_form_by_accuracy_finds_the_stabilizations(plain, stable, types):
+    form = best_form(parse(plain, types=types), cost="accuracy", limits=GOAL)
+    assert pprint(form.expr) == stable
+    assert form.cost < 1  # bits of error
+    assert form.steps and not form.unsafe
+
+
+def test_the_accuracy_front_runs_from_cheap_to_accurate():
+    front = pareto(parse("log(1 + exp(x))"), limits=GOAL)
+    assert [pprint(p.form.expr) for p in front][-1] == "softplus(x)"
+    assert front[-1].bits < 1 and all(a.flops <= b.flops for a, b in pairwise(front))
+
+
+def test_explore_the_seed_relation_both_ways():
+    a = matrix("A", shape=(3, 4))
+    x, y = vector("x", shape=(4,)), vector("y", shape=(4,))
+    forms = [pprint(f.expr) for f in explore(o.dot(a, x + y), rules=["dot_distribute"])]
+    assert forms == ["(A @ (x + y))", "((A @ x) + (A @ y))"]
+    back = list(explore(o.dot(a, x) + o.dot(a, y), rules=["dot_distribute"], direction="backward"))
+    assert [pprint(f.expr) for f in back] == ["(A @ (x + y))", "((A @ x) + (A @ y))"]
+    assert back[0].derivation == "dot_distribute~" and back[0].unsafe
+
+
+def test_forms_of_the_seed_expression_list_many_variants():
+    a, b = matrix("A", shape=(4, 4)), matrix("B", shape=(4, 4))
+    x, y, z, w = (vector(n, shape=(4,)) for n in "xyzw")
+    expr = o.dot(a, x + (y + o.dot(b, z + w)))
+    forms = list(
+        islice(explore(expr, include=("explore", "unsafe"), limits=Limits(seconds=2), check=False), 20)
+    )
+    assert len(forms) == 20
+    assert len({ac_key(f.expr) for f in forms}) == 20
+    shown = [pprint(f.expr) for f in forms]
+    assert "((A @ (B @ (w + z))) + (A @ x) + (A @ y))" in shown
+
+
+def test_a_sum_equals_its_reversal_at_once():
+    xs = [scalar(f"x{k}") for k in range(10)]
+    reversed_sum = xs[-1]
+    for x in reversed(xs[:-1]):
+        reversed_sum = reversed_sum + x
+    proof = prove(o.add(*xs), reversed_sum, limits=Limits(iterations=1))
+    assert proof is not None and not proof.steps
+
+
+def test_an_unsound_rule_is_caught_and_its_step_named():
+    wrong = rule("exp_is_log", (o.exp, "x"), (o.log, "x"), tags=("explore",))
+    x = scalar("x")
+    with pytest.raises(UnsoundFormError, match="step 1: exp_is_log") as caught:
+        list(explore(o.exp(x) + 1.0, rules=[wrong]))
+    assert caught.value.step == 1
+
+
+def test_prove_checks_its_proof_numerically():
+    wrong = rule("exp_is_log", (o.exp, "x"), (o.log, "x"), tags=("explore",))
+    x = scalar("x")
+    with pytest.raises(UnsoundFormError, match="exp_is_log"):
+        prove(o.exp(x), o.log(x), rules=[wrong])
+    assert prove(o.exp(x), o.log(x), rules=[wrong], check=False) is not None
+
+
+def test_a_two_thousand_node_input_explores_within_its_limits():
+    x = scalar("x")
+    expr = x
+    for k in range(2_000):
+        expr = o.exp(expr) if k % 2 else o.log(1 + expr)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(500)  # any recursion over the depth would fail
+    try:
+        forms = explore(expr, limits=Limits(seconds=1))
+        first = next(forms)
+    finally:
+        sys.setrecursionlimit(limit)
+    assert ac_key(first.expr) is not None
+
+
+def test_prove_shares_inputs_by_name():
+    assert prove(parse("x * 1"), parse("x")) is not None
+    with pytest.raises(ValueError, match="input x is"):
+        prove(parse("x * 1"), parse("x", types={"x": "vector"}))
+
+
+def test_costs_may_be_callables():
+    x = scalar("x")
+    forms = list(explore(o.log(1 + o.exp(x)), cost=lambda g: -len(pprint(g)), check=False))
+    assert pprint(forms[0].expr) == "log((1.0 + exp(x)))"
+
+
+def test_bad_arguments_are_clear_errors():
+    x = scalar("x")
+    with pytest.raises(ValueError, match="cost must be one of"):
+        next(explore(x, cost="speed"))
+    with pytest.raises(ValueError, match="direction must be"):
+        next(explore(x, direction="sideways"))
+    with pytest.raises(TypeError, match="graph Variable"):
+        next(explore("x"))
+    with pytest.raises(TypeError, match="Rule objects or rule names"):
+        select_rules([42])
+    with pytest.raises(KeyError, match="no_such_rule"):
+        select_rules(["no_such_rule"])
+    with pytest.raises(ValueError, match="include names no tag"):
+        select_rules(include=("shiny",))
+
+
+def test_default_rules_leave_out_opt_in_tags_unless_asked():
+    names = {r.name for r in select_rules()}
+    assert "softplus" in names and "mul_div_cancel" not in names and "dot_distribute" not in names
+    assert "mul_div_cancel" in {r.name for r in select_rules(unsafe=True)}
+    everything = {r.name for r in select_rules(include=("explore", "unsafe"))}
+    assert everything == {r.name for r in catalogue()}
+
+
+def test_forms_as_plain_data():
+    form = best_form(parse("log(1 + exp(x))"), limits=GOAL)
+    data = form.to_dict()
+    assert data["expr"] == "softplus(x)" and data["derivation"] == "softplus"
+    assert data["steps"][0]["rule"] == "softplus" and data["assumptions"] == []
+    assert "softplus" in str(form)

@@ -1,0 +1,85 @@
+"""Explanations: the chain of rule steps between two forms, and the assumptions it relies on."""
+
+import json
+
+import numpy as np
+
+from relwrite import parse, scalar
+from relwrite.backends.numpy.function import function
+from relwrite.engine.explore.api import prove
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Constant, graph_inputs
+from relwrite.graph.printing import pprint
+
+SEED = "add(z, mul(true_div(mul(y, x), y), true_div(z, x)))"
+
+
+def test_the_seed_proof_assumes_exactly_what_it_cancels():
+    a = parse(SEED)
+    proof = prove(a, parse("2 * z"), unsafe=True)
+    assert proof is not None
+    assert proof.assumptions == {"x != 0", "y != 0"}
+    assert [(s.rule, s.direction) for s in proof.steps] == [
+        ("mul_div_cancel", "forward"),
+        ("mul_cancel", "forward"),
+        ("collect_terms", "forward"),
+    ]
+    assert [sorted(s.assumptions) for s in proof.steps] == [["y != 0"], ["x != 0"], []]
+    assert proof.unsafe and all(s.unsafe for s in proof.steps[:2]) and not proof.steps[2].unsafe
+    assert pprint(proof.steps[-1].expression) == "(2.0 * z)"
+    assert "assumptions: x != 0, y != 0" in str(proof)
+
+
+def test_every_step_expression_computes_the_input():
+    a = parse(SEED)
+    proof = prove(a, parse("2 * z"), unsafe=True)
+    inputs = sorted(_inputs(a), key=str)
+    values = [np.float64(v) for v in (1.5, -2.5, 3.25)]  # x, y, z: nonzero
+    expected = function(inputs, a)(*values)
+    for step in proof.steps:
+        assert np.isclose(function(inputs, step.expression)(*values), expected)
+
+
+def test_without_unsafe_rules_the_seed_is_not_proven():
+    assert prove(parse(SEED), parse("2 * z")) is None
+
+
+def test_a_step_run_backward_says_so():
+    x = scalar("x")
+    proof = prove(o.softplus(x), o.log(1.0 + o.exp(x)), rules=["softplus"])
+    assert [(s.rule, s.direction) for s in proof.steps] == [("softplus", "backward")]
+    assert pprint(proof.steps[0].before) == "softplus(x)"
+
+
+def test_steps_rewrite_subterms_in_place():
+    x, y = scalar("x"), scalar("y")
+    proof = prove(o.exp(o.log(1.0 + o.exp(x))) * y, y * o.exp(o.softplus(x)), rules=["softplus"])
+    (step,) = proof.steps
+    assert pprint(step.before) == "log((1.0 + exp(x)))" and pprint(step.after) == "softplus(x)"
+    assert pprint(step.expression) == "(y * exp(softplus(x)))"
+
+
+def test_equal_up_to_ac_needs_no_step():
+    xs = [scalar(f"x{k}") for k in range(10)]
+    proof = prove(o.add(*xs), o.add(*reversed(xs)))
+    assert proof is not None and proof.steps == () and proof.assumptions == frozenset()
+    assert "equal as they stand" in str(proof)
+
+
+def _inputs(graph):
+    return [v for v in graph_inputs([graph]) if not isinstance(v, Constant)]
+
+
+def test_explanations_as_plain_data():
+    proof = prove(parse(SEED), parse("2 * z"), unsafe=True)
+    data = json.loads(json.dumps(proof.to_dict()))
+    assert data["assumptions"] == ["x != 0", "y != 0"]
+    assert data["steps"][0] == {
+        "rule": "mul_div_cancel",
+        "direction": "forward",
+        "before": "((x * y) / y)",
+        "after": "x",
+        "expression": "(z + (x * (z / x)))",
+        "assumptions": ["y != 0"],
+        "unsafe": True,
+    }
