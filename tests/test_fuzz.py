@@ -153,3 +153,15 @@ def test_modes_parse_with_linker_and_tags():
     assert "unsafe" in fuzz.parse_mode("o1+unsafe").query.include
     with pytest.raises(ValueError, match="unknown mode"):
         fuzz.parse_mode("o9")
+
+
+def test_a_rewrite_that_removes_a_shape_error_refines_and_its_values_are_still_checked():
+    """Dropping a computation drops its broadcast error (declared); on agreeing shapes values still count."""
+    recipe = _recipe(
+        _vector("x"), _vector("y"), fuzz.Step("call", "mul", (fuzz.Ref(0), fuzz.Ref(1))), outputs=[2]
+    )
+    mismatched = {0: np.array([1.0, 2.0]), 1: np.array([3.0, 4.0, 5.0])}
+    agreeing = {0: np.array([1.0, 2.0]), 1: np.array([3.0, 4.0])}
+    planted = _mode_with((ops.mul, "x", "y"), "x")
+    assert [f.category for f in fuzz.check(recipe, [mismatched], planted)] == ["declared"]
+    assert [f.category for f in fuzz.check(recipe, [agreeing], planted)] == ["wrong"]
