@@ -667,6 +667,8 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
     """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`."""
     op = node.op
     wide = precision != "native" and node.outputs[0].dtype.startswith("float")
+    if wide and isinstance(op, (ops.Add, ops.Mul)):
+        return [_wide_fold(np.add if isinstance(op, ops.Add) else np.multiply, args, precision)]
     if wide and not isinstance(op, (ops.Cast, ops.Fill)):
         first = 1 if isinstance(op, ops.Switch) else 0
         args = [a if k < first else _widen(a, precision) for k, a in enumerate(args)]
@@ -692,6 +694,23 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         result = _shape_op_value(op, args[0])
     result = np.asarray(result)
     return [_widen(result, precision) if wide else result]
+
+
+def _wide_fold(ufunc: np.ufunc, args: Sequence[Any], precision: str) -> np.ndarray:
+    """A variadic add or mul folded left as NumPy folds it, widened from the first float on.
+
+    Integer operands met before any float combine in their own dtype, with
+    its wraparound, as they do in the native walk: widening them first would
+    compute a different (unwrapped) value, not the same one more precisely.
+    """
+    acc = np.asarray(args[0])
+    for arg in args[1:]:
+        arg = np.asarray(arg)
+        if "f" in (acc.dtype.kind, arg.dtype.kind) or object in (acc.dtype, arg.dtype):
+            acc = ufunc(_widen(acc, precision), _widen(arg, precision))
+        else:
+            acc = ufunc(acc, arg)
+    return _widen(np.asarray(acc), precision)
 
 
 def _shape_op_value(op: Any, x: np.ndarray) -> np.ndarray:

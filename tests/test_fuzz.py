@@ -165,3 +165,17 @@ def test_a_rewrite_that_removes_a_shape_error_refines_and_its_values_are_still_c
     planted = _mode_with((ops.mul, "x", "y"), "x")
     assert [f.category for f in fuzz.check(recipe, [mismatched], planted)] == ["declared"]
     assert [f.category for f in fuzz.check(recipe, [agreeing], planted)] == ["wrong"]
+
+
+def test_integer_wraparound_before_a_float_is_kept_by_the_wide_walks():
+    """x * x wraps in int64 before meeting a float: the stabilized softplus of it is an improvement."""
+    recipe = _recipe(
+        fuzz.Step("input", params={"name": "i", "dtype": "int64", "shape": ()}),
+        fuzz.Step("input", params={"name": "x", "dtype": "float64", "shape": ()}),
+        fuzz.Step("call", "mul", (fuzz.Ref(0), fuzz.Ref(0), fuzz.Ref(1))),
+        fuzz.Step("call", "exp", (fuzz.Ref(2),)),
+        fuzz.Step("call", "log1p", (fuzz.Ref(3),)),
+        outputs=[4],
+    )
+    values = [{0: np.array(-4261752863850285365), 1: np.array(2.0)}]
+    assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
