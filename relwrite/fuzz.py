@@ -648,6 +648,9 @@ _NODE_UFUNCS: dict[type, Callable[..., Any]] = {
     ops.Mul: lambda *a: _ref_fold(np.multiply, a),
 }
 
+DOT_OPS = (ops.Dot, ops.Dot22, ops.Gemm, ops.Gemv)
+"""Ops whose result sums products in an order BLAS leaves open."""
+
 PRECISIONS = ("native", "long", "mp")
 """How graph walks compute floats: in their own dtype, in np.longdouble, or with mpmath (any exponent)."""
 
@@ -1389,9 +1392,38 @@ class _Case:
             widest = precision, wide[0][j], slack
         if widest is not None and self._beyond_range(f, k, j, got, pending, *widest):
             return "improvement"
-        if self._declared(mode, k, f, (j, bad)):
+        if self._declared(mode, k, f, (j, bad)) or self._unordered_overflow(f, k, j, got, bad):
             return "declared"
         return "wrong"
+
+    def _unordered_overflow(self, f: Any, k: int, j: int, got: np.ndarray, bad: np.ndarray) -> bool:
+        """Whether the elements `bad` are dot products whose terms overflow, where BLAS leaves the order open.
+
+        BLAS fixes neither the order of a dot product's additions nor its use
+        of fused multiply-add, and NumPy's own result changes with the layout:
+        where a product overflows, or infinities of both signs meet, the sum
+        may be an infinity of either sign or NaN.  Declared when the rewritten
+        graph runs a dot product, the reference and the mode are both
+        non-finite there, and the original's widest walk is non-finite or
+        beyond the output dtype's range.
+        """
+        if got.dtype.kind != "f" or not any(isinstance(n.op, DOT_OPS) for n in f.fgraph.apply_nodes):
+            return False
+        expected = np.asarray(self.references[k].outputs[j])
+        with _errstate():
+            both = ~np.isfinite(np.broadcast_to(expected, got.shape)) & ~np.isfinite(got)
+        if not np.all(both[bad]):
+            return False
+        widest = None
+        for precision in _wide_precisions():
+            wide = self.wide(k, precision)
+            if not isinstance(wide, _Error):
+                widest = np.broadcast_to(np.asarray(wide[0][j], dtype=np.longdouble), got.shape)
+        if widest is None:
+            return False
+        with _errstate():
+            off = ~np.isfinite(widest) | (np.abs(widest) > np.finfo(got.dtype).max)
+        return bool(np.all(off[bad]))
 
     def _beyond_range(
         self,
