@@ -497,9 +497,10 @@ def _build_composite(args: list[Any], params: dict[str, Any]) -> Variable:
     return ops.Composite([built[i] for i in inner.inputs], [built[inner.outputs[0]]])(*args)
 
 
-def _ref_composite(args: list[Any], params: dict[str, Any]) -> Any:
+def _ref_composite(args: list[Any], params: dict[str, Any], noise: np.random.Generator | None = None) -> Any:
+    """A fused node's value; with `noise`, every inner result is perturbed as a graph node's would be."""
     inner: Recipe = params["inner"]
-    env = _evaluate(inner, dict(zip(inner.inputs, args)))
+    env = _evaluate(inner, dict(zip(inner.inputs, args)), noise)
     value = env.values[inner.outputs[0]]
     if isinstance(value, _Error):
         raise value.error
@@ -579,7 +580,10 @@ def _evaluate(recipe: Recipe, inputs: dict[int, Any], noise: np.random.Generator
                 env.values[i] = failed
                 continue
             try:
-                value = np.asarray(_CTORS[step.op].ref(args, step.params))
+                if step.op == "composite":  # rounding inside a fused node spreads like any other
+                    value = np.asarray(_ref_composite(args, step.params, noise))
+                else:
+                    value = np.asarray(_CTORS[step.op].ref(args, step.params))
             except Exception as exc:  # NumPy's own error is the expected outcome
                 env.values[i] = _Error(exc)
                 continue
