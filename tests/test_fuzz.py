@@ -185,7 +185,7 @@ def test_integer_wraparound_before_a_float_is_kept_by_the_wide_walks():
 
 
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
-    """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: declared."""
+    """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
         fuzz.Step("input", params={"name": "v", "dtype": "float32", "shape": (3, 1)}),
         fuzz.Step("input", params={"name": "m", "dtype": "float32", "shape": (3, None)}),
@@ -195,7 +195,7 @@ def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     v = np.array([[0.0], [1.9474628e30], [2.7792621e36]], dtype="float32")
     m = np.array([[0.0, -1.548029e18, 9.010364e34], [0, 0, 0], [0, 0, 0]], dtype="float32")
     findings = fuzz.check(recipe, [{0: v, 1: m}], fuzz.parse_mode("fast_run"))
-    assert {f.category for f in findings} <= {"declared", "improvement"}
+    assert findings == []
     finite = [{0: np.ones((3, 1), dtype="float32"), 1: np.eye(3, dtype="float32")}]
     assert fuzz.check(recipe, finite, fuzz.parse_mode("fast_run")) == []
 
