@@ -1455,7 +1455,7 @@ class _Case:
             if not pending.any():
                 return "improvement"
             widest = precision, wide[0][j], slack
-        if widest is not None and self._beyond_range(f, k, j, got, pending, *widest):
+        if widest is not None and self._beyond_range(f, mode, k, j, got, pending, *widest):
             return "improvement"
         if self._declared(mode, k, f, (j, bad)):
             return "declared"
@@ -1464,6 +1464,7 @@ class _Case:
     def _beyond_range(
         self,
         f: Any,
+        mode: Mode,
         k: int,
         j: int,
         got: np.ndarray,
@@ -1475,17 +1476,22 @@ class _Case:
         """Whether the elements no wide walk settles are stabilizations no finite precision can confirm.
 
         That is: the widest walk of the original graph overflows there to an
-        infinity of the sign of the mode's finite value (a cancellation such as
-        1 - sigmoid(x) at x = 1e19 needs more bits than any walk has), and the
+        infinity of the sign of the mode's finite value, or, when a
+        stabilizing rule fired, gives NaN where the mode gives a finite value (a
+        cancellation such as 1 - sigmoid(x) at x = 1e19 needs more bits than
+        any walk has, and log1p(-1) = -inf then makes sin of it NaN); and the
         same walk of the rewritten graph gives the mode's value (so the backend
         is right, and the rewrite is the one that is checked everywhere else).
         """
         if got.dtype.kind != "f":
             return False
         rounded = _narrowed(wide, got.dtype)
+        stabilized = any(_declared_precision(r) == "stabilizes" for r in self.rules_applied(mode))
         with _errstate():
-            overflowed = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
-        if not np.all(overflowed[pending]):
+            unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
+            if stabilized:
+                unsettled |= np.isnan(rounded) & np.isfinite(got)
+        if not np.all(unsettled[pending]):
             return False
         try:
             rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)

@@ -205,3 +205,10 @@ def test_rounding_inside_a_fused_node_counts_as_rounding_noise():
     recipe, input_sets, _, _ = fuzz.draw_graph(7, 853)
     assert any(s.op == "composite" for s in recipe.steps)
     assert fuzz.check(recipe, input_sets, fuzz.parse_mode("fast_run")) == []
+
+
+def test_a_stabilization_no_precision_can_confirm_is_an_improvement():
+    """sin(log1p(-sigmoid(x))) at x = 1.3e9: 1 - sigmoid(x) needs 1.9e9 bits; -softplus(x) is right."""
+    recipe, input_sets, _, _ = fuzz.draw_graph(11, 6666)
+    findings = fuzz.check(recipe, input_sets, fuzz.parse_mode("fast_run"))
+    assert [f.category for f in findings] == ["improvement"]
