@@ -659,6 +659,8 @@ def _undefined_of(step: Step, args: list[Any], value: np.ndarray, env: _Env) -> 
 
 # -- graph walks: the reference applied to relwrite's own nodes (rewritten graphs, long double) ------
 
+# Written apart from relwrite.backends.numpy.impls on purpose: a reference that shared the
+# implementation it checks could not catch that implementation's mistakes.
 _NODE_UFUNCS: dict[type, Callable[..., Any]] = {
     ops.Sub: np.subtract,
     ops.TrueDiv: np.true_divide,
