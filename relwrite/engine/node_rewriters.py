@@ -145,24 +145,26 @@ def _metered_interleave(seqs: Iterable[Iterable[Any]]) -> Iterator[Any]:
     ring: deque[Iterator[Any]] = deque()
     for seq in seqs:
         stream = iter(seq)
-        for meter in _meters():
-            meter.tick()
-        try:
-            value = next(stream)
-        except StopIteration:
-            continue
-        ring.append(stream)
-        yield value
+        value = _metered_next(stream)
+        if value is not _EXHAUSTED:
+            ring.append(stream)
+            yield value
     while ring:
         stream = ring.popleft()
-        for meter in _meters():
-            meter.tick()
-        try:
-            value = next(stream)
-        except StopIteration:
-            continue
-        ring.append(stream)
-        yield value
+        value = _metered_next(stream)
+        if value is not _EXHAUSTED:
+            ring.append(stream)
+            yield value
+
+
+_EXHAUSTED = object()
+
+
+def _metered_next(stream: Iterator[Any]) -> Any:
+    """The next value of `stream` (or `_EXHAUSTED`), charged as one step to every active budget."""
+    for meter in _meters():
+        meter.tick()
+    return next(stream, _EXHAUSTED)
 
 
 # kanren's conjunctions (`bind`) and disjunctions (`ldisj_seq`) merge streams through the module's
