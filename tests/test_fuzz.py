@@ -212,3 +212,34 @@ def test_a_stabilization_no_precision_can_confirm_is_an_improvement():
     recipe, input_sets, _, _ = fuzz.draw_graph(11, 6666)
     findings = fuzz.check(recipe, input_sets, fuzz.parse_mode("fast_run"))
     assert [f.category for f in findings] == ["improvement"]
+
+
+@pytest.mark.parametrize(
+    ("index", "category"),
+    [
+        (945, "improvement"),  # log(sigmoid(-1.4e62)) ** -inf: C99 pow at an infinite exponent is 0
+        (5157, "declared"),  # log(exp(x) * log(exp(x))) at x = -1.3e250: x * exp(x) underflows to -0.0
+        (7291, "declared"),  # sqrt(sqr(x)) at x = 6.6e-29 in float32: |x| where the original underflows
+        (9851, "declared"),  # log1p(-sigmoid(x)) collected into a square that overflows at x = 3.4e219
+    ],
+)
+def test_a_rule_that_moves_overflow_or_underflow_is_judged_by_exact_walks(index, category):
+    """Rules exact over the reals may move where rounding leaves the range; the wide walks arbitrate."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")
+    recipe, input_sets, _, _ = fuzz.draw_graph(11, index)
+    findings = fuzz.check(recipe, input_sets, fuzz.parse_mode("fast_run"))
+    assert {f.category for f in findings} == {category}
+
+
+def test_the_wide_power_follows_c99_at_infinities():
+    """mpmath goes complex for (-big) ** -inf; NumPy, like C99 pow, gives 0 (signed zeros aside)."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")
+    power = fuzz._mp_elementwise(ops.Pow)
+    specials = [0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan, -1e300]
+    with np.errstate(all="ignore"):
+        for a in specials:
+            for b in specials:
+                expected, got = np.float64(a) ** np.float64(b), float(power(a, b))
+                assert got == expected or (np.isnan(got) and np.isnan(expected)), (a, b, got, expected)
