@@ -49,7 +49,9 @@ SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 """
 RULE_MODULES = (
     "relwrite.relations.canonicalize",
+    "relwrite.relations.simplify",
     "relwrite.relations.stabilize",
+    "relwrite.relations.special_functions",
     "relwrite.relations.specialize",
     "relwrite.relations.blas",
 )

@@ -1,0 +1,1 @@
+"""Simplify: algebraic identities beyond the canonical form (comparisons, extrema, powers, reductions)."""
