@@ -24,13 +24,12 @@ from itertools import islice
 from typing import Any
 
 import kanren.core
-from kanren.core import lall
-from unification import reify, var
 from unification.variable import isvar
 
 from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.registry import derive_tracks
+from relwrite.relations.runtime import answers
 
 Tracks = Sequence[Op | type] | None
 
@@ -320,12 +319,12 @@ class PatternSub(NodeRewriter):
         name: str | None = None,
         tracks: Tracks = None,
     ):
-        self.in_pattern = Pattern(in_pattern)
+        self.in_pattern = Pattern(in_pattern, commutative=False)
         if self.in_pattern.head is None:
             raise TypeError(
                 f"PatternSub: the input pattern must be an application of an op, got {in_pattern!r}"
             )
-        self.out_pattern = Pattern(out_pattern, self.in_pattern.names, staged=False)
+        self.out_pattern = Pattern(out_pattern, self.in_pattern.names, staged=False, commutative=False)
         self.allow_multiple_clients = allow_multiple_clients
         self._tracks = list(tracks) if tracks else [self.in_pattern.head]
         self.name = name or f"{self.in_pattern.text} -> {self.out_pattern.text}"
@@ -362,9 +361,8 @@ class KanrenRelationSub(NodeRewriter):
     computing something other than the input's own expression is taken;
     `results_filter(iterator)` may pick another.  `node_filter(node)` may
     veto nodes.  Tracks come from `tracks`, from the relation's own `tracks`
-    attribute (catalogue rules have one), or from `derive_tracks`.  A relation
-    object with a `forward(term)` method (catalogue rules built by `rule`)
-    supplies its answers from that faster matcher instead of a kanren run.
+    attribute (catalogue rules have one), or from `derive_tracks`.  Answers
+    come from the rule runtime (`relwrite.relations.runtime.answers`).
 
     Each run is bounded: at most `max_answers` answers are examined, and the
     kanren streams may take at most `max_steps` steps and `max_seconds`
@@ -407,11 +405,7 @@ class KanrenRelationSub(NodeRewriter):
 
     def answers(self, term: Any) -> Iterator[Any]:
         """The relation's answers for `term`, lazily, reified (at most `max_answers`; no budget)."""
-        forward = getattr(self.relation, "forward", None)
-        if forward is not None:
-            return islice(forward(term), self.max_answers)
-        q = var()
-        return islice((reify(q, state) for state in lall(self.relation(term, q))({})), self.max_answers)
+        return islice((a.value for a in answers(self.relation, term)), self.max_answers)
 
     def transform(self, fgraph: Any, node: Apply) -> bool | list:
         if self.node_filter is not None and not self.node_filter(node):

@@ -42,7 +42,9 @@ def rewrite_example_graphs(
         if len(node.outputs) != 1:
             continue
         old = node.outputs[0]
-        new = first_replacement(islice(r.forward(old), MAX_ANSWERS), old, fgraph.apply_nodes)
+        new = first_replacement(
+            islice((a.value for a in r.answers(old)), MAX_ANSWERS), old, fgraph.apply_nodes
+        )
         if new is not None:
             fgraph.replace(old, new, reason=r.name)
             return expr, fgraph.outputs[0]

@@ -1,34 +1,60 @@
-"""Tuple patterns: the small pattern language of `PatternSub` and `rule`.
+"""Tuple patterns: the pattern language of `rule` and `PatternSub`, compiled to one matcher.
 
 A pattern is
 - a tuple ``(op, *sub_patterns)``: an application of `op`;
 - a string: a named logic variable (the same name binds the same value);
-- ``{"pattern": p, "constraint": fn}``: `p`, accepted only when ``fn(variable)`` is true;
+- a string ``"*name"``, or ``*rest`` with ``rest = Rest("name")``: a sequence
+  variable, standing for one or more operands;
+- ``{"pattern": p, "constraint": fn}``: `p`, accepted only when ``fn(value)`` is true;
 - a Python or numpy number: on the input side it matches a constant whose
   every element equals it; on the output side it becomes a constant;
 - a graph `Variable` or `Constant`, or a kanren logic variable: itself.
 
-Matching is staged: the outer application is unified with the graph first,
-then each inner application with the variable bound in its place, so every
-matched intermediate variable is known (for constraints and client checks)
-and no more of the graph is looked at than the pattern covers.
+Applications of a variadic op (add, mul: associative and commutative, kept
+flat by canonicalize) match their operands as a multiset: ``(log, (add, 1,
+*rest))`` matches a sum holding a 1 anywhere among its operands, binding
+`rest` to the others in their order; without a sequence variable every
+operand must be matched.  Elsewhere operands match in order, and a
+sequence variable takes the operands between the fixed ones.  Built back,
+``(add, *rest)`` of one operand is that operand.
+
+The matcher walks the graph itself (no etuple conversion), reading every
+node through `note_read` so that engines know what a match looked at.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from etuples import etuple
 from etuples.core import ExpressionTuple
-from unification import reify, unify, var
+from unification import var
 from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Constant, Op, Variable, as_variable
+from relwrite.graph.terms import GraphETuple, note_read, same_expression
 
 Constraint = Callable[[Variable], bool]
+Substitution = dict[Var, Any]
+_NUMBER = (bool, int, float, np.number, np.bool_)
+
+
+class Rest:
+    """A sequence variable to splice into a pattern: ``(add, 1, *Rest("rest"))``."""
+
+    def __init__(self, name: str):
+        if not isinstance(name, str) or not name.isidentifier():
+            raise ValueError(f"a sequence variable needs an identifier name, got {name!r}")
+        self.name = name
+
+    def __iter__(self) -> Iterator[str]:
+        yield f"*{self.name}"
+
+    def __repr__(self) -> str:
+        return f"Rest({self.name!r})"
 
 
 def as_graph(value: Any) -> Any:
@@ -36,155 +62,217 @@ def as_graph(value: Any) -> Any:
     return value.evaled_obj if isinstance(value, ExpressionTuple) else value
 
 
-def _constant_equal_to(number: Any) -> Constraint:
-    target = np.asarray(number)
-
-    def constraint(value: Variable) -> bool:
-        return isinstance(value, Constant) and value.data.size > 0 and bool(np.all(value.data == target))
-
-    constraint.__name__ = f"equals_{target.item()!r}"
-    return constraint
+def is_variadic(op: Any) -> bool:
+    """Whether `op` takes any number of operands (add, mul): its operands form a multiset."""
+    return isinstance(op, Op) and getattr(op, "nin", 0) is None
 
 
-@dataclass
-class _Stage:
-    """An inner application matched after the outer one: `term` must unify with the value of `slot`."""
+def application(value: Any) -> tuple[Any, tuple] | None:
+    """(op, operands) when `value` applies an op (a single-output graph node or an etuple), else None."""
+    if isinstance(value, GraphETuple):
+        value = value.variable
+    if isinstance(value, Variable):
+        node = value.owner
+        if node is None or len(node.outputs) != 1:
+            return None
+        note_read(node)
+        return node.op, tuple(node.inputs)
+    if isinstance(value, ExpressionTuple) and len(value) > 0:
+        return value[0], tuple(value[1:])
+    return None
 
-    slot: Var
-    term: Any
+
+def literal_value(value: Any) -> np.ndarray | None:
+    """The data of a constant or plain number, else None."""
+    if isinstance(value, Constant):
+        return value.data
+    if isinstance(value, _NUMBER):
+        return np.asarray(value)
+    return None
+
+
+def equals_number(value: Any, number: Any) -> bool:
+    """Whether `value` is a constant (or plain number) whose every element equals `number`."""
+    data = literal_value(value)
+    return data is not None and data.size > 0 and bool(np.all(data == number))
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two matched values are the same: one graph variable, equal constants or equal terms."""
+    if a is b:
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, ExpressionTuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b))
+    if isinstance(a, (Variable, GraphETuple)) and isinstance(b, (Variable, GraphETuple)):
+        a = a.variable if isinstance(a, GraphETuple) else a
+        b = b.variable if isinstance(b, GraphETuple) else b
+        return same_expression(a, b)  # one variable, equal constants, or two nodes computing one expression
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):
+        return False
+
+
+# -- compiled patterns ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Named:
+    var: Var
+
+
+@dataclass(frozen=True)
+class _Sequence:
+    var: Var
+
+
+@dataclass(frozen=True)
+class _Number:
+    value: Any
+
+
+@dataclass(frozen=True)
+class _Exactly:
+    value: Any  # a graph object or logic variable given in the pattern
+
+
+@dataclass(frozen=True)
+class _Guarded:
+    inner: Any
+    constraint: Constraint
+
+
+@dataclass(frozen=True)
+class _Apply:
+    op: Any  # an Op or a logic variable
+    args: tuple
+    multiset: bool
 
 
 class Pattern:
-    """A compiled pattern; `names` maps pattern strings to their logic variables."""
+    """A compiled pattern; `names` maps pattern strings to their logic variables (shared by both sides).
 
-    def __init__(self, spec: Any, names: dict[str, Var] | None = None, staged: bool = True):
+    `staged` marks an input side (constraints allowed); `commutative` False
+    matches add and mul operands in order too, as Aesara's PatternSub does.
+    """
+
+    def __init__(
+        self, spec: Any, names: dict[str, Var] | None = None, staged: bool = True, commutative: bool = True
+    ):
         self.spec = spec
-        self.staged = staged
+        self.input_side = staged
+        self.commutative = commutative
         self.names: dict[str, Var] = {} if names is None else names
-        self.stages: list[_Stage] = []
-        self.constraints: list[tuple[Var | None, Constraint]] = []  # None: the root
-        self.term = self._compile(spec, top=True)
+        self.root = self._compile(spec)
         root = spec
         while isinstance(root, Mapping):
             root = root.get("pattern")
         self.head = root[0] if isinstance(root, tuple) and root and isinstance(root[0], Op) else None
-        self.depth = _depth(spec)
+
+    # -- compiling
 
     def _name(self, name: str) -> Var:
-        if name not in self.names:
-            self.names[name] = var(prefix=name)
-        return self.names[name]
+        v = self.names.get(name)
+        if v is None:
+            v = self.names[name] = var(prefix=name.lstrip("*"))
+        return v
 
-    def _compile(self, spec: Any, top: bool = False) -> Any:
-        if isinstance(spec, str):
-            return self._name(spec)
-        if isinstance(spec, Mapping):
-            if set(spec) - {"pattern", "constraint"} or "pattern" not in spec:
-                raise ValueError(f"pattern dict needs 'pattern' (and optionally 'constraint'), got {spec!r}")
-            inner = self._compile(spec["pattern"], top=top)
-            if "constraint" in spec:
-                if not self.staged:
-                    raise ValueError(f"constraints belong in input patterns, not in {spec!r}")
-                if top and not isvar(inner):  # the root is the matched value itself: nothing to stage
-                    self.constraints.append((None, spec["constraint"]))
+    def _compile(self, spec: Any) -> Any:
+        def leaf(item: Any, top: bool) -> Any:
+            if isinstance(item, str):
+                if item.startswith("*"):
+                    if top or not item[1:].isidentifier():
+                        raise ValueError(f"a sequence variable {item!r} must be a named operand of an op")
+                    return _Sequence(self._name(item))
+                return _Named(self._name(item))
+            if isinstance(item, (Variable, Var)):
+                return _Exactly(item)
+            if isinstance(item, _NUMBER):
+                return _Number(item)
+            raise TypeError(f"unsupported pattern element {item!r} ({type(item).__name__})")
+
+        # patterns are small: plain recursion over the pattern (never over a graph)
+        def compile_(item: Any, top: bool) -> Any:
+            if isinstance(item, Mapping):
+                if set(item) - {"pattern", "constraint"} or "pattern" not in item:
+                    raise ValueError(
+                        f"pattern dict needs 'pattern' (and optionally 'constraint'), got {item!r}"
+                    )
+                inner = compile_(item["pattern"], top)
+                if "constraint" not in item:
                     return inner
-                slot = inner if isvar(inner) else self._stage(inner)
-                self.constraints.append((slot, spec["constraint"]))
-                return slot
-            return inner
-        if isinstance(spec, tuple):
-            if not spec or not isinstance(spec[0], (Op, Var)):
-                raise ValueError(f"a tuple pattern must start with an op, got {spec!r}")
-            if top or not self.staged:
-                return etuple(spec[0], *(self._compile(s) for s in spec[1:]))
-            # the stage is listed before its children's, so `match` binds a slot before reading it
-            stage = _Stage(var(prefix="sub"), None)
-            self.stages.append(stage)
-            stage.term = etuple(spec[0], *(self._compile(s) for s in spec[1:]))
-            return stage.slot
-        if isinstance(spec, (Variable, Var)):
-            return spec
-        if isinstance(spec, (bool, int, float, np.number, np.bool_)):
-            if not self.staged:
-                return spec
-            slot = var(prefix="const")
-            self.constraints.append((slot, _constant_equal_to(spec)))
-            return slot
-        raise TypeError(f"unsupported pattern element {spec!r} ({type(spec).__name__})")
+                if not self.input_side:
+                    raise ValueError(f"constraints belong in input patterns, not in {item!r}")
+                if isinstance(inner, _Sequence):
+                    raise ValueError(f"a constraint cannot apply to the sequence variable in {item!r}")
+                return _Guarded(inner, item["constraint"])
+            if isinstance(item, tuple):
+                if not item or not isinstance(item[0], (Op, Var)):
+                    raise ValueError(f"a tuple pattern must start with an op, got {item!r}")
+                args = tuple(compile_(s, False) for s in item[1:])
+                sequences = [a for a in args if isinstance(a, _Sequence)]
+                if len(sequences) > 1:
+                    raise ValueError(f"at most one sequence variable per application, got {item!r}")
+                return _Apply(item[0], args, self.commutative and is_variadic(item[0]))
+            return leaf(item, top)
 
-    def relational(
-        self,
-    ) -> tuple[Any, list[tuple[Var, Any]], list[tuple[Var, Constraint]], list[tuple[Var, Any]]]:
-        """The pattern as one kanren term: (term, literals, constraints, bindings).
+        return compile_(spec, True)
 
-        Inner applications are written inline; every number becomes a logic
-        variable listed in `literals` with its value; every constraint is
-        listed with the variable it applies to, and a constrained
-        application gets a variable of its own, tied to it in `bindings`.
-        """
-        literals: list[tuple[Var, Any]] = []
-        constraints: list[tuple[Var, Constraint]] = []
-        bindings: list[tuple[Var, Any]] = []
-
-        def compile_(spec: Any) -> Any:
-            if isinstance(spec, str):
-                return self._name(spec)
-            if isinstance(spec, Mapping):
-                inner = compile_(spec["pattern"])
-                if "constraint" in spec:
-                    if not isvar(inner):
-                        slot = var(prefix="sub")
-                        bindings.append((slot, inner))
-                        inner = slot
-                    constraints.append((inner, spec["constraint"]))
-                return inner
-            if isinstance(spec, tuple):
-                return etuple(spec[0], *(compile_(s) for s in spec[1:]))
-            if isinstance(spec, (bool, int, float, np.number, np.bool_)):
-                slot = var(prefix="literal")
-                literals.append((slot, spec))
-                return slot
-            return spec
-
-        term = compile_(self.spec)
-        return term, literals, constraints, bindings
-
-    def _stage(self, term: Any) -> Var:
-        slot = var(prefix="sub")
-        self.stages.append(_Stage(slot, term))
-        return slot
+    # -- matching
 
     def match(
-        self,
-        value: Variable,
-        subst: Mapping | None = None,
-        clients: Mapping[Variable, list] | None = None,
-    ) -> dict | None:
-        """The substitution making the pattern equal `value`, or None.
+        self, value: Any, subst: Mapping | None = None, clients: Mapping[Variable, list] | None = None
+    ) -> Substitution | None:
+        """The first substitution making the pattern equal `value`, or None (see `matches`)."""
+        return next(self.matches(value, subst, clients), None)
 
-        With `clients` given, every matched intermediate variable must have
+    def matches(
+        self, value: Any, subst: Mapping | None = None, clients: Mapping[Variable, list] | None = None
+    ) -> Iterator[Substitution]:
+        """Every substitution making the pattern equal `value` (a graph variable or a term), lazily.
+
+        With `clients` given, every matched intermediate node must have
         exactly one client (so rewriting does not duplicate shared work).
+        Sequence variables are bound to tuples of operands.
         """
-        s = unify(self.term, value, dict(subst or {}))
-        if s is False:
-            return None
-        for stage in self.stages:
-            bound = as_graph(s[stage.slot])
-            if not isinstance(bound, Variable) or bound.owner is None:
-                return None
-            if clients is not None and len(clients.get(bound, ())) > 1:
-                return None
-            s = unify(stage.term, bound, s)
-            if s is False:
-                return None
-        for slot, constraint in self.constraints:
-            if not constraint(value if slot is None else as_graph(reify(slot, s))):
-                return None
-        return s
+        return _match(self.root, value, dict(subst or {}), clients, True)
+
+    # -- building
+
+    def term(self, s: Mapping) -> Any:
+        """The term this pattern denotes under `s` (an etuple, or a bound value); unbound names stay."""
+        return _build(self.root, s)
 
     def build(self, s: Mapping) -> Any:
-        """The graph this (output) pattern denotes under substitution `s`."""
-        return as_graph(reify(self.term, s))
+        """The graph this pattern denotes under substitution `s`."""
+        return as_graph(self.term(s))
+
+    def guards(self) -> list[tuple[Any, Constraint]]:
+        """Every constraint of the pattern with the compiled sub-pattern it applies to."""
+        found, stack = [], [self.root]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, _Guarded):
+                found.append((item.inner, item.constraint))
+                stack.append(item.inner)
+            elif isinstance(item, _Apply):
+                stack.extend(item.args)
+        return found
+
+    def variables(self) -> set[Var]:
+        """The logic variables the pattern names (sequence variables included)."""
+        found, stack = set(), [self.root]
+        while stack:
+            item = stack.pop()
+            if isinstance(item, (_Named, _Sequence)):
+                found.add(item.var)
+            elif isinstance(item, _Guarded):
+                stack.append(item.inner)
+            elif isinstance(item, _Apply):
+                stack.extend(item.args)
+                if isvar(item.op):
+                    found.add(item.op)
+        return found
 
     @property
     def text(self) -> str:
@@ -195,17 +283,171 @@ class Pattern:
         return f"Pattern({self.text})"
 
 
-def _depth(spec: Any) -> int:
-    """Levels of applications in a pattern (0 for a variable or constant)."""
-    stack, best = [(spec, 0)], 0
+def _match(node: Any, value: Any, s: Substitution, clients: Any, top: bool) -> Iterator[Substitution]:
+    if isinstance(node, _Named):
+        bound = s.get(node.var, _UNBOUND)
+        if bound is _UNBOUND:
+            yield {**s, node.var: value}
+        elif same_value(bound, value):
+            yield s
+        return
+    if isinstance(node, _Number):
+        if equals_number(value, node.value):
+            yield s
+        return
+    if isinstance(node, _Exactly):
+        if isvar(node.value):
+            bound = s.get(node.value, _UNBOUND)
+            if bound is _UNBOUND:
+                yield {**s, node.value: value}
+            elif same_value(bound, value):
+                yield s
+        elif same_value(node.value, value):
+            yield s
+        return
+    if isinstance(node, _Guarded):
+        for found in _match(node.inner, value, s, clients, top):
+            if node.constraint(as_graph(value)):
+                yield found
+        return
+    applied = application(value)
+    if applied is None:
+        return
+    op, operands = applied
+    if not top and clients is not None:
+        graph = value.variable if isinstance(value, GraphETuple) else value
+        if isinstance(graph, Variable) and len(clients.get(graph, ())) > 1:
+            return
+    if isvar(node.op):
+        bound = s.get(node.op, _UNBOUND)
+        if bound is _UNBOUND:
+            s = {**s, node.op: op}
+        elif bound != op:
+            return
+    elif node.op != op:
+        return
+    if node.multiset:
+        yield from _match_multiset(node.args, operands, s, clients)
+    else:
+        yield from _match_ordered(node.args, operands, s, clients)
+
+
+_UNBOUND = object()
+
+
+def _match_ordered(args: tuple, operands: tuple, s: Substitution, clients: Any) -> Iterator[Substitution]:
+    """Operands in order; a sequence variable takes the (one or more) operands between the fixed ones."""
+    split = next((i for i, a in enumerate(args) if isinstance(a, _Sequence)), None)
+    if split is None:
+        if len(args) != len(operands):
+            return
+        pairs = list(zip(args, operands))
+    else:
+        before, after = args[:split], args[split + 1 :]
+        middle = len(operands) - len(before) - len(after)
+        if middle < 1:
+            return
+        sequence = operands[len(before) : len(before) + middle]
+        bound = s.get(args[split].var, _UNBOUND)
+        if bound is _UNBOUND:
+            s = {**s, args[split].var: sequence}
+        elif not same_value(tuple(bound), sequence):
+            return
+        pairs = [*zip(before, operands), *zip(after, operands[len(before) + middle :])]
+    yield from _match_pairs(pairs, s, clients)
+
+
+def _match_pairs(pairs: list, s: Substitution, clients: Any) -> Iterator[Substitution]:
+    """Every substitution matching each (pattern, value) pair, cheapest tests first."""
+    pairs = sorted(pairs, key=lambda pair: _cost(pair[0]))
+    states = [s]
+    for pattern, value in pairs:
+        states = [found for state in states for found in _match(pattern, value, state, clients, False)]
+        if not states:
+            return
+    yield from states
+
+
+def _cost(node: Any) -> int:
+    """Which operand patterns to try first: numbers and bound names fail fastest."""
+    if isinstance(node, (_Number, _Exactly)):
+        return 0
+    if isinstance(node, _Named):
+        return 1
+    if isinstance(node, _Guarded):
+        return _cost(node.inner)
+    return 2
+
+
+def _match_multiset(args: tuple, operands: tuple, s: Substitution, clients: Any) -> Iterator[Substitution]:
+    """Operands as a multiset: each fixed pattern takes a distinct operand; a sequence variable the rest."""
+    sequence = next((a for a in args if isinstance(a, _Sequence)), None)
+    fixed = sorted((a for a in args if not isinstance(a, _Sequence)), key=_cost)
+    if sequence is None and len(fixed) != len(operands):
+        return
+    if sequence is not None and len(operands) <= len(fixed):
+        return
+    # depth-first over the fixed patterns; the stack holds (next pattern, used operands, substitution)
+    stack: list[tuple[int, tuple[int, ...], Substitution]] = [(0, (), s)]
     while stack:
-        item, level = stack.pop()
-        if isinstance(item, Mapping):
-            stack.append((item.get("pattern"), level))
-        elif isinstance(item, tuple):
-            best = max(best, level + 1)
-            stack.extend((s, level + 1) for s in item[1:])
-    return best
+        k, used, state = stack.pop()
+        if k == len(fixed):
+            if sequence is None:
+                yield state
+                continue
+            rest = tuple(v for i, v in enumerate(operands) if i not in used)
+            bound = state.get(sequence.var, _UNBOUND)
+            if bound is _UNBOUND:
+                yield {**state, sequence.var: rest}
+            elif _same_multiset(tuple(bound), rest):
+                yield state
+            continue
+        options = []
+        for i, operand in enumerate(operands):
+            if i not in used:
+                options.extend(
+                    (k + 1, (*used, i), found) for found in _match(fixed[k], operand, state, clients, False)
+                )
+        stack.extend(reversed(options))  # first operand first
+
+
+def _same_multiset(a: tuple, b: tuple) -> bool:
+    if len(a) != len(b):
+        return False
+    left = list(b)
+    for item in a:
+        index = next((i for i, other in enumerate(left) if same_value(item, other)), None)
+        if index is None:
+            return False
+        left.pop(index)
+    return True
+
+
+def _build(node: Any, s: Mapping) -> Any:
+    if isinstance(node, _Named):
+        return s.get(node.var, node.var)
+    if isinstance(node, _Number):
+        return node.value
+    if isinstance(node, _Exactly):
+        return s.get(node.value, node.value) if isvar(node.value) else node.value
+    if isinstance(node, _Guarded):
+        return _build(node.inner, s)
+    if isinstance(node, _Sequence):
+        raise TypeError("a sequence variable is spliced by its application")
+    op = s.get(node.op, node.op) if isvar(node.op) else node.op
+    args: list[Any] = []
+    for a in node.args:
+        if isinstance(a, _Sequence):
+            bound = s.get(a.var, _UNBOUND)
+            if bound is _UNBOUND:
+                args.append(a.var)  # unbound: stands for one operand
+            else:
+                args.extend(bound)
+        else:
+            args.append(_build(a, s))
+    if node.multiset and len(args) == 1:
+        return args[0]
+    return etuple(op, *args)
 
 
 def _show(spec: Any) -> str:
@@ -216,6 +458,9 @@ def _show(spec: Any) -> str:
         suffix = f" if {getattr(constraint, '__name__', constraint)}" if constraint else ""
         return _show(spec.get("pattern")) + suffix
     return str(spec)
+
+
+# -- replacements ----------------------------------------------------------------------------------------
 
 
 def to_graph(value: Any, like: Variable) -> Variable:

@@ -25,13 +25,12 @@ from typing import Any
 
 import numpy as np
 from cons.core import ConsError, car
-from kanren.core import eq, lall
 from unification import reify, var
 from unification.variable import Var
 
-from relwrite.graph.basic import Op, Variable
-from relwrite.relations.goals import literalo, whereo
+from relwrite.graph.basic import Op
 from relwrite.relations.pattern import Pattern
+from relwrite.relations.runtime import Answer, answers, pattern_relation
 
 PHASES = ("canonicalize", "stabilize", "specialize")
 OPT_IN_TAGS = frozenset({"unsafe", "explore"})
@@ -142,29 +141,25 @@ class Rule:
         self.guard = guard
 
     @property
+    def phases(self) -> tuple[str, ...]:
+        """The pipeline phases the rule belongs to (its canonicalize/stabilize/specialize tags)."""
+        return tuple(p for p in PHASES if p in self.tags)
+
+    @property
     def phase(self) -> str | None:
-        """The pipeline phase the rule belongs to (its canonicalize/stabilize/specialize tag)."""
-        return next((p for p in PHASES if p in self.tags), None)
+        """The first pipeline phase the rule belongs to (None for a user's untagged rule)."""
+        return next(iter(self.phases), None)
 
     def __call__(self, lhs: Any, rhs: Any) -> Any:
         return self.relation(lhs, rhs)
 
-    def reversed(self, lhs: Any, rhs: Any) -> Any:
-        """The rule run backward, as a relation: `reversed(a, b)` is `self(b, a)`."""
-        return self.relation(rhs, lhs)
+    def answers(self, term: Any, direction: str = "forward") -> Iterator[Answer]:
+        """The rule's answers for `term` run `direction`, lazily (`relwrite.relations.runtime.answers`)."""
+        return answers(self, term, direction)
 
     def forward(self, term: Any) -> Iterator[Any]:
-        """The rule's answers for `term`: by direct matching for pattern rules, else by kanren."""
-        if self.guard is not None and isinstance(term, Variable) and not self.guard(term):
-            return
-        if self.lhs is not None:
-            s = self.lhs.match(term)
-            if s is not None:
-                yield reify(self.rhs.term, s)
-            return
-        q = var()
-        for state in self.relation(term, q)({}):
-            yield reify(q, state)
+        """The values of the rule's forward answers for `term` (the right sides), lazily."""
+        return (a.value for a in answers(self, term))
 
     def __repr__(self) -> str:
         return f"<Rule {self.name} [{', '.join(sorted(self.tags))}]>"
@@ -185,7 +180,7 @@ def rule(
     name: str,
     lhs: Any,
     rhs: Any,
-    tags: Iterable[str],
+    tags: Iterable[str] = (),
     assumptions: Iterable[str] = (),
     examples: Iterable[str] | None = None,
     types: Mapping[str, str] | None = None,
@@ -194,10 +189,11 @@ def rule(
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
 
-    Strings name logic variables shared by the two sides; a number on the
-    left matches a constant equal to it (any dtype), on the right it becomes
-    a constant of the dtype around it.  Running backward is meaningful when
-    every variable of the left side also appears on the right.
+    Strings name logic variables shared by the two sides (``"*rest"`` a
+    sequence of operands); a number on the left matches a constant equal to
+    it (any dtype), on the right it becomes a constant of the dtype around
+    it.  Running backward is meaningful when every variable of the left side
+    also appears on the right.  A user's rule needs no tags.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
@@ -209,27 +205,15 @@ def rule(
         raise ValueError(
             f"rule {name}: the right side uses {sorted(set(names) - lhs_names)} the left side lacks"
         )
-    term, literals, constraints, bindings = lhs_pattern.relational()
-    rhs_term, rhs_literals, _, _ = rhs_pattern.relational()  # numbers as literals: constants match backward
-    literals = [*literals, *rhs_literals]
-    template_vars = [*names.values(), *(v for v, _ in literals), *(v for v, _ in bindings)]
     rhs_names = {n for n in names if _mentions(rhs, n)}
     missing = sorted(lhs_names - rhs_names)
     backward: bool | str = True
     if missing:
         backward = f"the right side does not determine {', '.join(missing)}"
-
-    def relation(a: Any, b: Any) -> Any:
-        fresh = {v: var(prefix=_prefix(v)) for v in template_vars}
-        goals = [eq(a, reify(term, fresh)), eq(b, reify(rhs_term, fresh))]
-        goals += [eq(fresh[slot], reify(inner, fresh)) for slot, inner in bindings]
-        goals += [literalo(fresh[v], number) for v, number in literals]
-        goals += [whereo(reify(v, fresh), check) for v, check in constraints]
-        return lall(*goals)
-
-    relation.__name__ = name
+    parsed = [Assumption.parse(a) for a in assumptions]
+    relation = pattern_relation(name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed))
     if examples is None:
-        examples = () if constraints else (lhs_pattern.text,)
+        examples = () if lhs_pattern.guards() else (lhs_pattern.text,)
     return Rule(
         name,
         relation,
@@ -307,10 +291,6 @@ def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:
         if head not in heads:
             heads.append(head)
     return heads
-
-
-def _prefix(v: Var) -> str:
-    return str(v.token).rsplit("_", 1)[0]
 
 
 def _mentions(spec: Any, name: str) -> bool:

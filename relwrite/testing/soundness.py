@@ -35,7 +35,7 @@ from __future__ import annotations
 import ast
 import math
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice
@@ -69,6 +69,7 @@ from relwrite.graph.terms import GraphETuple
 from relwrite.graph.types import TensorType
 from relwrite.relations.pattern import as_graph, to_graph
 from relwrite.relations.registry import Assumption, Rule
+from relwrite.relations.runtime import answers as runtime_answers
 from relwrite.testing.strategies import FLOAT_BOUND
 
 DIRECTIONS = ("both", "forward", "backward")
@@ -163,7 +164,6 @@ class _Subject:
 
     name: str
     relation: Callable[[Any, Any], Any]
-    fast_forward: Callable[[Any], Iterator[Any]] | None
     rule: Rule | None
     tags: frozenset[str]
     assumptions: tuple[Assumption, ...]
@@ -192,7 +192,6 @@ def _subject(
         return _Subject(
             name=rule.name,
             relation=rule.relation,
-            fast_forward=rule.forward if rule.lhs is not None else None,
             rule=rule,
             tags=rule.tags,
             assumptions=rule.assumptions + extra,
@@ -209,7 +208,6 @@ def _subject(
     return _Subject(
         name=name,
         relation=rule_or_relation,
-        fast_forward=None,
         rule=None,
         tags=frozenset(),
         assumptions=extra,
@@ -316,8 +314,7 @@ def _probe_templates(relation: Callable[[Any, Any], Any]) -> list[_Template]:
 def _templates(subject: _Subject) -> list[_Template]:
     rule = subject.rule
     if rule is not None and rule.lhs is not None:
-        term, literals, _constraints, bindings = rule.lhs.relational()
-        term = reify(term, {**dict(bindings), **dict(literals)})  # constrained applications inline, numbers
+        term = rule.lhs.term({})  # its variables are the holes; a sequence variable stands for one operand
         pattern = _term_template(term, f"the rule's pattern {rule.lhs.text}")
         templates = [pattern] if pattern is not None else []
         return templates + [_example_template(t) for t in subject.examples if t != rule.lhs.text]
@@ -717,16 +714,10 @@ def _has_logic_variables(term: Any) -> bool:
     return False
 
 
-def _kanren_answers(relation: Callable[[Any, Any], Any], given: Any, forward: bool) -> list[Any]:
-    q = var()
-    goal = relation(given, q) if forward else relation(q, given)
-    return [reify(q, state) for state in islice(lall(goal)({}), MAX_ANSWERS)]
-
-
-def _forward_answers(subject: _Subject, lhs: Variable) -> list[Any]:
-    answers = list(islice(subject.fast_forward(lhs), MAX_ANSWERS)) if subject.fast_forward is not None else []
-    answers += _kanren_answers(subject.relation, lhs, forward=True)
-    return [a for a in answers if not isvar(a)]
+def _answers(subject: _Subject, given: Any, direction: str) -> list[Any]:
+    """The relation's answers for `given` run `direction` (the rule runtime), unbound ones dropped."""
+    found = islice(runtime_answers(subject.rule or subject.relation, given, direction), MAX_ANSWERS)
+    return [a.value for a in found if not isvar(a.value)]
 
 
 def _answer_graph(answer: Any, like: Variable) -> Variable:
@@ -757,7 +748,7 @@ class _Checker:
         if left.underflow:  # gradual underflow loses precision no tolerance can account for
             _reject(self.rejections, "the left side passed through subnormal numbers")
         try:
-            answers = _forward_answers(self.subject, lhs)
+            answers = _answers(self.subject, lhs, "forward")
         except Exception as exc:
             self.fail("forward", binding, f"running the relation forward raised {_exception(exc)}", lhs)
         if not answers:
@@ -791,7 +782,7 @@ class _Checker:
 
     def check_backward(self, binding: Binding, rhs: Variable, right: _Evaluated) -> None:
         try:
-            forms = [a for a in _kanren_answers(self.subject.relation, rhs, forward=False) if not isvar(a)]
+            forms = _answers(self.subject, rhs, "backward")
         except Exception as exc:
             self.fail(
                 "backward", binding, f"running the relation backward raised {_exception(exc)}", None, rhs

@@ -22,7 +22,6 @@ from itertools import islice, permutations
 from typing import Any
 
 from etuples.core import ExpressionTuple
-from unification import reify, var
 from unification.variable import Var
 
 from relwrite.graph import ops
@@ -31,6 +30,7 @@ from relwrite.graph.parse import parse
 from relwrite.graph.terms import GraphETuple, same_expression
 from relwrite.relations.pattern import as_graph, to_graph
 from relwrite.relations.registry import Rule
+from relwrite.relations.runtime import answers as runtime_answers
 
 DIRECTIONS = ("forward", "backward")
 COMMUTATIVE = (ops.add, ops.mul)
@@ -123,28 +123,19 @@ def reach(rule: Rule, direction: str) -> int | None:
 
 
 def _forward(rule: Rule, term: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Variable]]]:
-    if rule.guard is not None and not rule.guard(term):
-        return
-    if rule.lhs is not None:
-        s = rule.lhs.match(term)
-        if s is not None:
-            answer = _graph(reify(rule.rhs.term, s), term)
-            if answer is not None:
-                yield answer, _named(s, rule.lhs.names) if named else {}
-        return
-    q = var()
-    for state in rule.relation(term, q)({}):
-        answer = _graph(reify(q, state), term)
-        if answer is not None:
-            yield answer, _prefixed(state) if named else {}
+    return _graphs(runtime_answers(rule, term, "forward"), term, named)
 
 
 def _backward(rule: Rule, term: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Variable]]]:
-    q = var()
-    for state in rule.relation(q, term)({}):
-        answer = _graph(reify(q, state), term)
-        if answer is not None:
-            yield answer, _prefixed(state) if named else {}
+    return _graphs(runtime_answers(rule, term, "backward"), term, named)
+
+
+def _graphs(found: Iterator[Any], like: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Any]]]:
+    """The rule runtime's answers as graphs, with the graph values of their named variables."""
+    for answer in found:
+        graph = _graph(answer.value, like)
+        if graph is not None:
+            yield graph, _named(answer.bindings) if named else {}
 
 
 def _graph(value: Any, like: Variable | None) -> Variable | None:
@@ -174,28 +165,13 @@ def _has_logic_variables(term: Any) -> bool:
     return False
 
 
-def _named(s: Mapping, names: Mapping[str, Var]) -> dict[str, Variable]:
-    """The graph values a substitution gives the named pattern variables."""
+def _named(bindings: Mapping[str, Any]) -> dict[str, Variable]:
+    """The graph values among a state's bindings by name."""
     bound = {}
-    for name, v in names.items():
-        value = _graph(reify(v, s), None) if v in s else None
-        if value is not None:
-            bound[name] = value
-    return bound
-
-
-def _prefixed(state: Mapping) -> dict[str, Variable]:
-    """The graph values of a kanren state's logic variables, by their prefix (``var(prefix="y")`` is y)."""
-    bound: dict[str, Variable] = {}
-    for v in state:
-        if not isinstance(v, Var) or not isinstance(v.token, str):
-            continue
-        name = v.token.rsplit("_", 1)[0]
-        if name in bound:
-            continue
-        value = _graph(reify(v, state), None)
-        if value is not None:
-            bound[name] = value
+    for name, value in bindings.items():
+        graph = _graph(value, None)
+        if graph is not None:
+            bound[name] = graph
     return bound
 
 

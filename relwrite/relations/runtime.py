@@ -1,0 +1,144 @@
+"""The rule runtime: the one way every rule is run, forward or backward.
+
+A pattern rule's relation (`pattern_relation`) is a kanren goal compiled
+from its two patterns.  It picks its strategy from what is bound:
+
+- the left side ground (a graph, or a term without logic variables): the
+  left pattern's matcher enumerates its matches (AC-aware, sequence
+  variables, guards decided as soon as what they read is matched) and each
+  builds the right side;
+- else the right side ground: the same matcher run on the right pattern,
+  the left side built from it, its guards decided or left waiting;
+- else: both sides unified with the patterns' terms (fresh variables, one
+  operand per sequence variable), every guard waiting (`guards.guardo`).
+
+So `kanren.run(1, q, r(graph, q))` and `answers(r, graph)` agree by
+construction: `answers` is that run, reified, with the values the rule's
+named variables took (for assumptions and explanations).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from kanren.core import lall
+from unification import reify, unify, var
+from unification.utils import transitive_get as walk
+from unification.variable import Var, isvar
+
+from relwrite.graph.basic import Variable
+from relwrite.relations.guards import is_ground, with_guard
+from relwrite.relations.pattern import Pattern, _build
+
+if TYPE_CHECKING:
+    from relwrite.relations.registry import Rule
+
+DIRECTIONS = ("forward", "backward")
+
+
+class Answer:
+    """One answer of a rule: the other side's term (`value`) and the kanren state that gave it."""
+
+    __slots__ = ("_bindings", "state", "value")
+
+    def __init__(self, value: Any, state: Any):
+        self.value, self.state, self._bindings = value, state, None
+
+    @property
+    def bindings(self) -> dict[str, Any]:
+        """The values the answer's logic variables took, by name (`bindings_of`), computed on first use."""
+        if self._bindings is None:
+            self._bindings = bindings_of(self.state)
+        return self._bindings
+
+    def __repr__(self) -> str:
+        return f"Answer({self.value!r})"
+
+
+def pattern_relation(name: str, lhs: Pattern, rhs: Pattern, named: tuple[str, ...] = ()) -> Callable:
+    """The kanren relation of the rule `lhs -> rhs` (see the module docstring).
+
+    `named` lists variable names whose values each answer records in the
+    state, bound to logic variables with those prefixes (`bindings_of`).
+    """
+    named_vars = [(lhs.names[n], n) for n in named if n in lhs.names]
+    left_vars = sorted(lhs.variables(), key=str)
+
+    def relation(a: Any, b: Any) -> Callable[[Any], Iterator[Any]]:
+        def goal(state: Any) -> Iterator[Any]:
+            a_, b_ = walk(a, state), walk(b, state)
+            if not isvar(a_) and is_ground(a_):
+                for s in lhs.matches(a_):
+                    yield from _finish(state, [(b_, rhs.term(s))], (), s)
+            elif not isvar(b_) and is_ground(b_):
+                for s in rhs.matches(b_):
+                    s = {**{v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}, **s}
+                    yield from _finish(state, [(a_, lhs.term(s))], lhs.guards(), s)
+            else:
+                s = {v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}
+                yield from _finish(state, [(a_, lhs.term(s)), (b_, rhs.term(s))], lhs.guards(), s)
+
+        def _finish(state: Any, equations: list, guards: Any, s: dict) -> Iterator[Any]:
+            for u, v in equations:
+                state = unify(u, v, state)
+                if state is False:
+                    return
+            for inner, predicate in guards:
+                state = with_guard(state, _build(inner, s), predicate)
+                if state is False:
+                    return
+            for v, n in named_vars:
+                if v in s:
+                    state = unify(var(prefix=n), s[v], state)
+            yield state
+
+        return goal
+
+    relation.__name__ = name
+    return relation
+
+
+def run_relation(relation: Callable, term: Any, direction: str = "forward") -> Iterator[Any]:
+    """The states of `relation` with `term` on the side `direction` reads and a fresh variable on the other.
+
+    Lazily: the caller bounds the run (`islice`, a `kanren_budget`).
+    """
+    if direction not in DIRECTIONS:
+        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    q = var()
+    goal = relation(term, q) if direction == "forward" else relation(q, term)
+    for state in lall(goal)({}):
+        yield q, state
+
+
+def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Iterator[Answer]:
+    """The answers of `rule` (a Rule or any relation) for `term` run `direction`, lazily.
+
+    Forward, `term` is the left side and the answers are right sides;
+    backward the reverse.  A Rule's cheap `guard` is tried first.  Each
+    answer's `bindings` maps the names of the logic variables bound in its
+    state (by prefix) to their values.
+    """
+    guard = getattr(rule, "guard", None)
+    if guard is not None and direction == "forward" and not _guard_passes(guard, term):
+        return
+    relation = getattr(rule, "relation", rule)
+    for q, state in run_relation(relation, term, direction):
+        yield Answer(reify(q, state), state)
+
+
+def _guard_passes(guard: Callable[[Any], bool], term: Any) -> bool:
+    return not isinstance(term, Variable) or bool(guard(term))
+
+
+def bindings_of(state: Any) -> dict[str, Any]:
+    """The values of a state's logic variables, by prefix (``var(prefix="y")`` is y), first binding kept."""
+    bound: dict[str, Any] = {}
+    for v in getattr(state, "data", state):
+        if not isinstance(v, Var) or not isinstance(v.token, str):
+            continue
+        name = v.token.rsplit("_", 1)[0]
+        if name and name not in bound:
+            bound[name] = reify(v, state)
+    return bound
