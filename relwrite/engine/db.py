@@ -258,9 +258,10 @@ def _default_optdb() -> SequenceDB:
     phases["canonicalize"].register("constant_folding", constant_folding, "fast_run", "fast_compile")
     phases["specialize"].register("constant_folding", constant_folding, "fast_run")
     for r in catalogue():
-        if r.phase is None:
+        if not r.phases:
             raise ValueError(f"catalogue rule {r.name} has no phase tag (one of {', '.join(PHASES)})")
-        phases[r.phase].register(r.name, KanrenRelationSub(r, name=r.name), *r.tags)
+        for phase in r.phases:  # a rule may serve several phases (add_zero: the zeros folding leaves too)
+            phases[phase].register(r.name, KanrenRelationSub(r, name=r.name), *r.tags)
     db.register("canonicalize", phases["canonicalize"], "fast_run", "fast_compile", position=1)
     db.register("stabilize", phases["stabilize"], "fast_run", position=1.5)
     db.register("specialize", phases["specialize"], "fast_run", position=2)

@@ -57,10 +57,11 @@ from relwrite.relations.goals import (
     float_var,
     foldedo,
     is_float,
+    is_zero_dimensional,
     like_factorso,
     like_termso,
     mappingo,
-    neutralo,
+    neutral_drops,
     nodeo,
     operandso,
     regroupable,
@@ -252,24 +253,78 @@ def negation_undone(factors: Any) -> list[tuple]:
 # -- neutral and absorbing elements ----------------------------------------------------------------
 
 
-@relation(CANON, semantics="reassociates", tracks=(o.add,), examples=("x + 0", "add(0, x, y)", "add(x)"))
-def add_zero(lhs: Any, rhs: Any) -> Goal:
-    """x + 0 -> x: zero terms go when they cannot widen the sum (zeros shaped like a term included).
+NEUTRALS = (*CANON, "specialize")
+"""Dropping neutral elements serves canonicalize and specialize (for the ones constant folding leaves)."""
 
-    Reassociates, for the sign of a zero only: where the other terms are all
-    -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and
-    the right side -0.0; every other value is kept exactly.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(neutralo, o.add))
+add_zero = rule(
+    "add_zero",
+    (o.add, {"pattern": 0, "constraint": is_zero_dimensional}, "*rest"),
+    (o.add, "*rest"),
+    NEUTRALS,
+    semantics="reassociates",
+    examples=("x + 0", "add(0, x, y)"),
+    types={"x": "vector"},
+    doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, the
+    rule does not apply).  Reassociates, for the sign of a zero only: where the other terms
+    are all -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and the right
+    side -0.0; every other value is kept exactly.""",
+)
 
+add_zeros_like = rule(
+    "add_zeros_like",
+    (o.add, "neutral", "*rest"),
+    (o.add, "*rest"),
+    NEUTRALS,
+    semantics="reassociates",
+    where=neutral_drops(o.add),
+    examples=("add(fill(x, 0), x)", "add(fill(x, 0), x, y)"),
+    types={"x": "vector", "y": "vector"},
+    doc="""fill(x, 0) + x -> x: zeros shaped like the other terms (as cancelling rules leave
+    them) go when their shape provably never widens the sum.  Reassociates, as add_zero.""",
+)
 
-@relation(CANON, tracks=(o.mul,), examples=("x * 1", "mul(1, x, y)", "mul(x)"))
-def mul_one(lhs: Any, rhs: Any) -> Goal:
-    """x * 1 -> x: factors of one go when they cannot widen the product (ones shaped like a factor too).
+mul_one = rule(
+    "mul_one",
+    (o.mul, {"pattern": 1, "constraint": is_zero_dimensional}, "*rest"),
+    (o.mul, "*rest"),
+    NEUTRALS,
+    examples=("x * 1", "mul(1, x, y)"),
+    types={"x": "vector"},
+    doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, the rule
+    does not apply).  Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.""",
+)
 
-    Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(neutralo, o.mul))
+mul_ones_like = rule(
+    "mul_ones_like",
+    (o.mul, "neutral", "*rest"),
+    (o.mul, "*rest"),
+    NEUTRALS,
+    where=neutral_drops(o.mul),
+    examples=("mul(fill(x, 1), x)", "mul(fill(x, 1), x, y)"),
+    types={"x": "vector", "y": "vector"},
+    doc="""fill(x, 1) * x -> x: ones shaped like the other factors go when their shape provably
+    never widens the product.  Exact.""",
+)
+
+add_of_one_term = rule(
+    "add_of_one_term",
+    (o.add, "x"),
+    "x",
+    NEUTRALS,
+    examples=("add(x)",),
+    types={"x": "vector"},
+    doc="add(x) -> x: a sum of one term is the term.",
+)
+
+mul_of_one_factor = rule(
+    "mul_of_one_factor",
+    (o.mul, "x"),
+    "x",
+    NEUTRALS,
+    examples=("mul(x)",),
+    types={"x": "vector"},
+    doc="mul(x) -> x: a product of one factor is the factor.",
+)
 
 
 @relation(

@@ -156,6 +156,42 @@ def is_signed(value: Any) -> bool:
     return isinstance(value, Variable) and value.type.numpy_dtype.kind in "if"
 
 
+def is_zero_dimensional(value: Any) -> bool:
+    """Whether `value` is a 0-d constant or a plain number (it cannot widen a shape it broadcasts into)."""
+    data = literal_value(value)
+    return data is not None and data.ndim == 0
+
+
+def is_float_regroupable(value: Any) -> bool:
+    """Whether `value` is a float add or mul whose operands may be regrouped (`regroupable`)."""
+    return is_float(value) and operands_regroupable(value)
+
+
+def is_signed_regroupable(value: Any) -> bool:
+    """Whether `value` is a signed add or mul whose operands may be regrouped (negating it is exact)."""
+    return is_signed(value) and operands_regroupable(value)
+
+
+def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
+    """A `where` guard (neutral, rest): `neutral` is `op`'s neutral element and never widens the `rest`.
+
+    A neutral operand is a constant equal to 0 (add) or 1 (mul), possibly
+    shaped by fills as cancelling rules leave it; it may go when every shape
+    it carries broadcasts into the other operands' or is one of them.
+    """
+    _check_variadic(op)
+
+    def neutral_fits(neutral: Variable, rest: tuple[Variable, ...]) -> bool:
+        parts = _neutral_parts(op, neutral) if isinstance(neutral, Variable) else None
+        if parts is None or not rest or not all(isinstance(r, Variable) for r in rest):
+            return False
+        shape = broadcast_shapes(*(r.type.shape for r in rest))
+        return all(_fits(p.type.shape, shape) or any(_same(p, r) for r in rest) for p in parts)
+
+    neutral_fits.__name__ = f"neutral_of_{op}_fits"
+    return neutral_fits
+
+
 def float_var(name: str) -> dict:
     """The pattern variable `name`, accepted only for floating values."""
     return {"pattern": name, "constraint": is_float}

@@ -4,7 +4,7 @@ A pattern is
 - a tuple ``(op, *sub_patterns)``: an application of `op`;
 - a string: a named logic variable (the same name binds the same value);
 - a string ``"*name"``, or ``*rest`` with ``rest = Rest("name")``: a sequence
-  variable, standing for one or more operands;
+  variable, standing for zero or more operands;
 - ``{"pattern": p, "constraint": fn}``: `p`, accepted only when ``fn(value)`` is true;
 - a Python or numpy number: on the input side it matches a constant whose
   every element equals it; on the output side it becomes a constant;
@@ -16,7 +16,8 @@ flat by canonicalize) match their operands as a multiset: ``(log, (add, 1,
 `rest` to the others in their order; without a sequence variable every
 operand must be matched.  Elsewhere operands match in order, and a
 sequence variable takes the operands between the fixed ones.  Built back,
-``(add, *rest)`` of one operand is that operand.
+``(add, *rest)`` of one operand is that operand, and of none does not build
+(`EmptyApplication`: the match gives no answer).
 
 The matcher walks the graph itself (no etuple conversion), reading every
 node through `note_read` so that engines know what a match looked at.
@@ -235,7 +236,7 @@ class Pattern:
         exactly one client (so rewriting does not duplicate shared work).
         Sequence variables are bound to tuples of operands.
         """
-        return _match(self.root, value, dict(subst or {}), clients, True)
+        return _match(self.root, value, dict(subst or {}), clients, True, not self.input_side)
 
     # -- building
 
@@ -283,7 +284,15 @@ class Pattern:
         return f"Pattern({self.text})"
 
 
-def _match(node: Any, value: Any, s: Substitution, clients: Any, top: bool) -> Iterator[Substitution]:
+def _match(
+    node: Any, value: Any, s: Substitution, clients: Any, top: bool, lone: bool = False
+) -> Iterator[Substitution]:
+    """Every match of the compiled `node` on `value`, extending `s`.
+
+    With `lone` (output patterns, matched when a rule runs backward) an add
+    or mul pattern also reads the value as the sum or product of itself
+    alone, since building ``(add, *rest)`` of one operand gives that operand.
+    """
     if isinstance(node, _Named):
         bound = s.get(node.var, _UNBOUND)
         if bound is _UNBOUND:
@@ -306,14 +315,23 @@ def _match(node: Any, value: Any, s: Substitution, clients: Any, top: bool) -> I
             yield s
         return
     if isinstance(node, _Guarded):
-        for found in _match(node.inner, value, s, clients, top):
+        for found in _match(node.inner, value, s, clients, top, lone):
             if node.constraint(as_graph(value)):
                 yield found
         return
     applied = application(value)
-    if applied is None:
+    if lone and node.multiset:  # also the value as the lone operand: (add, *rest) built of one is it
+        views = [applied] if applied is not None and applied[0] == node.op else []
+        for op, operands in [*views, (node.op, (value,))]:
+            yield from _match_application(node, value, op, operands, s, clients, top, lone)
         return
-    op, operands = applied
+    if applied is not None:
+        yield from _match_application(node, value, *applied, s, clients, top, lone)
+
+
+def _match_application(
+    node: _Apply, value: Any, op: Any, operands: tuple, s: Substitution, clients: Any, top: bool, lone: bool
+) -> Iterator[Substitution]:
     if not top and clients is not None:
         graph = value.variable if isinstance(value, GraphETuple) else value
         if isinstance(graph, Variable) and len(clients.get(graph, ())) > 1:
@@ -327,16 +345,22 @@ def _match(node: Any, value: Any, s: Substitution, clients: Any, top: bool) -> I
     elif node.op != op:
         return
     if node.multiset:
-        yield from _match_multiset(node.args, operands, s, clients)
+        yield from _match_multiset(node.args, operands, s, clients, lone)
     else:
-        yield from _match_ordered(node.args, operands, s, clients)
+        yield from _match_ordered(node.args, operands, s, clients, lone)
 
 
 _UNBOUND = object()
 
 
-def _match_ordered(args: tuple, operands: tuple, s: Substitution, clients: Any) -> Iterator[Substitution]:
-    """Operands in order; a sequence variable takes the (one or more) operands between the fixed ones."""
+class EmptyApplication(ValueError):
+    """A variadic application built with no operands: its sequence variables matched nothing."""
+
+
+def _match_ordered(
+    args: tuple, operands: tuple, s: Substitution, clients: Any, lone: bool
+) -> Iterator[Substitution]:
+    """Operands in order; a sequence variable takes the (zero or more) operands between the fixed ones."""
     split = next((i for i, a in enumerate(args) if isinstance(a, _Sequence)), None)
     if split is None:
         if len(args) != len(operands):
@@ -345,7 +369,7 @@ def _match_ordered(args: tuple, operands: tuple, s: Substitution, clients: Any) 
     else:
         before, after = args[:split], args[split + 1 :]
         middle = len(operands) - len(before) - len(after)
-        if middle < 1:
+        if middle < 0:
             return
         sequence = operands[len(before) : len(before) + middle]
         bound = s.get(args[split].var, _UNBOUND)
@@ -354,15 +378,15 @@ def _match_ordered(args: tuple, operands: tuple, s: Substitution, clients: Any) 
         elif not same_value(tuple(bound), sequence):
             return
         pairs = [*zip(before, operands), *zip(after, operands[len(before) + middle :])]
-    yield from _match_pairs(pairs, s, clients)
+    yield from _match_pairs(pairs, s, clients, lone)
 
 
-def _match_pairs(pairs: list, s: Substitution, clients: Any) -> Iterator[Substitution]:
+def _match_pairs(pairs: list, s: Substitution, clients: Any, lone: bool) -> Iterator[Substitution]:
     """Every substitution matching each (pattern, value) pair, cheapest tests first."""
     pairs = sorted(pairs, key=lambda pair: _cost(pair[0]))
     states = [s]
     for pattern, value in pairs:
-        states = [found for state in states for found in _match(pattern, value, state, clients, False)]
+        states = [found for state in states for found in _match(pattern, value, state, clients, False, lone)]
         if not states:
             return
     yield from states
@@ -379,13 +403,15 @@ def _cost(node: Any) -> int:
     return 2
 
 
-def _match_multiset(args: tuple, operands: tuple, s: Substitution, clients: Any) -> Iterator[Substitution]:
+def _match_multiset(
+    args: tuple, operands: tuple, s: Substitution, clients: Any, lone: bool
+) -> Iterator[Substitution]:
     """Operands as a multiset: each fixed pattern takes a distinct operand; a sequence variable the rest."""
     sequence = next((a for a in args if isinstance(a, _Sequence)), None)
     fixed = sorted((a for a in args if not isinstance(a, _Sequence)), key=_cost)
     if sequence is None and len(fixed) != len(operands):
         return
-    if sequence is not None and len(operands) <= len(fixed):
+    if sequence is not None and len(operands) < len(fixed):
         return
     # depth-first over the fixed patterns; the stack holds (next pattern, used operands, substitution)
     stack: list[tuple[int, tuple[int, ...], Substitution]] = [(0, (), s)]
@@ -406,7 +432,8 @@ def _match_multiset(args: tuple, operands: tuple, s: Substitution, clients: Any)
         for i, operand in enumerate(operands):
             if i not in used:
                 options.extend(
-                    (k + 1, (*used, i), found) for found in _match(fixed[k], operand, state, clients, False)
+                    (k + 1, (*used, i), found)
+                    for found in _match(fixed[k], operand, state, clients, False, lone)
                 )
         stack.extend(reversed(options))  # first operand first
 
@@ -438,15 +465,18 @@ def _build(node: Any, s: Mapping) -> Any:
     args: list[Any] = []
     for a in node.args:
         if isinstance(a, _Sequence):
-            bound = s.get(a.var, _UNBOUND)
-            if bound is _UNBOUND:
-                args.append(a.var)  # unbound: stands for one operand
+            bound = s.get(a.var, a.var)
+            if isvar(bound):
+                args.append(bound)  # unbound: a logic variable stands for one operand
             else:
                 args.extend(bound)
         else:
             args.append(_build(a, s))
-    if node.multiset and len(args) == 1:
+    spliced = any(isinstance(a, _Sequence) for a in node.args)
+    if node.multiset and spliced and len(args) == 1:
         return args[0]
+    if node.multiset and not args:
+        raise EmptyApplication(f"{op} of no operands")
     return etuple(op, *args)
 
 

@@ -16,6 +16,7 @@ are functions composed from kanren goals, decorated with `@relation(...)`.
 from __future__ import annotations
 
 import importlib
+import inspect
 import operator
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -30,7 +31,7 @@ from unification.variable import Var
 
 from relwrite.graph.basic import Op
 from relwrite.relations.pattern import Pattern
-from relwrite.relations.runtime import Answer, answers, pattern_relation
+from relwrite.relations.runtime import Answer, Where, answers, pattern_relation
 
 PHASES = ("canonicalize", "stabilize", "specialize")
 OPT_IN_TAGS = frozenset({"unsafe", "explore"})
@@ -186,6 +187,7 @@ def rule(
     types: Mapping[str, str] | None = None,
     doc: str = "",
     semantics: str | None = None,
+    where: Callable[..., bool] | Iterable[Callable[..., bool]] = (),
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
 
@@ -194,6 +196,10 @@ def rule(
     it (any dtype), on the right it becomes a constant of the dtype around
     it.  Running backward is meaningful when every variable of the left side
     also appears on the right.  A user's rule needs no tags.
+
+    `where` holds guards over several variables: each a function whose
+    parameters are named after pattern variables (a sequence variable's
+    value is a tuple of graphs), true when the rule applies.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
@@ -211,9 +217,10 @@ def rule(
     if missing:
         backward = f"the right side does not determine {', '.join(missing)}"
     parsed = [Assumption.parse(a) for a in assumptions]
-    relation = pattern_relation(name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed))
+    guards = tuple(_where(name, fn, names) for fn in ([where] if callable(where) else where))
+    relation = pattern_relation(name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed), guards)
     if examples is None:
-        examples = () if lhs_pattern.guards() else (lhs_pattern.text,)
+        examples = () if lhs_pattern.guards() or guards else (lhs_pattern.text,)
     return Rule(
         name,
         relation,
@@ -291,6 +298,22 @@ def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:
         if head not in heads:
             heads.append(head)
     return heads
+
+
+def _where(rule_name: str, fn: Callable[..., bool], names: Mapping[str, Var]) -> Where:
+    """A `where` guard: its parameters name pattern variables (``rest`` may name ``*rest``)."""
+    if not callable(fn):
+        raise TypeError(f"rule {rule_name}: a where guard must be callable, got {fn!r}")
+    variables = []
+    for parameter in inspect.signature(fn).parameters:
+        key = parameter if parameter in names else f"*{parameter}"
+        if key not in names:
+            raise ValueError(
+                f"rule {rule_name}: guard {getattr(fn, '__name__', fn)} reads {parameter!r}, "
+                f"which its left side does not name"
+            )
+        variables.append(names[key])
+    return Where(tuple(variables), fn)
 
 
 def _mentions(spec: Any, name: str) -> bool:

@@ -19,9 +19,10 @@ named variables took (for assumptions and explanations).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from etuples.core import ExpressionTuple
 from kanren.core import lall
 from unification import reify, unify, var
 from unification.utils import transitive_get as walk
@@ -29,7 +30,7 @@ from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Variable
 from relwrite.relations.guards import is_ground, with_guard
-from relwrite.relations.pattern import Pattern, _build
+from relwrite.relations.pattern import EmptyApplication, Pattern, _build, as_graph, can_replace, to_graph
 
 if TYPE_CHECKING:
     from relwrite.relations.registry import Rule
@@ -56,38 +57,90 @@ class Answer:
         return f"Answer({self.value!r})"
 
 
-def pattern_relation(name: str, lhs: Pattern, rhs: Pattern, named: tuple[str, ...] = ()) -> Callable:
+class Where:
+    """A guard over several named variables of a rule: `predicate(*their graph values)`.
+
+    A sequence variable's value is a tuple of graphs.  Decided as soon as the
+    variables are bound: during matching forward, else when the built side is
+    ground (`guards.guardo`).
+    """
+
+    def __init__(self, variables: tuple[Var, ...], predicate: Callable[..., bool]):
+        self.variables, self.predicate = variables, predicate
+
+    def __call__(self, values: tuple) -> bool:
+        return bool(self.predicate(*(_graphs_of(v) for v in values)))
+
+    def decided(self, s: Mapping) -> bool | None:
+        """The guard's verdict under `s`, or None while a variable is unbound."""
+        values = tuple(s.get(v, v) for v in self.variables)
+        if not is_ground(values):
+            return None
+        try:
+            return self(values)
+        except (TypeError, ValueError):
+            return False
+
+
+def _graphs_of(value: Any) -> Any:
+    if isinstance(value, tuple) and not isinstance(value, ExpressionTuple):
+        return tuple(as_graph(v) for v in value)
+    return as_graph(value)
+
+
+def pattern_relation(
+    name: str, lhs: Pattern, rhs: Pattern, named: tuple[str, ...] = (), where: tuple[Where, ...] = ()
+) -> Callable:
     """The kanren relation of the rule `lhs -> rhs` (see the module docstring).
 
+    `where` holds the guards over several variables.  An answer whose two
+    sides are ground graphs must be able to replace what it answers for
+    (same dtype and rank, static lengths kept), as engines require.
     `named` lists variable names whose values each answer records in the
     state, bound to logic variables with those prefixes (`bindings_of`).
     """
     named_vars = [(lhs.names[n], n) for n in named if n in lhs.names]
     left_vars = sorted(lhs.variables(), key=str)
 
+    def fresh(s: Mapping) -> dict:
+        return {**{v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}, **s}
+
     def relation(a: Any, b: Any) -> Callable[[Any], Iterator[Any]]:
         def goal(state: Any) -> Iterator[Any]:
             a_, b_ = walk(a, state), walk(b, state)
             if not isvar(a_) and is_ground(a_):
                 for s in lhs.matches(a_):
-                    yield from _finish(state, [(b_, rhs.term(s))], (), s)
+                    if all(w.decided(s) for w in where):
+                        yield from _finish(state, a_, b_, rhs, s, ())
             elif not isvar(b_) and is_ground(b_):
                 for s in rhs.matches(b_):
-                    s = {**{v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}, **s}
-                    yield from _finish(state, [(a_, lhs.term(s))], lhs.guards(), s)
+                    s = fresh(s)
+                    yield from _finish(state, b_, a_, lhs, s, _guards(s))
             else:
-                s = {v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}
-                yield from _finish(state, [(a_, lhs.term(s)), (b_, rhs.term(s))], lhs.guards(), s)
+                s = fresh({})
+                built = _term(lhs, s)
+                if built is not None:
+                    state = unify(a_, built, state)
+                    if state is not False:
+                        yield from _finish(state, None, b_, rhs, s, _guards(s))
 
-        def _finish(state: Any, equations: list, guards: Any, s: dict) -> Iterator[Any]:
-            for u, v in equations:
-                state = unify(u, v, state)
+        def _guards(s: Mapping) -> list:
+            found = [(_build(inner, s), predicate) for inner, predicate in lhs.guards()]
+            return found + [(tuple(s.get(v, v) for v in w.variables), w) for w in where]
+
+        def _finish(
+            state: Any, given: Any, other: Any, side: Pattern, s: dict, guards: list
+        ) -> Iterator[Any]:
+            built = _term(side, s)
+            if built is None or (given is not None and not _replaceable(given, built)):
+                return
+            state = unify(other, built, state)
+            for term, predicate in guards:
                 if state is False:
                     return
-            for inner, predicate in guards:
-                state = with_guard(state, _build(inner, s), predicate)
-                if state is False:
-                    return
+                state = with_guard(state, term, predicate)
+            if state is False:
+                return
             for v, n in named_vars:
                 if v in s:
                     state = unify(var(prefix=n), s[v], state)
@@ -97,6 +150,26 @@ def pattern_relation(name: str, lhs: Pattern, rhs: Pattern, named: tuple[str, ..
 
     relation.__name__ = name
     return relation
+
+
+def _term(side: Pattern, s: Mapping) -> Any:
+    """`side` built under `s`, or None when it cannot be (a variadic op left with no operand)."""
+    try:
+        return side.term(s)
+    except EmptyApplication:
+        return None
+
+
+def _replaceable(given: Any, built: Any) -> bool:
+    """Whether ground `built` can stand for `given` in a graph (always, while either is not a graph)."""
+    old = as_graph(given)
+    if not isinstance(old, Variable) or not is_ground(built):
+        return True
+    try:
+        new = to_graph(built, like=old)
+    except (TypeError, ValueError):
+        return False
+    return can_replace(old, new)
 
 
 def run_relation(relation: Callable, term: Any, direction: str = "forward") -> Iterator[Any]:

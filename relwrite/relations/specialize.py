@@ -18,33 +18,19 @@ it may be narrower.
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Any
 
 import numpy as np
-from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
 from relwrite.relations.goals import (
-    Goal,
-    along,
-    conj,
     float_var,
     is_float,
-    is_signed,
-    leading_literalo,
-    literal_value,
-    mappingo,
-    neutralo,
-    operands_regroupable,
-    operandso,
-    replaceableo,
-    rewrite_operandso,
-    variadico,
-    whereo,
+    is_signed_regroupable,
+    is_zero_dimensional,
 )
-from relwrite.relations.registry import relation, rule
+from relwrite.relations.registry import rule
 
 SPECIALIZE = ("specialize", "fast_run")
 
@@ -140,33 +126,16 @@ pow_one = rule(
 )
 
 
-@relation(SPECIALIZE, tracks=(o.pow,), examples=("x ** 0",), types={"x": "vector"})
-def pow_zero(lhs: Any, rhs: Any) -> Goal:
-    """x ** 0 -> ones_like(x) (fill(x, 1)): numpy gives 1 for every base, 0, inf and NaN included."""
-    base, exponent = var(prefix="x"), var(prefix="zero")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.pow, (base, exponent)),
-            mappingo((base, exponent), rhs, _ones_like_base, _zeroth_powers),
-        ),
-        replaceableo(lhs, rhs),
-    )
-
-
-def _ones_like_base(arguments: tuple) -> Variable | None:
-    """fill(x, 1) for (x, 0) with 0 a 0-d constant (an array of zeros could widen the result), else None."""
-    x, exponent = arguments
-    data = literal_value(exponent)
-    if not is_number(x) or data is None or data.ndim != 0 or data != 0:
-        return None
-    return o.fill(x, 1)
-
-
-def _zeroth_powers(ones: Any) -> list[tuple]:
-    """The (x, 0) whose power `ones`, a fill(x, 1), may be (mappingo keeps it only if it maps back)."""
-    node = ones.owner if isinstance(ones, Variable) else None
-    return [(node.inputs[0], 0)] if node is not None and node.op == o.fill else []
+pow_zero = rule(
+    "pow_zero",
+    (o.pow, number_var("x"), {"pattern": 0, "constraint": is_zero_dimensional}),
+    (o.fill, "x", 1),
+    SPECIALIZE,
+    examples=("x ** 0",),
+    types={"x": "vector"},
+    doc="""x ** 0 -> ones_like(x) (fill(x, 1)): numpy gives 1 for every base, 0, inf and NaN
+    included (a 0-d zero only: an array of zeros could widen the result).""",
+)
 
 
 # -- products, sums and divisions --------------------------------------------------------------------
@@ -192,51 +161,17 @@ sqr_neg = rule(
 )
 
 
-@relation(
+mul_minus_one = rule(
+    "mul_minus_one",
+    {"pattern": (o.mul, -1, "*rest"), "constraint": is_signed_regroupable},
+    (o.neg, (o.mul, "*rest")),
     SPECIALIZE,
-    tracks=(o.mul,),
     examples=("mul(-1, x)", "mul(-1, x, y)"),
     types={"x": "vector"},
+    doc="""-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats of one dtype:
+    exact).  With mixed dtypes -1 * a can wrap around in a narrower dtype than a * b
+    (`goals.regroupable`).""",
 )
-def mul_minus_one(lhs: Any, rhs: Any) -> Goal:
-    """-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats of one dtype: exact).
-
-    With mixed dtypes -1 * a can wrap around in a narrower dtype than a * b (`goals.regroupable`).
-    """
-    factors, rest, product = var(prefix="factors"), var(prefix="rest"), var(prefix="x")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.mul, factors),
-            leading_literalo(-1, factors, rest),
-            variadico(product, o.mul, rest),
-            operandso(rhs, o.neg, (product,)),
-        ),
-        whereo(product, is_signed),
-        whereo(lhs, operands_regroupable),
-        replaceableo(lhs, rhs),
-    )
-
-
-@relation(SPECIALIZE, tracks=(o.mul,), examples=("mul(1, x, y)", "mul(1, x)"), types={"x": "vector"})
-def drop_mul_one(lhs: Any, rhs: Any) -> Goal:
-    """1 * a * b -> a * b, as canonicalize's mul_one: for the ones constant folding leaves in this phase."""
-    return rewrite_operandso(o.mul, lhs, rhs, partial(neutralo, o.mul))
-
-
-@relation(
-    SPECIALIZE,
-    semantics="reassociates",
-    tracks=(o.add,),
-    examples=("add(0, x, y)", "add(0, x)"),
-    types={"x": "vector"},
-)
-def drop_add_zero(lhs: Any, rhs: Any) -> Goal:
-    """0 + a + b -> a + b, as canonicalize's add_zero: for the zeros constant folding leaves in this phase.
-
-    Reassociates, for the sign of a zero only (0 + -0.0 is +0.0), as add_zero.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(neutralo, o.add))
 
 
 one_over = rule(

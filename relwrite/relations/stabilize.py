@@ -20,7 +20,6 @@ mappings (`mappingo`) particular to this phase.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from unification import var
@@ -33,14 +32,13 @@ from relwrite.relations.goals import (
     conj,
     float_var,
     is_float,
-    leading_literalo,
+    is_float_regroupable,
     mappingo,
     nodeo,
     operands_regroupable,
     operandso,
     replaceableo,
     same_dtype_at,
-    variadico,
     whereo,
 )
 from relwrite.relations.registry import relation, rule
@@ -80,33 +78,18 @@ softplus = rule(
 )
 
 
-@relation(
+log1p = rule(
+    "log1p",
+    (o.log, {"pattern": (o.add, 1, "*rest"), "constraint": is_float_regroupable}),
+    (o.log1p, (o.add, "*rest")),
     STABILIZE,
-    tracks=(o.log,),
     examples=("log(add(1, x))", "log(add(1, x, y))"),
     types={"x": "vector"},
+    doc="""log(1 + x) -> log1p(x), and log(1 + a + b) -> log1p(a + b): accurate for small x
+    (floats only).  With several terms (of one dtype: `goals.regroupable`) their sum is
+    rounded before log1p sees it, so the gain is for sums far from -1 (near -1 neither side
+    is accurate).""",
 )
-def log1p(lhs: Any, rhs: Any) -> Goal:
-    """log(1 + x) -> log1p(x), and log(1 + a + b) -> log1p(a + b): accurate for small x (floats only).
-
-    With several terms (of one dtype: `goals.regroupable`) their sum is
-    rounded before log1p sees it, so the gain is for sums far from -1 (near -1
-    neither side is accurate).
-    """
-    total, terms, rest, x = var(prefix="sum"), var(prefix="terms"), var(prefix="rest"), var(prefix="x")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.log, (total,)),
-            operandso(total, o.add, terms),
-            leading_literalo(1, terms, rest),
-            variadico(x, o.add, rest),
-            operandso(rhs, o.log1p, (x,)),
-        ),
-        whereo(total, is_float),
-        whereo(total, operands_regroupable),
-        replaceableo(lhs, rhs),
-    )
 
 
 log_sigmoid_neg = rule(
@@ -213,47 +196,18 @@ softplus_log1p = rule(
 )
 
 
-@relation(
+expm1 = rule(
+    "expm1",
+    {"pattern": (o.add, -1, (o.exp, "x"), "*rest"), "constraint": operands_regroupable},
+    (o.add, (o.expm1, "x"), "*rest"),
     STABILIZE,
-    tracks=(o.add,),
     examples=("add(-1, exp(x))", "add(-1, y, exp(x))"),
     types={"x": "vector"},
+    doc="""exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> expm1(x) + y;
+    accurate near 0.  Among other terms only when they may be regrouped
+    (`goals.regroupable`: one dtype); the other terms are then added in another order (see
+    `reassociates`).""",
 )
-def expm1(lhs: Any, rhs: Any) -> Goal:
-    """exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> y + expm1(x); accurate near 0.
-
-    Among other terms only when they may be regrouped (`goals.regroupable`: one
-    dtype); the other terms are then added in another order (see `reassociates`).
-    """
-    terms, others, swapped = var(prefix="terms"), var(prefix="others"), var(prefix="swapped")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.add, terms),
-            leading_literalo(-1, terms, others),
-            mappingo(others, swapped, _first_exp_as_expm1, _expm1_as_exp),
-            variadico(rhs, o.add, swapped),
-        ),
-        whereo(lhs, operands_regroupable),
-        replaceableo(lhs, rhs),
-    )
-
-
-def _first_exp_as_expm1(terms: Any) -> tuple | None:
-    """`terms` with its first exp(x) replaced by expm1(x), or None when none is an exp."""
-    for k, term in enumerate(terms if isinstance(terms, tuple) else ()):
-        x = _argument(term, o.exp)
-        if x is not None:
-            return (*terms[:k], o.expm1(x), *terms[k + 1 :])
-    return None
-
-
-def _expm1_as_exp(terms: Any) -> Iterator[tuple]:
-    """Each `terms` with one expm1(x) replaced by exp(x) (mappingo keeps those mapping back)."""
-    for k, term in enumerate(terms if isinstance(terms, tuple) else ()):
-        x = _argument(term, o.expm1)
-        if x is not None:
-            yield (*terms[:k], o.exp(x), *terms[k + 1 :])
 
 
 softplus_minus_self = rule(
