@@ -264,6 +264,7 @@ add_zero = rule(
     semantics="reassociates",
     examples=("x + 0", "add(0, x, y)"),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, the
     rule does not apply).  Reassociates, for the sign of a zero only: where the other terms
     are all -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and the right
@@ -279,6 +280,7 @@ add_zeros_like = rule(
     where=neutral_drops(o.add),
     examples=("add(fill(x, 0), x)", "add(fill(x, 0), x, y)"),
     types={"x": "vector", "y": "vector"},
+    keeps_type=True,
     doc="""fill(x, 0) + x -> x: zeros shaped like the other terms (as cancelling rules leave
     them) go when their shape provably never widens the sum.  Reassociates, as add_zero.""",
 )
@@ -290,6 +292,7 @@ mul_one = rule(
     NEUTRALS,
     examples=("x * 1", "mul(1, x, y)"),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, the rule
     does not apply).  Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.""",
 )
@@ -302,6 +305,7 @@ mul_ones_like = rule(
     where=neutral_drops(o.mul),
     examples=("mul(fill(x, 1), x)", "mul(fill(x, 1), x, y)"),
     types={"x": "vector", "y": "vector"},
+    keeps_type=True,
     doc="""fill(x, 1) * x -> x: ones shaped like the other factors go when their shape provably
     never widens the product.  Exact.""",
 )

@@ -13,28 +13,51 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 from etuples.core import ExpressionTuple
 from kanren.constraints import ConstrainedState, ConstraintStore
 from unification import reify
 from unification.variable import Var
 
-from relwrite.graph.basic import Variable
+from relwrite.graph.basic import Op, Variable
 from relwrite.graph.terms import GraphETuple
 
 Predicate = Callable[[Any], bool]
 
 
+_ATOMS = (
+    Variable,
+    GraphETuple,
+    Op,
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    np.number,
+    np.bool_,
+    np.ndarray,
+    type(None),
+)
+
+
 def is_ground(term: Any) -> bool:
-    """Whether `term` holds no logic variable (graph variables and lazy graph terms are ground)."""
+    """Whether `term` provably holds no logic variable.
+
+    Graph variables, lazy graph terms, ops and numbers are ground; tuples,
+    lists and etuples are ground when their items are; anything else (a cons
+    pair, an unknown object) counts as not ground, so callers unify or
+    reify it rather than trust it.
+    """
     stack = [term]
     while stack:
         item = stack.pop()
-        if isinstance(item, (Variable, GraphETuple)):
+        if isinstance(item, _ATOMS):
             continue
-        if isinstance(item, Var):
-            return False
-        if isinstance(item, (tuple, list, ExpressionTuple)):
+        if isinstance(item, (tuple, list, ExpressionTuple)) and not isinstance(item, Var):
             stack.extend(item)
+            continue
+        return False
     return True
 
 

@@ -188,6 +188,7 @@ def rule(
     doc: str = "",
     semantics: str | None = None,
     where: Callable[..., bool] | Iterable[Callable[..., bool]] = (),
+    keeps_type: bool = False,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
 
@@ -199,7 +200,10 @@ def rule(
 
     `where` holds guards over several variables: each a function whose
     parameters are named after pattern variables (a sequence variable's
-    value is a tuple of graphs), true when the rule applies.
+    value is a tuple of graphs), true when the rule applies.  With
+    `keeps_type` the rule applies only where its right side can replace its
+    left side (same dtype and rank, static lengths kept): for rules whose
+    operands may broadcast or promote, such as dropping a zero from a sum.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
@@ -218,7 +222,9 @@ def rule(
         backward = f"the right side does not determine {', '.join(missing)}"
     parsed = [Assumption.parse(a) for a in assumptions]
     guards = tuple(_where(name, fn, names) for fn in ([where] if callable(where) else where))
-    relation = pattern_relation(name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed), guards)
+    relation = pattern_relation(
+        name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed), guards, keeps_type
+    )
     if examples is None:
         examples = () if lhs_pattern.guards() or guards else (lhs_pattern.text,)
     return Rule(

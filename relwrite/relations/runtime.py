@@ -89,13 +89,19 @@ def _graphs_of(value: Any) -> Any:
 
 
 def pattern_relation(
-    name: str, lhs: Pattern, rhs: Pattern, named: tuple[str, ...] = (), where: tuple[Where, ...] = ()
+    name: str,
+    lhs: Pattern,
+    rhs: Pattern,
+    named: tuple[str, ...] = (),
+    where: tuple[Where, ...] = (),
+    keeps_type: bool = False,
 ) -> Callable:
     """The kanren relation of the rule `lhs -> rhs` (see the module docstring).
 
-    `where` holds the guards over several variables.  An answer whose two
-    sides are ground graphs must be able to replace what it answers for
-    (same dtype and rank, static lengths kept), as engines require.
+    `where` holds the guards over several variables.  With `keeps_type`, an
+    answer whose two sides are ground graphs must be able to replace what
+    it answers for (same dtype and rank, static lengths kept), a guard for
+    rules whose operands may broadcast or promote (dropping a zero).
     `named` lists variable names whose values each answer records in the
     state, bound to logic variables with those prefixes (`bindings_of`).
     """
@@ -132,9 +138,12 @@ def pattern_relation(
             state: Any, given: Any, other: Any, side: Pattern, s: dict, guards: list
         ) -> Iterator[Any]:
             built = _term(side, s)
-            if built is None or (given is not None and not _replaceable(given, built)):
+            if built is None or (keeps_type and given is not None and not _replaceable(given, built)):
                 return
-            state = unify(other, built, state)
+            if isvar(other) and type(state) is dict and other not in state:
+                state = {**state, other: built}  # the common case, without unify's dispatch
+            else:
+                state = unify(other, built, state)
             for term, predicate in guards:
                 if state is False:
                     return
@@ -181,7 +190,7 @@ def run_relation(relation: Callable, term: Any, direction: str = "forward") -> I
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     q = var()
     goal = relation(term, q) if direction == "forward" else relation(q, term)
-    for state in lall(goal)({}):
+    for state in (goal if callable(goal) else lall(goal))({}):
         yield q, state
 
 
@@ -198,7 +207,8 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
         return
     relation = getattr(rule, "relation", rule)
     for q, state in run_relation(relation, term, direction):
-        yield Answer(reify(q, state), state)
+        value = walk(q, state)
+        yield Answer(value if is_ground(value) else reify(value, state), state)
 
 
 def _guard_passes(guard: Callable[[Any], bool], term: Any) -> bool:

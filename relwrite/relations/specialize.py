@@ -133,6 +133,7 @@ pow_zero = rule(
     SPECIALIZE,
     examples=("x ** 0",),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""x ** 0 -> ones_like(x) (fill(x, 1)): numpy gives 1 for every base, 0, inf and NaN
     included (a 0-d zero only: an array of zeros could widen the result).""",
 )
@@ -168,6 +169,7 @@ mul_minus_one = rule(
     SPECIALIZE,
     examples=("mul(-1, x)", "mul(-1, x, y)"),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats of one dtype:
     exact).  With mixed dtypes -1 * a can wrap around in a narrower dtype than a * b
     (`goals.regroupable`).""",

@@ -85,6 +85,7 @@ log1p = rule(
     STABILIZE,
     examples=("log(add(1, x))", "log(add(1, x, y))"),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""log(1 + x) -> log1p(x), and log(1 + a + b) -> log1p(a + b): accurate for small x
     (floats only).  With several terms (of one dtype: `goals.regroupable`) their sum is
     rounded before log1p sees it, so the gain is for sums far from -1 (near -1 neither side
@@ -203,6 +204,7 @@ expm1 = rule(
     STABILIZE,
     examples=("add(-1, exp(x))", "add(-1, y, exp(x))"),
     types={"x": "vector"},
+    keeps_type=True,
     doc="""exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> expm1(x) + y;
     accurate near 0.  Among other terms only when they may be regrouped
     (`goals.regroupable`: one dtype); the other terms are then added in another order (see
