@@ -26,8 +26,10 @@ from typing import Any
 
 import numpy as np
 from cons.core import ConsError, car
-from unification import reify, var
-from unification.variable import Var
+from kanren.core import lall
+from unification import reify, unify, var
+from unification.utils import transitive_get as walk
+from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Op
 from relwrite.relations.pattern import Pattern
@@ -257,13 +259,17 @@ def relation(
     """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
 
     Tracks not given are derived with `derive_tracks`; `guard` is a cheap
-    necessary condition on a graph for the rule to match (see Rule).
+    necessary condition on a graph for the rule to match (see Rule).  Goals
+    written in Python answer once a side is bound; with both sides unbound
+    the relation enumerates the pairs its examples give (each example, and
+    each of its answers), so it still runs generatively.
     """
 
     def decorate(fn: Callable[[Any, Any], Any]) -> Rule:
+        pairs = _ExamplePairs(fn, tuple(examples), dict(types or {}))
         return Rule(
             name or fn.__name__,
-            fn,
+            _enumerating(fn, pairs),
             tags,
             tracks=tracks if tracks is not None else derive_tracks(fn),
             assumptions=assumptions,
@@ -276,6 +282,50 @@ def relation(
         )
 
     return decorate
+
+
+class _ExamplePairs:
+    """The (left side, right side) pairs a goal relation gives on its examples, computed on first use."""
+
+    def __init__(self, fn: Callable[[Any, Any], Any], examples: tuple[str, ...], types: dict[str, str]):
+        self.fn, self.examples, self.types = fn, examples, types
+        self._pairs: list[tuple[Any, Any]] | None = None
+
+    def __iter__(self) -> Iterator[tuple[Any, Any]]:
+        if self._pairs is None:
+            from relwrite.graph.parse import parse  # the text front end sits above the relations
+
+            pairs = []
+            for text in self.examples:
+                left = parse(text, types=self.types)
+                q = var()
+                pairs += [(left, reify(q, st)) for st in islice(lall(self.fn(left, q))({}), _EXAMPLE_ANSWERS)]
+            self._pairs = pairs
+        return iter(self._pairs)
+
+
+_EXAMPLE_ANSWERS = 4
+"""Answers per example a goal relation enumerates when run with both sides unbound."""
+
+
+def _enumerating(fn: Callable[[Any, Any], Any], pairs: _ExamplePairs) -> Callable[[Any, Any], Any]:
+    """`fn`, answering with its examples' pairs when both sides are unbound (see `relation`)."""
+
+    def relation_(lhs: Any, rhs: Any) -> Any:
+        def goal(state: Any) -> Iterator[Any]:
+            if isvar(walk(lhs, state)) and isvar(walk(rhs, state)):
+                for left, right in pairs:
+                    unified = unify((lhs, rhs), (left, right), state)
+                    if unified is not False:
+                        yield unified
+                return
+            yield from lall(fn(lhs, rhs))(state)
+
+        return goal
+
+    relation_.__name__ = getattr(fn, "__name__", "relation")
+    relation_.__doc__ = fn.__doc__
+    return relation_
 
 
 def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:

@@ -1,0 +1,211 @@
+"""The rule runtime: one matcher and one run loop behind every rule, in both directions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from itertools import islice
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kanren import eq, run, var
+
+from relwrite import float64, parse, pprint, tensor, vector
+from relwrite.backends.numpy import function
+from relwrite.engine import EquilibriumRewriter, KanrenRelationSub
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Variable
+from relwrite.graph.fg import FunctionGraph
+from relwrite.relations import catalogue, rule
+from relwrite.relations.goals import is_float
+from relwrite.relations.pattern import Pattern, Rest, to_graph
+from relwrite.relations.runtime import answers
+from relwrite.testing import check_relation
+
+x, y, z = float64("x"), float64("y"), float64("z")
+LOG_OF_ONE_PLUS = rule("log_of_one_plus", (o.log, (o.add, 1, "*rest")), (o.log1p, (o.add, "*rest")))
+
+
+def texts(rule_, term, direction="forward", n=8):
+    """The answers of `rule_` on `term`, printed."""
+    return [pprint(to_graph(a.value, like=term)) for a in islice(answers(rule_, term, direction), n)]
+
+
+# -- sequence variables and operand multisets -----------------------------------------------------------
+
+
+def test_a_sequence_variable_reads_a_flat_sum_holding_the_one_anywhere():
+    assert texts(LOG_OF_ONE_PLUS, o.log(o.add(x, 1.0, y))) == ["log1p((x + y))"]
+    assert texts(LOG_OF_ONE_PLUS, o.log(o.add(y, x, 1.0))) == [
+        "log1p((y + x))"
+    ]  # the others keep their order
+    assert texts(LOG_OF_ONE_PLUS, o.log(o.add(1.0, x))) == ["log1p(x)"]  # a sum of one term is the term
+    assert texts(LOG_OF_ONE_PLUS, o.log(o.add(x, y))) == []
+
+
+def test_rest_splices_as_a_sequence_variable():
+    spliced = rule("spliced", (o.log, (o.add, 1, *Rest("rest"))), (o.log1p, (o.add, *Rest("rest"))))
+    assert texts(spliced, o.log(o.add(x, 1.0, y))) == ["log1p((x + y))"]
+
+
+def test_every_operand_must_be_matched_without_a_sequence_variable():
+    cancel = rule("cancel", (o.add, "a", (o.neg, "a")), (o.fill, "a", 0))
+    assert texts(cancel, o.add(o.neg(x), x)) == ["fill(x, 0.0)"]  # either order
+    assert texts(cancel, o.add(o.neg(x), x, y)) == []
+
+
+def test_a_variadic_pattern_enumerates_every_assignment_of_operands():
+    swap = rule("swap", (o.mul, "a", "b"), (o.true_div, "a", (o.reciprocal, "b")))
+    assert sorted(texts(swap, o.mul(x, y))) == ["(x / reciprocal(y))", "(y / reciprocal(x))"]
+
+
+def test_the_same_name_twice_must_match_the_same_expression():
+    double = rule("double", (o.add, "a", "a", "*rest"), (o.add, (o.mul, 2, "a"), "*rest"))
+    assert set(texts(double, o.add(x, y, o.exp(z), o.exp(z)))) == {"((2.0 * exp(z)) + x + y)"}
+    assert texts(double, o.add(x, y, z)) == []
+
+
+def test_operands_in_order_for_other_ops_with_a_sequence_in_the_middle():
+    pattern = Pattern((o.true_div, "*front", "b"))
+    (s,) = pattern.matches(o.true_div(x, y))
+    assert s[pattern.names["*front"]] == (x,)
+    assert s[pattern.names["b"]] is y
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ((o.add, "*a", "*b"), "at most one sequence variable"),
+        ({"pattern": (o.log, "*a"), "constraint": is_float}, None),
+        ((o.log, {"pattern": "*a", "constraint": is_float}), "cannot apply to the sequence"),
+    ],
+)
+def test_bad_sequence_patterns_are_refused_by_name(spec, message):
+    if message is None:
+        Pattern(spec)  # a constraint on an application holding a sequence is fine
+        return
+    with pytest.raises(ValueError, match=message):
+        Pattern(spec)
+
+
+def test_a_sequence_variable_at_the_root_is_refused():
+    with pytest.raises(ValueError, match="must be a named operand"):
+        rule("bad", "*rest", "x")
+
+
+@given(st.permutations(["one", "x", "y", "z"]))
+def test_a_rule_reads_any_order_of_a_sum_and_keeps_its_value(order):
+    terms = {"one": 1.0, "x": x, "y": y, "z": z}
+    graph = o.log(o.add(*(terms[t] for t in order)))
+    (result,) = [to_graph(a.value, like=graph) for a in answers(LOG_OF_ONE_PLUS, graph)]
+    assert result.owner.op == o.log1p
+    values = [np.float64(0.25), np.float64(0.5), np.float64(1.5)]
+    np.testing.assert_allclose(function([x, y, z], result)(*values), function([x, y, z], graph)(*values))
+
+
+# -- backward and generative runs -------------------------------------------------------------------------
+
+
+def test_backward_rebuilds_the_left_side_around_the_rest():
+    assert texts(LOG_OF_ONE_PLUS, o.log1p(o.add(x, y)), "backward") == [
+        "log((1.0 + x + y))",
+        "log((1.0 + (x + y)))",
+    ]
+    assert texts(LOG_OF_ONE_PLUS, o.log1p(x), "backward") == ["log((1.0 + x))"]
+
+
+def test_a_guard_waits_until_its_variable_is_bound():
+    guarded = rule("guarded", (o.neg, (o.neg, {"pattern": "x", "constraint": is_float})), "x")
+    a, b = var(), var()
+    assert len(run(2, (a, b), guarded(a, b))) == 1  # generative: the guard is pending
+    integer = tensor("i", dtype="int64", shape=())
+    assert run(0, a, guarded(a, b), eq(b, integer)) == ()  # decided, and refused, once b is bound
+    (left,) = run(0, a, guarded(a, b), eq(b, x))
+    assert pprint(to_graph(left, like=x)) == "-(-x)"
+
+
+def test_where_guards_read_several_variables_and_must_name_them():
+    def longer_than_one(rest):
+        return len(rest) > 1
+
+    pick = rule("pick", (o.add, 0, "*rest"), (o.add, "*rest"), where=longer_than_one)
+    assert texts(pick, o.add(0.0, x, y)) == ["(x + y)"]
+    assert texts(pick, o.add(0.0, x)) == []
+
+    def reads_w(w):
+        return True
+
+    with pytest.raises(ValueError, match="reads 'w'"):
+        rule("bad", (o.add, 0, "*rest"), (o.add, "*rest"), where=reads_w)
+
+
+def test_keeps_type_refuses_answers_that_would_widen_the_result():
+    zeros = rule("zeros", (o.add, 0, "*rest"), (o.add, "*rest"), keeps_type=True)
+    assert texts(zeros, o.add(np.zeros(3), float64("s"))) == []  # the zeros give the sum its length
+    loose = rule("loose", (o.add, 0, "*rest"), (o.add, "*rest"))
+    assert texts(loose, o.add(np.zeros(3), float64("s"))) == ["s"]  # left to the engine, which refuses it
+
+
+# -- the one runtime: every catalogue rule, through it and through plain kanren -----------------------------
+
+CATALOGUE = catalogue()
+EXAMPLES = [(r, text) for r in CATALOGUE for text in r.examples]
+
+
+def _printed(values, like):
+    return sorted(
+        pprint(to_graph(v, like=like)) for v in values if isinstance(to_graph(v, like=like), Variable)
+    )
+
+
+@pytest.mark.parametrize(("rule_", "text"), EXAMPLES, ids=[f"{r.name}: {t}" for r, t in EXAMPLES])
+def test_runtime_answers_are_plain_kanren_answers(rule_, text):
+    lhs = parse(text, types=rule_.types)
+    q = var()
+    through_runtime = [a.value for a in islice(rule_.answers(lhs), 8)]
+    through_kanren = list(run(8, q, rule_(lhs, q)))
+    assert through_runtime, f"{rule_.name} does not rewrite its example {text}"
+    assert _printed(through_runtime, lhs) == _printed(through_kanren, lhs)
+    if rule_.backward:
+        rhs = to_graph(through_runtime[0], like=lhs)
+        back = [a.value for a in islice(rule_.answers(rhs, "backward"), 8)]
+        assert _printed(back, rhs) == _printed(run(8, q, rule_(q, rhs)), rhs)
+
+
+@pytest.mark.parametrize("rule_", CATALOGUE, ids=lambda r: r.name)
+def test_every_rule_runs_generatively(rule_):
+    a, b = var(), var()
+    assert run(2, (a, b), rule_(a, b)), f"{rule_.name} gives no pair with both sides unbound"
+
+
+# -- user rules without ceremony ------------------------------------------------------------------------
+
+
+def test_a_user_rule_needs_no_tags_and_checks():
+    mine = rule("double_negation", (o.neg, (o.neg, "v")), "v")
+    assert mine.tags == frozenset() and mine.phases == ()
+    report = check_relation(mine, types={"v": "vector"})
+    assert report.directions == ("forward", "backward") and all(n > 0 for n in report.examples.values())
+
+
+def test_relwrite_check_accepts_a_user_rule_without_tags(tmp_path):
+    module = tmp_path / "my_rules.py"
+    module.write_text(
+        "from relwrite.graph import ops as o\n"
+        "from relwrite.relations import rule\n"
+        'mine = rule("double_negation", (o.neg, (o.neg, "v")), "v", types={"v": "vector"})\n'
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "relwrite", "check", str(module)], capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "double_negation" in done.stdout
+
+
+def test_a_user_rule_runs_in_the_engine_on_any_operand_order():
+    v = vector("v")
+    fgraph = FunctionGraph([v], [o.exp(o.log(o.add(v, 1.0)))])
+    EquilibriumRewriter([KanrenRelationSub(LOG_OF_ONE_PLUS)]).rewrite(fgraph)
+    assert pprint(fgraph.outputs[0]) == "exp(log1p(v))"
