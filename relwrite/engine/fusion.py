@@ -43,7 +43,7 @@ from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.ops import Composite, Elemwise
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import broadcasts_into
+from relwrite.relations.predicates import broadcasts_into
 
 
 def _inlined(var: Variable) -> bool:

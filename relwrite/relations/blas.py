@@ -6,7 +6,7 @@ the BLAS op scales and adds inside one call, so results may round
 differently, and an intermediate may overflow where the left side's did not
 (see docs/rule-safety.md); NaN and Inf propagate as before.  They regroup
 a sum's terms only when they share one dtype, and a term's scalar factors
-only when there is one or the factors share one dtype (`goals.regroupable`:
+only when there is one or the factors share one dtype (`predicates.regroupable`:
 a narrower integer product would wrap around elsewhere).  The BLAS ops need
 one float dtype (float32 or float64) for all their inputs; a scalar factor
 of another dtype is converted the way numpy promotes it (a constant is
@@ -42,8 +42,9 @@ from unification.variable import isvar
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import is_literal, operands, operands_regroupable, regroupable, whereo
+from relwrite.relations.goals import operands, whereo
 from relwrite.relations.pattern import as_graph
+from relwrite.relations.predicates import is_literal, operands_regroupable, regroupable
 from relwrite.relations.registry import relation, rule
 
 BLAS = ("blas", "specialize", "fast_run")

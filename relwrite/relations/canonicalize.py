@@ -17,7 +17,7 @@ Associativity and commutativity never go through kanren's `eq_assoccomm`:
 the operand-list goals of `relwrite.relations.goals` flatten, sort and
 regroup operand tuples in polynomial time, so every rule matches the
 canonical form structurally.  Those goals act on operands of one dtype only
-(`goals.regroupable`): regrouping integers of mixed widths would change where
+(`predicates.regroupable`): regrouping integers of mixed widths would change where
 they wrap around.
 
 Each rule's `semantics` (docs/rule-safety.md) says what it preserves.
@@ -46,31 +46,33 @@ from relwrite.graph.types import TensorType
 from relwrite.relations.goals import (
     Goal,
     along,
-    broadcasts_into,
     cancelledo,
     choiceo,
     conj,
     divided_outo,
-    equals_everywhere,
-    filled_constant,
     flatteno,
-    float_var,
     foldedo,
-    is_float,
-    is_zero_dimensional,
     like_factorso,
     like_termso,
     mappingo,
-    neutral_drops,
     nodeo,
     operandso,
-    regroupable,
     replaceableo,
     rewrite_operandso,
-    same_dtype_at,
-    signed_var,
     sortedo,
     variadico,
+)
+from relwrite.relations.operands import neutral_drops
+from relwrite.relations.predicates import (
+    broadcasts_into,
+    equals_everywhere,
+    filled_constant,
+    float_var,
+    is_float,
+    is_zero_dimensional,
+    regroupable,
+    same_dtype_at,
+    signed_var,
 )
 from relwrite.relations.registry import relation, rule
 

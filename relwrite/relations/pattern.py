@@ -37,10 +37,10 @@ from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Constant, Op, Variable, as_variable
 from relwrite.graph.terms import GraphETuple, note_read, same_expression
+from relwrite.relations.predicates import NUMBER, as_graph, is_literal
 
 Constraint = Callable[[Variable], bool]
 Substitution = dict[Var, Any]
-_NUMBER = (bool, int, float, np.number, np.bool_)
 
 
 class Rest:
@@ -56,11 +56,6 @@ class Rest:
 
     def __repr__(self) -> str:
         return f"Rest({self.name!r})"
-
-
-def as_graph(value: Any) -> Any:
-    """The graph object for a matched value: etuples are evaluated, the rest returned as is."""
-    return value.evaled_obj if isinstance(value, ExpressionTuple) else value
 
 
 def is_variadic(op: Any) -> bool:
@@ -81,21 +76,6 @@ def application(value: Any) -> tuple[Any, tuple] | None:
     if isinstance(value, ExpressionTuple) and len(value) > 0:
         return value[0], tuple(value[1:])
     return None
-
-
-def literal_value(value: Any) -> np.ndarray | None:
-    """The data of a constant or plain number, else None."""
-    if isinstance(value, Constant):
-        return value.data
-    if isinstance(value, _NUMBER):
-        return np.asarray(value)
-    return None
-
-
-def equals_number(value: Any, number: Any) -> bool:
-    """Whether `value` is a constant (or plain number) whose every element equals `number`."""
-    data = literal_value(value)
-    return data is not None and data.size > 0 and bool(np.all(data == number))
 
 
 def same_value(a: Any, b: Any) -> bool:
@@ -188,7 +168,7 @@ class Pattern:
                 return _Named(self._name(item))
             if isinstance(item, (Variable, Var)):
                 return _Exactly(item)
-            if isinstance(item, _NUMBER):
+            if isinstance(item, NUMBER):
                 return _Number(item)
             raise TypeError(f"unsupported pattern element {item!r} ({type(item).__name__})")
 
@@ -301,7 +281,7 @@ def _match(
             yield s
         return
     if isinstance(node, _Number):
-        if equals_number(value, node.value):
+        if is_literal(value, node.value):
             yield s
         return
     if isinstance(node, _Exactly):

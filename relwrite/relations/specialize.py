@@ -24,12 +24,7 @@ import numpy as np
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
-from relwrite.relations.goals import (
-    float_var,
-    is_float,
-    is_signed_regroupable,
-    is_zero_dimensional,
-)
+from relwrite.relations.predicates import float_var, is_float, is_signed_regroupable, is_zero_dimensional
 from relwrite.relations.registry import rule
 
 SPECIALIZE = ("specialize", "fast_run")
@@ -172,7 +167,7 @@ mul_minus_one = rule(
     keeps_type=True,
     doc="""-1 * x -> -x, and -1 * a * b -> -(a * b) (signed integers and floats of one dtype:
     exact).  With mixed dtypes -1 * a can wrap around in a narrower dtype than a * b
-    (`goals.regroupable`).""",
+    (`predicates.regroupable`).""",
 )
 
 

@@ -26,20 +26,13 @@ from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Op, Variable
-from relwrite.relations.goals import (
-    Goal,
-    along,
-    conj,
+from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, operandso, replaceableo, whereo
+from relwrite.relations.predicates import (
     float_var,
     is_float,
     is_float_regroupable,
-    mappingo,
-    nodeo,
     operands_regroupable,
-    operandso,
-    replaceableo,
     same_dtype_at,
-    whereo,
 )
 from relwrite.relations.registry import relation, rule
 
@@ -87,7 +80,7 @@ log1p = rule(
     types={"x": "vector"},
     keeps_type=True,
     doc="""log(1 + x) -> log1p(x), and log(1 + a + b) -> log1p(a + b): accurate for small x
-    (floats only).  With several terms (of one dtype: `goals.regroupable`) their sum is
+    (floats only).  With several terms (of one dtype: `predicates.regroupable`) their sum is
     rounded before log1p sees it, so the gain is for sums far from -1 (near -1 neither side
     is accurate).""",
 )
@@ -207,7 +200,7 @@ expm1 = rule(
     keeps_type=True,
     doc="""exp(x) - 1 -> expm1(x), also among other terms: -1 + y + exp(x) -> expm1(x) + y;
     accurate near 0.  Among other terms only when they may be regrouped
-    (`goals.regroupable`: one dtype); the other terms are then added in another order (see
+    (`predicates.regroupable`: one dtype); the other terms are then added in another order (see
     `reassociates`).""",
 )
 

@@ -597,17 +597,28 @@ def _difference(
     atol: float | None,
     scale: float,
     unreliable: Callable[[], np.ndarray | None] = lambda: None,
+    inputs_dtype: np.dtype | None = None,
 ) -> str | None:
     """How `right` differs from `left`, or None when they agree.
 
     `unreliable()`, asked only when some values differ, marks positions where
-    `left` itself is too inaccurate to compare against.
+    `left` itself is too inaccurate to compare against.  Float tolerances are
+    those of the coarser of the result's dtype and `inputs_dtype` (the
+    coarsest float input): a float64 result of float32 inputs may carry
+    float32 rounding, e.g. log(x) + log(y) against log(x * y).
     """
     if left.dtype != right.dtype:
         return f"dtypes differ: left {left.dtype.name}, right {right.dtype.name}"
     if left.shape != right.shape:
         return f"shapes differ: left {left.shape}, right {right.shape}"
-    r_tol, a_tol = _tolerances(left.dtype, rtol, atol, scale)
+    precision = left.dtype
+    if (
+        inputs_dtype is not None
+        and left.dtype.kind == "f"
+        and np.finfo(inputs_dtype).eps > np.finfo(precision).eps
+    ):
+        precision = inputs_dtype
+    r_tol, a_tol = _tolerances(precision, rtol, atol, scale)
     if left.dtype.kind == "f":
         with np.errstate(all="ignore"):
             same = (left == right) | (np.isnan(left) & np.isnan(right))
@@ -634,6 +645,12 @@ def _difference(
         f"values differ{where}: left {left[index].tolist()!r}, right {right[index].tolist()!r}"
         f" (rtol={r_tol:.3g}, atol={a_tol:.3g})"
     )
+
+
+def _coarsest_float(values: Sequence[np.ndarray]) -> np.dtype | None:
+    """The float dtype with the largest epsilon among `values`, or None when none is a float."""
+    floats = [np.asarray(v).dtype for v in values if np.asarray(v).dtype.kind == "f"]
+    return max(floats, key=lambda d: np.finfo(d).eps) if floats else None
 
 
 LOWER_PRECISION = {"float64": "float32", "float32": "float16"}
@@ -830,6 +847,7 @@ class _Checker:
                 self.atol,
                 scale,
                 lambda: _unreliable_positions(lhs, binding, left.value, scale),
+                _coarsest_float(binding.values),
             )
         if problem is not None:
             self.fail(direction, binding, problem, lhs, rhs, left.value, right.value)

@@ -11,18 +11,12 @@ from relwrite.graph.basic import Constant, constant, matrix, scalar, tensor, vec
 from relwrite.graph.printing import graph_repr
 from relwrite.relations.goals import (
     along,
-    broadcasts_into,
     cancelledo,
-    canonical_key,
     choiceo,
     conj,
     divided_outo,
-    equals_everywhere,
-    filled_constant,
     flatteno,
     foldedo,
-    is_float,
-    is_signed,
     like_factorso,
     like_termso,
     mappingo,
@@ -30,11 +24,19 @@ from relwrite.relations.goals import (
     nodeo,
     operandso,
     replaceableo,
-    same_dtype_at,
     sortedo,
     variadico,
 )
+from relwrite.relations.operands import canonical_key
 from relwrite.relations.pattern import as_graph
+from relwrite.relations.predicates import (
+    broadcasts_into,
+    equals_everywhere,
+    filled_constant,
+    is_float,
+    is_signed,
+    same_dtype_at,
+)
 
 x, y, z = scalar("x"), scalar("y"), scalar("z")
 

@@ -19,8 +19,8 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.relations import catalogue, rule
-from relwrite.relations.goals import is_float
 from relwrite.relations.pattern import Pattern, Rest, to_graph
+from relwrite.relations.predicates import is_float
 from relwrite.relations.runtime import answers
 from relwrite.testing import check_relation
 

@@ -6,6 +6,7 @@ from etuples import etuple
 from hypothesis import find, given
 from kanren import conde, eq, lall
 from unification import var
+from unification.utils import transitive_get as walk
 from unification.variable import isvar
 
 from relwrite.graph import ops as o
@@ -231,13 +232,29 @@ def test_backward_not_meaningful_is_skipped_with_a_note():
 
 
 def test_relation_giving_no_left_side_backward_is_caught():
+    def bound(term):  # a goal that needs its term bound: the relation cannot run backward
+        def goal(state):
+            if not isvar(walk(term, state)):
+                yield state
+
+        return goal
+
     @relation(tags=["canonicalize"], examples=["neg(neg(x))"])
     def forward_only(lhs, rhs):
         x = var(prefix="x")
-        return lall(whereo(lhs, lambda v: True), eq(lhs, etuple(o.neg, etuple(o.neg, x))), eq(rhs, x))
+        return lall(bound(lhs), eq(lhs, etuple(o.neg, etuple(o.neg, x))), eq(rhs, x))
 
     with pytest.raises(SoundnessError, match="gave no left side"):
         check_relation(forward_only, direction="backward")
+
+
+def test_a_guard_waits_so_a_guarded_relation_runs_backward():
+    @relation(tags=["canonicalize"], examples=["neg(neg(x))"])
+    def guarded(lhs, rhs):
+        x = var(prefix="x")
+        return lall(whereo(lhs, lambda v: True), eq(lhs, etuple(o.neg, etuple(o.neg, x))), eq(rhs, x))
+
+    assert check_relation(guarded, direction="backward").directions == ("backward",)
 
 
 # -- bad arguments -------------------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from relwrite.backends.numpy.impls import EvaluationError, evaluate
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import canonical_key
+from relwrite.relations.operands import canonical_key
 from relwrite.relations.registry import Rule
 
 AC_OPS: frozenset[Op] = frozenset({ops.add, ops.mul})

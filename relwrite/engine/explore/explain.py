@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from relwrite.engine.explore.egraph import AC_OPS, CONGRUENCE, FOLDING, Applied, EGraph, Reason
 from relwrite.graph.basic import Variable
 from relwrite.graph.printing import pprint
-from relwrite.relations.goals import canonical_key
+from relwrite.relations.operands import canonical_key
 from relwrite.relations.registry import Rule
 
 MAX_STEPS = 10_000

@@ -24,7 +24,7 @@ from collections.abc import Iterator, Sequence
 from relwrite.engine.explore.egraph import AC_OPS, EGraph
 from relwrite.graph.basic import Op, Variable
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import canonical_key
+from relwrite.relations.operands import canonical_key
 
 
 class CostFunction:

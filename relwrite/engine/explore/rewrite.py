@@ -28,7 +28,7 @@ from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.parse import parse
 from relwrite.graph.terms import GraphETuple, same_expression
-from relwrite.relations.pattern import as_graph, to_graph
+from relwrite.relations.pattern import as_graph, is_variadic, to_graph
 from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import answers as runtime_answers
 
@@ -98,6 +98,8 @@ def backward_heads(rule: Rule) -> tuple[Op, ...] | None:
         return None
     spec = rule.rhs.spec
     if isinstance(spec, tuple) and spec and isinstance(spec[0], Op):
+        if is_variadic(spec[0]) and any(isinstance(s, str) and s.startswith("*") for s in spec[1:]):
+            return None  # (add, x, *rest) of an empty rest is x itself: any head
         return (spec[0],)
     return ()
 

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 
 from relwrite.engine.explore.egraph import AC_OPS, EGraph
 from relwrite.graph.basic import Constant, Op, Variable
-from relwrite.relations.goals import canonical_key
+from relwrite.relations.operands import canonical_key
 
 
 class TermView:

@@ -1,0 +1,438 @@
+"""The operand-multiset algebra of add and mul: plain functions on tuples of operand graphs.
+
+Each is a function of the bound side only (flatten, sort, fold constants,
+drop neutral elements, collect like terms or factors, cancel) and returns
+None where it does not apply; `relwrite.relations.goals` turns them into
+relations (`mappingo`), whose other direction checks bounded candidate
+preimages against them.  They act only on operands of one dtype
+(`predicates.regroupable`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from functools import reduce
+from typing import Any
+
+import numpy as np
+from etuples.core import ExpressionTuple
+
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.terms import same_expression
+from relwrite.graph.types import TensorType, broadcast_shapes, upcast
+from relwrite.relations.predicates import (
+    as_graph,
+    equals_everywhere,
+    filled_constant,
+    fits,
+    literal_value,
+    node_inputs,
+    regroupable,
+)
+
+
+def canonical_key(term: Any) -> tuple:
+    """The sort key of an operand in a canonical add/mul: constants, then inputs by name, then the rest.
+
+    Looks one level into a graph: applications sort by op name, then by the
+    names of their leaf inputs, so `exp(b) + exp(a)` and `exp(a) + exp(b)` agree.
+    """
+    value = as_graph(term)
+    if literal_value(value) is not None:
+        return (0,)
+    if isinstance(value, Variable) and value.owner is None:
+        return (1, value.name or "", value.type.ndim)
+    node = value.owner if isinstance(value, Variable) else None
+    if node is None:
+        return (3,)
+    leaves = tuple(v.name or "" for v in node.inputs if v.owner is None and v.name)
+    return (2, str(node.op), leaves)
+
+
+def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
+    """A `where` guard (neutral, rest): `neutral` is `op`'s neutral element and never widens the `rest`.
+
+    A neutral operand is a constant equal to 0 (add) or 1 (mul), possibly
+    shaped by fills as cancelling rules leave it; it may go when every shape
+    it carries broadcasts into the other operands' or is one of them.
+    """
+    check_variadic(op)
+
+    def neutral_fits(neutral: Variable, rest: tuple[Variable, ...]) -> bool:
+        parts = neutral_parts(op, neutral) if isinstance(neutral, Variable) else None
+        if parts is None or not rest or not all(isinstance(r, Variable) for r in rest):
+            return False
+        shape = broadcast_shapes(*(r.type.shape for r in rest))
+        return all(fits(p.type.shape, shape) or any(same_graph(p, r) for r in rest) for p in parts)
+
+    neutral_fits.__name__ = f"neutral_of_{op}fits"
+    return neutral_fits
+
+
+def graph_of(term: Any) -> Variable | None:
+    """`term` as a graph variable (etuples are built), or None (e.g. when it holds logic variables)."""
+    if isinstance(term, Variable):
+        return term
+    if isinstance(term, ExpressionTuple):
+        try:
+            value = term.evaled_obj
+        except (TypeError, ValueError):
+            return None
+        return value if isinstance(value, Variable) else None
+    return None
+
+
+def graphs_of(terms: Any) -> tuple[Variable, ...] | None:
+    """A tuple of terms as graph variables, or None when one of them is not a graph."""
+    if not isinstance(terms, (tuple, list)):
+        return None
+    graphs = tuple(map(graph_of, terms))
+    return None if any(g is None for g in graphs) else graphs
+
+
+def uniform_graphs(terms: Any) -> tuple[Variable, ...] | None:
+    """`graphs_of(terms)` when there is at least one and they may be regrouped (`regroupable`), else None."""
+    graphs = graphs_of(terms)
+    return graphs if graphs and regroupable(graphs) else None
+
+
+def same_graph(a: Variable, b: Variable) -> bool:
+    """Whether two graphs compute the same expression (an iterative structural comparison)."""
+    return a is b or same_expression(a, b)
+
+
+def same_terms(a: Any, b: Any) -> bool:
+    """Structural equality of two terms or tuples of terms, graphs compared as expressions."""
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)):
+        return len(a) == len(b) and all(same_terms(x, y) for x, y in zip(a, b))
+    ga, gb = graph_of(a), graph_of(b)
+    if ga is not None and gb is not None:
+        return same_graph(ga, gb)
+    return a == b
+
+
+NEUTRAL: dict[Op, int] = {ops.add: 0, ops.mul: 1}
+
+
+UFUNC: dict[Op, np.ufunc] = {ops.add: np.add, ops.mul: np.multiply}
+
+
+def check_variadic(op: Op) -> None:
+    if op not in NEUTRAL:
+        raise ValueError(f"expected add or mul, got {op}")
+
+
+def typed_constant(value: Any, dtype: str) -> Constant:
+    array = np.asarray(value, dtype=dtype)
+    return Constant(TensorType(dtype, array.shape), array)
+
+
+def neutral_like(op: Op, model: Variable, dtype: str) -> Variable:
+    """`op`'s neutral element (0 or 1) of `dtype`, broadcast to `model`'s shape: fill(model, 0 or 1)."""
+    return ops.fill(model, typed_constant(NEUTRAL[op], dtype))
+
+
+def spliced(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(terms)
+    if graphs is None:
+        return None
+    dtype = graphs[0].dtype
+    flat: list[Variable] = []
+    stack = list(reversed(graphs))
+    changed = False
+    while stack:
+        g = stack.pop()
+        inner = node_inputs(g, op)
+        if inner is not None and all(i.dtype == dtype for i in inner):
+            stack.extend(reversed(inner))
+            changed = True
+        else:
+            flat.append(g)
+    return tuple(flat) if changed else None
+
+
+def applied(op: Op, graphs: Sequence[Variable]) -> Variable | None:
+    """`op` applied to `graphs`, or None when the op refuses their types."""
+    try:
+        return op(*graphs)
+    except (TypeError, ValueError):
+        return None
+
+
+def nestings(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
+    graphs = graphs_of(terms) or ()
+    n = len(graphs)
+    for length in range(2, n):
+        for start in range(n - length + 1):
+            inner = applied(op, graphs[start : start + length])
+            if inner is not None:
+                yield (*graphs[:start], inner, *graphs[start + length :])
+
+
+LAST = (4,)  # after every `canonical_key`
+
+
+def sorted_terms(terms: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(terms)
+    if graphs is None:
+        return None
+    keys = [canonical_key(g) for g in graphs]
+    constants = [i for i, key in enumerate(keys) if key == (0,)]
+    for i in constants[1:]:
+        keys[i] = LAST
+    order = sorted(range(len(graphs)), key=keys.__getitem__)
+    if order == list(range(len(graphs))):
+        return None
+    return tuple(graphs[i] for i in order)
+
+
+def rotations(terms: Any) -> Iterator[tuple[Variable, ...]]:
+    graphs = graphs_of(terms) or ()
+    for k in range(1, len(graphs)):
+        yield graphs[k:] + graphs[:k]
+
+
+def folded_constants(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(terms)
+    if graphs is None:
+        return None
+    constants = [g for g in graphs if isinstance(g, Constant)]
+    if len(constants) < 2:
+        return None
+    try:
+        with np.errstate(all="raise"):
+            value = reduce(UFUNC[op], [c.data for c in constants])
+    except (FloatingPointError, ArithmeticError):
+        return None
+    rest = [g for g in graphs if not isinstance(g, Constant)]
+    return (typed_constant(value, graphs[0].dtype), *rest)
+
+
+def neutral_parts(op: Op, value: Variable) -> list[Variable] | None:
+    """The variables whose shapes a neutral operand carries (fill models and the constant), or None."""
+    layers = filled_constant(value)
+    if layers is None or not equals_everywhere(layers[1], NEUTRAL[op]):
+        return None
+    return [*layers[0], layers[1]]
+
+
+def without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(terms)
+    if graphs is None:
+        return None
+    kept = list(range(len(graphs)))
+    for i, g in enumerate(graphs):
+        if len(kept) == 1:
+            break
+        parts = neutral_parts(op, g)
+        if parts is None:
+            continue
+        others = [graphs[j] for j in kept if j != i]
+        shape = broadcast_shapes(*(other.type.shape for other in others))
+        if all(fits(p.type.shape, shape) or any(same_graph(p, other) for other in others) for p in parts):
+            kept.remove(i)
+    if len(kept) == len(graphs) > 1:
+        return None
+    return tuple(graphs[j] for j in kept)
+
+
+def with_neutral(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
+    graphs = graphs_of(terms)
+    if graphs:
+        yield (typed_constant(NEUTRAL[op], upcast(*(g.dtype for g in graphs))), *graphs)
+
+
+def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]:
+    """`graphs` without the neutral operands `neutralo` would drop."""
+    return without_neutral(op, graphs) or tuple(graphs)
+
+
+def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable, ...]]:
+    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant."""
+    negated = node_inputs(term, ops.neg)
+    if negated is not None:
+        term = negated[0]
+    coefficient: np.ndarray = np.ones((), dtype=dtype)
+    factors = node_inputs(term, ops.mul)
+    if factors is None:
+        factors = (term,)
+    elif len(factors) > 1 and isinstance(factors[0], Constant) and factors[0].dtype == dtype:
+        coefficient, factors = factors[0].data, factors[1:]
+    if negated is not None:
+        coefficient = np.negative(coefficient)
+    return coefficient, factors
+
+
+def _signature(value: Variable) -> Any:
+    """A hashable summary, equal for structurally equal graphs: an atom, or its op and inputs' ops."""
+    inputs = node_inputs(value)
+    if inputs is None:
+        return value
+    return (value.owner.op, tuple(i if node_inputs(i) is None else i.owner.op for i in inputs))
+
+
+def _groups(keys: Sequence[tuple[Variable, ...] | None]) -> list[list[int]]:
+    """Indices of structurally equal keys (tuples of graphs), by first appearance; None keys skipped.
+
+    Keys are bucketed by signature first, so only look-alikes are compared.
+    """
+    groups: list[list[int]] = []
+    buckets: dict[tuple, list[list[int]]] = {}
+    for i, key in enumerate(keys):
+        if key is None:
+            continue
+        bucket = buckets.setdefault(tuple(map(_signature, key)), [])
+        for group in bucket:
+            if all(map(same_graph, keys[group[0]], key)):
+                group.append(i)
+                break
+        else:
+            bucket.append([i])
+            groups.append(bucket[-1])
+    return groups
+
+
+def _same_sign(arrays: Sequence[np.ndarray]) -> bool:
+    """Whether the arrays are finite and nonzero, all positive or all negative."""
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        return False
+    return all(np.all(a > 0) for a in arrays) or all(np.all(a < 0) for a in arrays)
+
+
+def _regrouped(graphs: Sequence[Variable], replacements: dict[int, list[int]], built: dict[int, Variable]):
+    """`graphs` with each group's first member replaced by its `built` term and the other members gone."""
+    gone = {i for members in replacements.values() for i in members[1:]}
+    return tuple(built.get(i, g) for i, g in enumerate(graphs) if i not in gone)
+
+
+def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(terms)
+    if graphs is None or graphs[0].type.numpy_dtype.kind not in "iuf":
+        return None
+    dtype = graphs[0].dtype
+    parts = [None if isinstance(g, Constant) else _coefficient(g, dtype) for g in graphs]
+    groups = _groups([None if p is None else p[1] for p in parts])
+    replacements, built = {}, {}
+    for group in groups:
+        if len(group) < 2:
+            continue
+        coefficients = [parts[i][0] for i in group]
+        exact = dtype[0] != "f" or _same_sign(coefficients)
+        if exact == cancelling:
+            continue
+        try:
+            with np.errstate(all="raise"):
+                total = np.asarray(reduce(np.add, coefficients), dtype=dtype)
+            term = _scaled(total, parts[group[0]][1], dtype)
+        except (FloatingPointError, ArithmeticError, TypeError):
+            continue
+        replacements[group[0]], built[group[0]] = group, term
+    return dropping_neutral(ops.add, _regrouped(graphs, replacements, built)) if built else None
+
+
+def _scaled(total: np.ndarray, factors: Sequence[Variable], dtype: str) -> Variable:
+    """total * factors...: the factors alone for a 0-d total of 1, zeros shaped like them for 0."""
+    if total.size > 0 and np.all(total == 0):
+        value: Variable = typed_constant(total, dtype)
+        for factor in reversed(factors):
+            value = ops.fill(factor, value)
+        return value
+    if total.ndim == 0 and total == 1:
+        return factors[0] if len(factors) == 1 else ops.mul(*factors)
+    return ops.mul(typed_constant(total, dtype), *factors)
+
+
+def _power(factor: Variable) -> tuple[Variable, Variable | None]:
+    """(base, exponent) of `factor`: `b ** e` or `b` itself with exponent None (1)."""
+    inputs = node_inputs(factor, ops.pow)
+    return (inputs[0], inputs[1]) if inputs is not None else (factor, None)
+
+
+def _positive_integer(exponent: Variable | None) -> bool:
+    if exponent is None:
+        return True
+    if not isinstance(exponent, Constant) or exponent.data.ndim != 0:
+        return False
+    value = exponent.data
+    return bool(np.isfinite(value) and value >= 1 and value == np.round(value))
+
+
+def like_factors(general: bool, factors: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(factors)
+    if graphs is None or graphs[0].type.numpy_dtype.kind not in ("f" if general else "iuf"):
+        return None
+    dtype = graphs[0].dtype
+    powers = [None if isinstance(g, Constant) else _power(g) for g in graphs]
+    groups = _groups([None if p is None else (p[0],) for p in powers])
+    replacements, built = {}, {}
+    for group in groups:
+        if len(group) < 2:
+            continue
+        exponents = [powers[i][1] for i in group]
+        if all(map(_positive_integer, exponents)) == general:
+            continue
+        try:
+            exponent = _total_exponent(exponents, dtype)
+            term = ops.pow(powers[group[0]][0], exponent)
+        except (FloatingPointError, ArithmeticError, TypeError):
+            continue
+        replacements[group[0]], built[group[0]] = group, term
+    return _regrouped(graphs, replacements, built) if built else None
+
+
+def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variable:
+    """The sum of the exponents (None standing for 1): a constant when all are, else an add."""
+    if all(e is None or isinstance(e, Constant) for e in exponents):
+        with np.errstate(all="raise"):
+            total = reduce(np.add, [np.ones((), dtype) if e is None else e.data for e in exponents])
+        return typed_constant(total, dtype)
+    return ops.add(*(typed_constant(1, dtype) if e is None else e for e in exponents))
+
+
+def _position(graphs: Sequence[Variable], target: Variable, skip: int = -1) -> int | None:
+    return next((j for j, g in enumerate(graphs) if j != skip and same_graph(g, target)), None)
+
+
+def cancelled(factors: Any) -> tuple[Variable, ...] | None:
+    graphs = uniform_graphs(factors)
+    if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
+        return None
+    dtype = graphs[0].dtype
+    for i, g in enumerate(graphs):
+        division = node_inputs(g, ops.true_div)
+        if division is not None:
+            j = _position(graphs, division[1], skip=i)
+            if j is not None:
+                new = list(graphs)
+                new[i], new[j] = division[0], neutral_like(ops.mul, division[1], dtype)
+                return dropping_neutral(ops.mul, new)
+        inverse = node_inputs(g, ops.reciprocal)
+        if inverse is not None:
+            j = _position(graphs, inverse[0], skip=i)
+            if j is not None:
+                new = list(graphs)
+                new[j] = neutral_like(ops.mul, inverse[0], dtype)
+                del new[i]
+                return dropping_neutral(ops.mul, new)
+    return None
+
+
+def divided_out(pair: Any) -> tuple[Variable, ...] | None:
+    divisor, graphs = graph_of(pair[0]), uniform_graphs(pair[1])
+    if divisor is None or graphs is None or graphs[0].type.numpy_dtype.kind != "f":
+        return None
+    j = _position(graphs, divisor)
+    if j is None:
+        return None
+    new = list(graphs)
+    new[j] = neutral_like(ops.mul, divisor, graphs[0].dtype)
+    return dropping_neutral(ops.mul, new)
+
+
+def after_literal(number: Any, terms: Any) -> tuple | None:
+    if isinstance(terms, tuple) and len(terms) >= 2:
+        data = literal_value(terms[0])
+        if data is not None and data.ndim == 0 and bool(data == number):
+            return terms[1:]
+    return None
