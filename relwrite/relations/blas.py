@@ -35,16 +35,17 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from kanren.core import eq, lall
-from unification import reify, var
+from unification import var
 from unification.utils import transitive_get as walk
-from unification.variable import isvar
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.terms import note_read
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import operands, whereo
+from relwrite.relations.goals import along, bound_graph, operandso, picko, variadico, whereo
+from relwrite.relations.operands import applied
 from relwrite.relations.pattern import as_graph
-from relwrite.relations.predicates import is_literal, operands_regroupable, regroupable
+from relwrite.relations.predicates import is_literal, node_inputs, operands_regroupable, regroupable
 from relwrite.relations.registry import relation, rule
 
 BLAS = ("blas", "specialize", "fast_run")
@@ -76,32 +77,6 @@ dot_to_dot22 = rule(
 # -- graph helpers -----------------------------------------------------------------------------
 
 
-def _graph(value: Any, state: Any) -> Variable | None:
-    """The graph variable `value` stands for in `state`, or None while it is (partly) unbound."""
-    value = walk(value, state)
-    if isvar(value):
-        return None
-    try:
-        value = as_graph(value)
-    except (TypeError, ValueError):
-        return None
-    return value if isinstance(value, Variable) else None
-
-
-def _inputs(term: Variable, op: Op) -> list[Variable] | None:
-    """The inputs of `term` when `op` computes it (read through the term bridge, so engines see it)."""
-    found = operands(term, op)
-    return None if found is None else [as_graph(v) for v in found]
-
-
-def _build(op: Op, *inputs: Variable) -> Variable | None:
-    """`op` applied to `inputs`, or None when the op refuses their types."""
-    try:
-        return op(*inputs)
-    except TypeError:
-        return None
-
-
 def _in_dtype(scalar: Variable, dtype: str) -> Variable:
     """A 0-d `scalar` converted to `dtype` the way numpy promotes it next to an array of `dtype`."""
     if scalar.dtype == dtype:
@@ -117,10 +92,10 @@ def _in_dtype(scalar: Variable, dtype: str) -> Variable:
 def _factors(term: Variable) -> tuple[bool, list[Variable], list[Variable]]:
     """`term` as (negated, its 0-d factors, its other factors), looking through one neg and one mul."""
     negated = False
-    inner = _inputs(term, o.neg)
+    inner = node_inputs(term, o.neg)
     if inner is not None:
         negated, term = True, inner[0]
-    factors = _inputs(term, o.mul)
+    factors = node_inputs(term, o.mul)
     if factors is None:
         return negated, [], [term]
     scalars = [f for f in factors if f.ndim == 0]
@@ -161,74 +136,11 @@ def _scaled(factor: Variable, term: Variable) -> Variable:
 # -- primitive goals ---------------------------------------------------------------------------
 
 
-def sumo(term: Any, terms: Any) -> Goal:
-    """`term` is the sum of the tuple `terms` (a lone term is itself): split a sum, or build one."""
-
-    def goal(state):
-        whole = _graph(term, state)
-        if whole is not None:
-            found = _inputs(whole, o.add)
-            yield from eq(terms, tuple(found) if found is not None else (whole,))(state)
-            return
-        items = reify(terms, state)
-        if not isinstance(items, tuple) or not items:
-            return
-        parts = [_graph(item, state) for item in items]
-        if None in parts:
-            return
-        built = parts[0] if len(parts) == 1 else _build(o.add, *parts)
-        if built is not None:
-            yield from eq(term, built)(state)
-
-    return goal
-
-
-def picko(items: Any, chosen: Any, rest: Any, preferred: Callable[[Any], bool] | None = None) -> Goal:
-    """`chosen` is one of the tuple `items` and `rest` the others: pick each in turn, or put one back last.
-
-    Picking tries the items `preferred` accepts first, then the others, each group in order.
-    """
-
-    def goal(state):
-        whole = reify(items, state)
-        if isinstance(whole, tuple):
-            order = range(len(whole))
-            if preferred is not None:
-                order = sorted(order, key=lambda k: not preferred(whole[k]))
-            for k in order:
-                yield from eq((chosen, rest), (whole[k], whole[:k] + whole[k + 1 :]))(state)
-            return
-        others = reify(rest, state)
-        if isinstance(others, tuple):
-            yield from eq(items, (*others, reify(chosen, state)))(state)
-
-    return goal
-
-
-def appliedo(term: Any, op: Op, args: tuple) -> Goal:
-    """`term` is `op` applied to `args`: read a node's inputs, or build the node (types permitting)."""
-
-    def goal(state):
-        whole = _graph(term, state)
-        if whole is not None:
-            found = _inputs(whole, op)
-            if found is not None:
-                yield from eq(args, tuple(found))(state)
-            return
-        inputs = [_graph(a, state) for a in args]
-        if None not in inputs:
-            built = _build(op, *inputs)
-            if built is not None:
-                yield from eq(term, built)(state)
-
-    return goal
-
-
 def scaledo(term: Any, factor: Any, base: Any) -> Goal:
     """`term` is factor * base with a 0-d factor: ±scalars * base, or base itself with factor 1."""
 
     def goal(state):
-        whole = _graph(term, state)
+        whole = bound_graph(term, state)
         if whole is not None:
             if whole.dtype not in BLAS_DTYPES:
                 return
@@ -238,7 +150,7 @@ def scaledo(term: Any, factor: Any, base: Any) -> Goal:
                 yield from eq((factor, base), (_scale(negated, scalars, core.dtype), core))(state)
             yield from eq((factor, base), (_scale(False, [], whole.dtype), whole))(state)
             return
-        parts = _graph(factor, state), _graph(base, state)
+        parts = bound_graph(factor, state), bound_graph(base, state)
         if None not in parts:
             yield from eq(term, _scaled(*parts))(state)
 
@@ -253,7 +165,7 @@ def producto(term: Any, factor: Any, left: Any, right: Any, split: Split, join: 
     """
 
     def goal(state):
-        whole = _graph(term, state)
+        whole = bound_graph(term, state)
         if whole is not None:
             if whole.dtype not in BLAS_DTYPES:
                 return
@@ -264,7 +176,7 @@ def producto(term: Any, factor: Any, left: Any, right: Any, split: Split, join: 
             for pair in split(core):
                 yield from eq((factor, left, right), (_scale(negated, scalars, core.dtype), *pair))(state)
             return
-        parts = [_graph(v, state) for v in (factor, left, right)]
+        parts = [bound_graph(v, state) for v in (factor, left, right)]
         if None in parts:
             return
         product = join(parts[1], parts[2])
@@ -282,23 +194,13 @@ def same_typeo(update: Any, *terms: Any) -> Goal:
     """
 
     def goal(state):
-        node = _graph(update, state)
-        parts = [_graph(t, state) for t in terms]
+        node = bound_graph(update, state)
+        parts = [bound_graph(t, state) for t in terms]
         if node is None or None in parts:
             return
-        total = _build(o.add, *parts)
+        total = applied(o.add, parts)
         if total is not None and total.type == node.type:
             yield state
-
-    return goal
-
-
-def _directed(lhs: Any, *goals: Goal) -> Goal:
-    """Run `goals` in order when `lhs` is bound (forward), in reverse order when it is not (backward)."""
-
-    def goal(state):
-        order = goals if not isvar(walk(lhs, state)) else goals[::-1]
-        return lall(*order)(state)
 
     return goal
 
@@ -330,6 +232,7 @@ def _sum_may_hold_product(value: Variable, ndim: int) -> bool:
             owner = term.owner
             if owner is None:
                 break
+            note_read(owner)  # what a guard reads, the engine must know, to retry it when that changes
             if owner.op in (o.dot, o.dot22):
                 return True
             if owner.op not in (o.neg, o.mul):
@@ -353,16 +256,16 @@ def _absorbed(
     terms, rest, others, new_terms = var(prefix="terms"), var(prefix="rest"), var(prefix="others"), var()
     return lall(
         _may_hold_product(ndim)(lhs),
-        _directed(
+        along(
             lhs,
-            sumo(lhs, terms),
+            variadico(lhs, o.add, terms),
             picko(terms, product_term, rest),
             product,
             picko(rest, base_term, others, preferred=_has_scale),
             base,
             update,
             picko(new_terms, node, others),
-            sumo(rhs, new_terms),
+            variadico(rhs, o.add, new_terms),
         ),
         same_typeo(node, product_term, base_term),
         whereo(lhs, operands_regroupable),
@@ -372,20 +275,20 @@ def _absorbed(
 # -- products -------------------------------------------------------------------------------
 
 
-def _dot_inputs(core: Variable) -> list[Variable] | None:
-    return _inputs(core, o.dot) or _inputs(core, o.dot22)
+def _dotnode_inputs(core: Variable) -> list[Variable] | None:
+    return node_inputs(core, o.dot) or node_inputs(core, o.dot22)
 
 
 def _matrix_product(core: Variable) -> Iterator[tuple[Variable, Variable]]:
     """dot(X, Y) or dot22(X, Y) of two matrices: (X, Y)."""
-    found = _dot_inputs(core)
+    found = _dotnode_inputs(core)
     if found is not None and found[0].ndim == 2 == found[1].ndim:
         yield found[0], found[1]
 
 
 def _matrix_vector_product(core: Variable) -> Iterator[tuple[Variable, Variable]]:
     """dot(A, x) of a matrix and a vector: (A, x); dot(x, A): (A.T, x)."""
-    found = _inputs(core, o.dot)
+    found = node_inputs(core, o.dot)
     if found is None:
         return
     first, second = found
@@ -400,13 +303,13 @@ _COLUMN, _ROW = o.DimShuffle(1, (0, "x")), o.DimShuffle(1, ("x", 0))
 
 def _vector_of(matrix: Variable, as_matrix: Op, kept_axis: int) -> Variable:
     """The vector a one-column (one-row) matrix holds: the input of x[:, None] (x[None, :]) or a drop."""
-    found = _inputs(matrix, as_matrix)
+    found = node_inputs(matrix, as_matrix)
     return found[0] if found is not None else o.DimShuffle(2, (kept_axis,))(matrix)
 
 
 def _outer_product(core: Variable) -> Iterator[tuple[Variable, Variable]]:
     """dot(u, v) of a column u (static shape (n, 1)) and a row v ((1, m)): the vectors (u[:, 0], v[0])."""
-    found = _dot_inputs(core)
+    found = _dotnode_inputs(core)
     if found is None:
         return
     column, row = found
@@ -415,13 +318,13 @@ def _outer_product(core: Variable) -> Iterator[tuple[Variable, Variable]]:
 
 
 def _dot(left: Variable, right: Variable) -> Variable | None:
-    return _build(o.dot, left, right)
+    return applied(o.dot, (left, right))
 
 
 def _outer(x: Variable, y: Variable) -> Variable | None:
     if x.ndim != 1 or y.ndim != 1:
         return None
-    return _build(o.dot, _COLUMN(x), _ROW(y))
+    return applied(o.dot, (_COLUMN(x), _ROW(y)))
 
 
 # -- updates --------------------------------------------------------------------------------
@@ -451,7 +354,7 @@ def add_to_ger(lhs, rhs):
         rhs,
         producto(product_term, a, x, y, _outer_product, _outer),
         eq(base_term, m),
-        appliedo(node, o.ger, (m, a, x, y)),
+        operandso(node, o.ger, (m, a, x, y)),
         product_term,
         base_term,
         node,
@@ -487,7 +390,7 @@ def add_to_gemm(lhs, rhs):
         rhs,
         producto(product_term, a, x, y, _matrix_product, _dot),
         scaledo(base_term, b, z),
-        appliedo(node, o.gemm, (z, a, x, y, b)),
+        operandso(node, o.gemm, (z, a, x, y, b)),
         product_term,
         base_term,
         node,
@@ -516,7 +419,7 @@ def add_to_gemv(lhs, rhs):
         rhs,
         producto(product_term, a, m, x, _matrix_vector_product, _dot),
         scaledo(base_term, b, y),
-        appliedo(node, o.gemv, (y, a, m, x, b)),
+        operandso(node, o.gemv, (y, a, m, x, b)),
         product_term,
         base_term,
         node,

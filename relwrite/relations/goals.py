@@ -211,6 +211,36 @@ def along(lhs: Any, *links: Goal) -> Goal:
     return goal
 
 
+def bound_graph(value: Any, state: Any) -> Variable | None:
+    """The graph variable `value` stands for in `state`, or None while it is (partly) unbound."""
+    value = _walk(value, state)
+    if _isvar(value):
+        return None
+    return graph_of(value)
+
+
+def picko(items: Any, chosen: Any, rest: Any, preferred: Callable[[Any], bool] | None = None) -> Goal:
+    """`chosen` is one of the tuple `items` and `rest` the others: pick each in turn, or put one back last.
+
+    Picking tries the items `preferred` accepts first, then the others, each group in order.
+    """
+
+    def goal(state):
+        whole = _resolve(items, state)
+        if isinstance(whole, tuple):
+            order = range(len(whole))
+            if preferred is not None:
+                order = sorted(order, key=lambda k: not preferred(whole[k]))
+            for k in order:
+                yield from _bind((chosen, rest), (whole[k], whole[:k] + whole[k + 1 :]), state)
+            return
+        others = _resolve(rest, state)
+        if isinstance(others, tuple):
+            yield from _bind(items, (*others, reify(chosen, state)), state)
+
+    return goal
+
+
 def operandso(term: Any, op: Op, args: Any) -> Goal:
     """`term` applies `op` to the tuple of terms `args`.
 

@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 from kanren import run, var
 
 from relwrite.backends.numpy.function import function
+from relwrite.engine import EquilibriumRewriter, KanrenRelationSub, OpSub
 from relwrite.engine.db import optdb, rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import (
@@ -368,3 +369,15 @@ def test_fast_run_turns_outer_products_into_ger_and_matrix_vector_into_gemv():
     assert isinstance(result.owner.op, o.Ger)
     result = rewritten(o.dot(a_mat, x) + y)
     assert isinstance(result.owner.op, o.Gemv)
+
+
+def test_a_product_made_by_another_rewriter_is_absorbed_in_the_same_run():
+    """The gemm guard reads under a neg and a mul; those reads are recorded, so it is retried.
+
+    Before, `maximum -> dot` changed a node three levels below the sum without
+    the engine knowing add_to_gemm had looked there: a second run was needed.
+    """
+    X, Y, Z, a = matrix("X"), matrix("Y"), matrix("Z"), scalar("a")
+    fgraph = FunctionGraph([X, Y, Z, a], [o.add(Z, o.neg(o.mul(a, o.maximum(X, Y))))])
+    EquilibriumRewriter([KanrenRelationSub(blas.add_to_gemm), OpSub(o.maximum, o.dot)]).rewrite(fgraph)
+    assert pprint(fgraph.outputs[0]) == "gemm(Z, -a, X, Y, 1.0)"
