@@ -17,14 +17,21 @@ fingerprint, once the naive result is merged: the engine merges as it goes).
 The naive loop is skipped at a size where its projected time exceeds
 `--naive-budget`, and stopped if it runs past it.
 
-    python benchmarks/engine.py                 # 1k, 10k, 100k nodes
-    python benchmarks/engine.py --sizes 1000 5000 --naive-budget 30
+A second table times the default pipeline (`rewrite_graph(..., include=
+["fast_run"])`) on sums and products built in a Python loop,
+``out = out + 1 if i % 2 else out * 1.0`` for n steps, against PyTensor's
+`fast_run` rewrites of the same loop when PyTensor is importable (medians of
+`--repeat` runs, graph building not timed); the goal is t(4000)/t(1000) <= 5.
+
+    python benchmarks/engine.py                 # 1k, 10k, 100k nodes; loops of 1k, 2k, 4k steps
+    python benchmarks/engine.py --sizes 1000 5000 --naive-budget 30 --loops 1000 4000
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 import warnings
@@ -136,6 +143,61 @@ def run_naive(fgraph: FunctionGraph, deadline: float) -> float | None:
     return time.perf_counter() - t0
 
 
+def loop_graph(lib: object, n: int) -> object:
+    """`out = out + 1 if i % 2 else out * 1.0` for n steps on a float64 vector (relwrite or PyTensor)."""
+    out = lib.dvector("x") if lib is not None else vector("x")
+    for i in range(n):
+        out = out + 1 if i % 2 else out * 1.0
+    return out
+
+
+def time_loop(n: int, repeat: int, pytensor: object) -> tuple[float, float | None]:
+    """Median seconds to rewrite the loop graph with fast_run: relwrite's, and PyTensor's (or None)."""
+    from relwrite.engine.db import rewrite_graph
+
+    ours, theirs = [], []
+    for _ in range(repeat):
+        graph = loop_graph(None, n)
+        start = time.perf_counter()
+        rewrite_graph(graph, include=["fast_run"])
+        ours.append(time.perf_counter() - start)
+        if pytensor is not None:
+            from pytensor.graph.rewriting.utils import rewrite_graph as pt_rewrite_graph
+
+            graph = loop_graph(pytensor, n)
+            start = time.perf_counter()
+            pt_rewrite_graph(graph, include=["fast_run"])
+            theirs.append(time.perf_counter() - start)
+    return statistics.median(ours), statistics.median(theirs) if theirs else None
+
+
+def _pytensor() -> object:
+    try:
+        import pytensor.tensor as pt
+    except ImportError:
+        return None
+    return pt
+
+
+def main_loops(loops: list[int], repeat: int) -> None:
+    """The loop-built sums table (see the module docstring)."""
+    pytensor = _pytensor()
+    print()
+    print("sums and products built in a loop, rewritten with fast_run (medians):")
+    header = f"{'steps':>8} | {'relwrite':>10} | {'PyTensor':>10} | {'relwrite/PyTensor':>17}"
+    print(header)
+    print("-" * len(header))
+    times = []
+    for n in loops:
+        ours, theirs = time_loop(n, repeat, pytensor)
+        times.append(ours)
+        shown = _fmt(theirs) if theirs is not None else "not installed"
+        print(f"{n:>8} | {_fmt(ours):>10} | {shown:>10} | {_ratio(ours, theirs):>17}", flush=True)
+    if 1_000 in loops and 4_000 in loops:
+        ratio = times[loops.index(4_000)] / times[loops.index(1_000)]
+        print(f"goal t(4000)/t(1000) <= 5: {ratio:.1f}, {'met' if ratio <= 5 else 'NOT met'}")
+
+
 def _fmt(seconds: float | None, skipped: str | None = None) -> str:
     if skipped:
         return skipped
@@ -157,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--repeat", type=int, default=3, help="engine runs per size; the best counts")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--loops", type=int, nargs="*", default=[1_000, 2_000, 4_000], help="loop steps (none: skip)"
+    )
     args = parser.parse_args(argv)
     sys.setrecursionlimit(1000)  # the default: a RecursionError here means recursion over graph depth
 
@@ -208,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
     if 1_000 in args.sizes and 10_000 in args.sizes:
         ratio = engine_times[args.sizes.index(10_000)] / engine_times[args.sizes.index(1_000)]
         print(f"goal t(10k)/t(1k) <= 12 for the engine: {ratio:.1f}, {'met' if ratio <= 12 else 'NOT met'}")
+    if args.loops:
+        main_loops(args.loops, args.repeat)
     return 0
 
 

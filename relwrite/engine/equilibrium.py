@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from relwrite.engine.graph_rewriters import (
@@ -93,6 +93,17 @@ class _RunState:
         if node not in self.queued:
             self.queued.add(node)
             self.next.append(node)
+
+    def settle(self, nodes: Iterable[Apply]) -> None:
+        """Visit the nodes a rewrite just built next, before the rest of the generation.
+
+        A replacement is brought to its canonical form at once (a sum just
+        flattened has its constants folded before anything flattens it
+        again), so terms built in a loop stay small and rewriting stays linear.
+        """
+        for node in nodes:
+            self.queued.add(node)
+            self.current.appendleft(node)
 
     def touch(self, node: Apply) -> None:
         """`node` is new or changed: retry everything on it and on whatever looked at it."""
@@ -311,6 +322,7 @@ class EquilibriumRewriter(GraphRewriter):
                     return True
                 if node in apply_nodes:
                     state.enqueue(node)
+                state.settle(new.owner for _, new in pairs if new.owner in apply_nodes)
                 break
         return False
 

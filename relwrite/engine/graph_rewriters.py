@@ -25,7 +25,7 @@ from relwrite.engine.node_rewriters import (
 from relwrite.engine.profile import MergeProfile, SequenceProfile, WalkProfile
 from relwrite.graph.basic import Apply, Constant, Op, Variable, toposort_nodes
 from relwrite.graph.features import AlreadyThere, Feature, ReplaceValidate
-from relwrite.graph.fg import FunctionGraph, InconsistencyError
+from relwrite.graph.fg import Clients, FunctionGraph, InconsistencyError
 from relwrite.graph.types import TensorType
 
 __all__ = [
@@ -284,7 +284,7 @@ class UndoLog(Feature):
             want = expected[var]
             have = list(dict.fromkeys(old_clients.get(var, ())))
             wanted, had = set(want), set(have)
-            fgraph.clients[var] = [c for c in have if c in wanted] + [c for c in want if c not in had]
+            fgraph.clients[var] = Clients([*(c for c in have if c in wanted), *(c for c in want if c not in had)])
         fgraph._changed()
         for node in dropped:
             _tell(fgraph, "on_prune", node)

@@ -9,7 +9,7 @@ any more.  Features attached to it are told of every change through callbacks.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, MutableSequence, Sequence
 from contextlib import contextmanager
 from typing import Any, Literal
 
@@ -30,6 +30,75 @@ class InconsistencyError(Exception):
 
 class GraphIntegrityError(Exception):
     """`check_integrity` found the graph's bookkeeping out of step with its nodes."""
+
+
+class Clients(MutableSequence):
+    """The clients of one variable: `(node, i)` pairs in the order they came, each at most once.
+
+    A sequence (compares equal to a list of the same pairs) backed by an
+    insertion-ordered dict, so that finding or removing a client costs O(1)
+    however many readers a variable has: a constant shared by thousands of
+    nodes would make every rewrite that drops one of them linear otherwise.
+    """
+
+    __slots__ = ("_items",)
+
+    def __init__(self, items: Iterable[Client] = ()):
+        self._items: dict[Client, None] = dict.fromkeys(items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __iter__(self) -> Iterator[Client]:
+        return iter(self._items)
+
+    def __contains__(self, client: object) -> bool:
+        try:
+            return client in self._items
+        except TypeError:  # unhashable: not a client
+            return False
+
+    def __getitem__(self, k: Any) -> Any:
+        items = list(self._items)
+        return Clients(items[k]) if isinstance(k, slice) else items[k]
+
+    def __setitem__(self, k: Any, client: Any) -> None:
+        items = list(self._items)
+        items[k] = client
+        self._items = dict.fromkeys(items)
+
+    def __delitem__(self, k: Any) -> None:
+        items = list(self._items)
+        del items[k]
+        self._items = dict.fromkeys(items)
+
+    def insert(self, k: int, client: Client) -> None:
+        items = list(self._items)
+        items.insert(k, client)
+        self._items = dict.fromkeys(items)
+
+    def append(self, client: Client) -> None:
+        self._items[client] = None
+
+    def discard(self, client: Client) -> bool:
+        """Remove `client` if present (O(1)); whether it was."""
+        try:
+            del self._items[client]
+        except (KeyError, TypeError):
+            return False
+        return True
+
+    def renamed(self, old: Client, new: Client) -> None:
+        """Replace `old` by `new` in place, keeping its position."""
+        self._items = {new if c == old else c: None for c in self._items}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (Clients, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        return repr(list(self._items))
 
 
 class FunctionGraph:
@@ -60,7 +129,7 @@ class FunctionGraph:
         self.outputs: list[Variable] = []
         self.apply_nodes: dict[Apply, None] = {}
         self.variables: dict[Variable, None] = {}
-        self.clients: dict[Variable, list[Client]] = {}
+        self.clients: dict[Variable, Clients] = {}
         self._input_set: set[Variable] = set()
         self._features: list[Any] = []
         self._callbacks: dict[str, list[Any]] = {}
@@ -79,7 +148,7 @@ class FunctionGraph:
         """Make `var` known to the graph (with no clients yet)."""
         if var not in self.variables:
             self.variables[var] = None
-            self.clients.setdefault(var, [])
+            self.clients.setdefault(var, Clients())
 
     def add_input(self, var: Variable, check: bool = True) -> None:
         """Add an ownerless, non-constant variable as a new input."""
@@ -105,7 +174,7 @@ class FunctionGraph:
 
     def get_clients(self, var: Variable) -> list[Client]:
         """The `(node, i)` pairs such that `node.inputs[i]` is `var`."""
-        return self.clients[var]
+        return list(self.clients[var])
 
     def add_client(self, var: Variable, client: Client) -> None:
         self.clients[var].append(client)
@@ -121,7 +190,7 @@ class FunctionGraph:
         its reader goes is not an error.
         """
         clients = self.clients.get(var) if isinstance(var, Variable) else None
-        if clients is None or _find_client(clients, client) is None:
+        if clients is None or client not in clients:
             raise ValueError(
                 f"remove_client: {_describe_client(client)} is not a client of {self._describe(var)}"
                 " (the graph is unchanged)"
@@ -141,9 +210,7 @@ class FunctionGraph:
             clients = self.clients.get(var)
             if clients is None:  # forgotten when an earlier link to it went
                 continue
-            k = _find_client(clients, client)
-            if k is not None:
-                del clients[k]
+            clients.discard(client)
             if clients:
                 continue
             owner = var.owner
@@ -242,7 +309,7 @@ class FunctionGraph:
         _require_variable("change_node_input", new_var)
         if old is new_var:
             return
-        if _find_client(self.clients.get(old, ()), (node, i)) is None:
+        if (node, i) not in self.clients.get(old, ()):
             raise ValueError(
                 f"change_node_input: {_describe_client((node, i))} is not registered as a client of "
                 f"{self._describe(old)} (the graph is unchanged)"
@@ -398,8 +465,7 @@ class FunctionGraph:
         pruned = self._unlink([(var, ("output", output_idx))])
         del self.outputs[output_idx]
         for j in range(output_idx, len(self.outputs)):
-            clients = self.clients[self.outputs[j]]
-            clients[_find_client(clients, ("output", j + 1))] = ("output", j)
+            self.clients[self.outputs[j]].renamed(("output", j + 1), ("output", j))
         self._changed()
         self._notify_pruned(pruned, reason)
 
@@ -596,22 +662,6 @@ class FunctionGraph:
 def _require_variable(method: str, var: Any) -> None:
     if not isinstance(var, Variable):
         raise TypeError(f"{method}: expected a Variable, got {var!r}")
-
-
-def _find_client(clients: Sequence[Client], client: Client) -> int | None:
-    """The position of `client` in `clients`, searching newest first, or None.
-
-    Newest first: pruning walks from outputs to inputs, so the reader removed is usually the
-    last one added (an equal constant read by many nodes would be quadratic otherwise).
-    """
-    if not (isinstance(client, tuple) and len(client) == 2):
-        return None
-    node, index = client
-    for k in range(len(clients) - 1, -1, -1):
-        c_node, c_index = clients[k]
-        if c_index == index and (c_node is node or (c_node == "output" and node == "output")):
-            return k
-    return None
 
 
 def _describe_client(client: Any) -> str:

@@ -319,7 +319,8 @@ def _enumerating(fn: Callable[[Any, Any], Any], pairs: _ExamplePairs) -> Callabl
                     if unified is not False:
                         yield unified
                 return
-            yield from lall(fn(lhs, rhs))(state)
+            goal_ = fn(lhs, rhs)
+            yield from (goal_ if callable(goal_) else lall(goal_))(state)
 
         return goal
 
