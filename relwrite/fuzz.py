@@ -46,6 +46,7 @@ from __future__ import annotations
 import ast
 import contextlib
 import functools
+import math
 import operator
 import re
 import signal
@@ -281,6 +282,22 @@ def _ref_softplus(x: Any) -> Any:
     return np.logaddexp(xf.dtype.type(0), xf)
 
 
+def _ref_special(function: Callable[[float], float]) -> Callable[[Any], Any]:
+    """An elementwise float function NumPy lacks (erf, erfc), over Python's `math`, in numpy's float dtype."""
+
+    def ref(x: Any) -> Any:
+        dtype = _float_dtype_of(x)
+        values = np.frompyfunc(function, 1, 1)(np.asarray(x, dtype=np.float64))
+        return np.asarray(values, dtype=np.float64).astype(dtype)
+
+    return ref
+
+
+def _ref_log1mexp(x: Any) -> Any:
+    xf = np.asarray(x).astype(_float_dtype_of(x))
+    return np.log(np.subtract(xf.dtype.type(1), np.exp(xf)))  # the plain formula: the wide walks arbitrate
+
+
 def _ref_fill(model: Any, value: Any) -> Any:
     model = np.asarray(model)
     shape = np.broadcast_shapes(model.shape, np.shape(value))
@@ -418,6 +435,14 @@ _UNARY = {
     "reciprocal": lambda x: np.true_divide(1, x),
     "identity": lambda x: np.array(x, copy=True),
 }
+_SPECIAL_UNARY = {
+    "erf": _ref_special(math.erf),
+    "erfc": _ref_special(math.erfc),
+    "log1mexp": _ref_log1mexp,
+}
+"""Unary ops drawn in place of exp, log1p or tanh from a side stream, so that adding them kept every
+earlier graph of every seed as it was (the main stream draws exactly as before)."""
+_SPECIAL_STANDS_IN_FOR = ("exp", "log1p", "tanh")
 
 
 def _make_ctors() -> dict[str, _Ctor]:
@@ -431,7 +456,7 @@ def _make_ctors() -> dict[str, _Ctor]:
                 lambda a, p, u=ufunc: u(*a),
                 lambda a, p, _, s=symbol: f"{a[0]} {s} {a[1]}",
             )
-    for name, ref in _UNARY.items():
+    for name, ref in {**_UNARY, **_SPECIAL_UNARY}.items():
         fn = getattr(rw, name)
         ctors[name] = _Ctor(lambda a, p, fn=fn: fn(*a), lambda a, p, r=ref: r(*a), _fn_text(name))
     ctors["op-x"] = _Ctor(lambda a, p: -a[0], lambda a, p: np.negative(a[0]), lambda a, p, _: f"-{a[0]}")
@@ -689,6 +714,9 @@ _NODE_UFUNCS: dict[type, Callable[..., Any]] = {
     ops.Abs: np.absolute,
     ops.Sigmoid: _ref_sigmoid,
     ops.Softplus: _ref_softplus,
+    ops.Erf: _ref_special(math.erf),
+    ops.Erfc: _ref_special(math.erfc),
+    ops.Log1mexp: _ref_log1mexp,
     ops.Reciprocal: lambda x: np.true_divide(1, x),
     ops.Identity: lambda x: np.array(x, copy=True),
     ops.Switch: np.where,
@@ -928,6 +956,11 @@ def _mp_elementwise(kind: type) -> Callable[..., Any] | None:
         ops.Sqr: lambda x: x * x,
         ops.Sigmoid: _mp_real(
             _mp_limited(lambda x: 1 / (1 + mp.exp(-x)), lambda x: mp.mpf(1) if x > 0 else mp.mpf(0))
+        ),
+        ops.Erf: _mp_real(_mp_limited(mp.erf, lambda x: mp.mpf(mp.sign(x)))),
+        ops.Erfc: _mp_real(_mp_limited(mp.erfc, lambda x: mp.mpf(0) if x > 0 else mp.mpf(2))),
+        ops.Log1mexp: _mp_real(
+            _mp_limited(lambda x: mp.log(1 - mp.exp(x)), lambda x: mp.nan if x > 0 else mp.mpf(0))
         ),
         ops.Softplus: _mp_real(
             _mp_limited(lambda x: mp.log1p(mp.exp(x)), lambda x: x if x > 0 else mp.mpf(0))
@@ -1632,8 +1665,11 @@ class _Drawer:
     so operands are chosen to broadcast and multiply as NumPy allows.
     """
 
-    def __init__(self, rng: np.random.Generator, max_inputs: int = 6):
+    def __init__(
+        self, rng: np.random.Generator, max_inputs: int = 6, side: np.random.Generator | None = None
+    ):
         self.rng = rng
+        self.side = side
         self.max_inputs = max_inputs
         self.lengths = [
             int(n) for n in rng.choice([0, 1, 2, 3, 4, 5], size=3, p=[0.06, 0.14, 0.25, 0.25, 0.15, 0.15])
@@ -1824,7 +1860,10 @@ class _Drawer:
         a = self.pick()
         if a is None:
             return None
-        return self.add(Step("call", str(self.rng.choice([*_UNARY, "op-x", "op-abs"])), (Ref(a),)))
+        name = str(self.rng.choice([*_UNARY, "op-x", "op-abs"]))
+        if self.side is not None and name in _SPECIAL_STANDS_IN_FOR and self.side.random() < 0.3:
+            name = str(self.side.choice(list(_SPECIAL_UNARY)))
+        return self.add(Step("call", name, (Ref(a),)))
 
     def call_switch(self) -> int | None:
         cond = self.operand(lambda i: self.dtype(i) == "bool", "bool", self.random_shape())
@@ -2198,7 +2237,7 @@ def draw_graph(
 ) -> tuple[Recipe, list[dict[int, np.ndarray]], int, tuple[Recipe, BaseException] | None]:
     """Graph `index` of run `seed`: its recipe, input sets, rejected steps and any constructor crash."""
     rng = np.random.default_rng([seed, index])
-    drawer = _Drawer(rng)
+    drawer = _Drawer(rng, side=np.random.default_rng([seed, index, 1]))
     for _ in range(int(rng.integers(1, 4))):
         drawer.new_input()
     for _ in range(int(rng.integers(0, 2))):

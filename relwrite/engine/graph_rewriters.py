@@ -284,7 +284,9 @@ class UndoLog(Feature):
             want = expected[var]
             have = list(dict.fromkeys(old_clients.get(var, ())))
             wanted, had = set(want), set(have)
-            fgraph.clients[var] = Clients([*(c for c in have if c in wanted), *(c for c in want if c not in had)])
+            fgraph.clients[var] = Clients(
+                [*(c for c in have if c in wanted), *(c for c in want if c not in had)]
+            )
         fgraph._changed()
         for node in dropped:
             _tell(fgraph, "on_prune", node)

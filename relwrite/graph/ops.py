@@ -101,6 +101,11 @@ Tanh = _elemwise("Tanh", np.tanh, 1, "Hyperbolic tangent.")
 Abs = _elemwise("Abs", np.absolute, 1, "Absolute value.")
 Sigmoid = _elemwise("Sigmoid", np.exp, 1, "1 / (1 + exp(-x)).")
 Softplus = _elemwise("Softplus", np.exp, 1, "log(1 + exp(x)), computed without overflow.")
+Erf = _elemwise("Erf", np.exp, 1, "The error function, 2/sqrt(pi) * integral of exp(-t**2) from 0 to x.")
+Erfc = _elemwise("Erfc", np.exp, 1, "1 - erf(x), accurate where erf(x) is near 1 (large x).")
+Log1mexp = _elemwise(
+    "Log1mexp", np.exp, 1, "log(1 - exp(x)) for x <= 0, accurate near 0 and for large negative x."
+)
 
 
 class Reciprocal(Elemwise):
@@ -162,6 +167,7 @@ lt, le, gt, ge, eq, neq = Lt(), Le(), Gt(), Ge(), Eq(), Neq()
 neg, exp, log, log1p, expm1 = Neg(), Exp(), Log(), Log1p(), Expm1()
 sqrt, sqr, reciprocal, sin, cos, tanh = Sqrt(), Sqr(), Reciprocal(), Sin(), Cos(), Tanh()
 abs, sigmoid, softplus, identity = Abs(), Sigmoid(), Softplus(), Identity()
+erf, erfc, log1mexp = Erf(), Erfc(), Log1mexp()
 switch, fill = Switch(), Fill()
 
 

@@ -37,8 +37,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from relwrite.graph import ops
-from relwrite.graph.basic import Variable, as_variable, type_from_spec
+from relwrite.graph.basic import Variable, as_variable, constant, type_from_spec
 from relwrite.graph.types import LiteralOverflowError, TensorType, describe_literal
 
 
@@ -58,6 +60,7 @@ class Function:
 
 _ONE_OPERAND = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
 _ONE_OPERAND += ("sigmoid", "softplus", "identity", "neg", "transpose", "ones_like", "zeros_like")
+_ONE_OPERAND += ("erf", "erfc", "log1mexp")
 _TWO_OPERANDS = ("maximum", "minimum", "sub", "true_div", "pow", "fill", "dot")
 
 FUNCTIONS: dict[str, Function] = {
@@ -250,9 +253,12 @@ class _Parser:
             return self.plan_call(node)
         raise self.error(f"unsupported syntax {type(node).__name__!r}", node)
 
-    def literal(self, node: ast.Constant) -> int | float:
+    def literal(self, node: ast.Constant) -> int | float | Variable:
+        """A number (a weak literal), or True / False: a bool constant (a switch's condition, say)."""
         value = node.value
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, bool):
+            return constant(np.bool_(value))
+        if not isinstance(value, (int, float)):
             raise self.error(f"unsupported literal {value!r}", node)
         return value
 

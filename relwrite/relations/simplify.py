@@ -1,1 +1,368 @@
-"""Simplify: algebraic identities beyond the canonical form (comparisons, extrema, powers, reductions)."""
+"""Simplify: algebraic identities beyond the canonical form (comparisons, extrema, signs, fills).
+
+Each rule is one pattern pair run by the rule runtime in both directions.
+Most are `exact` (the same values, NaN, infinities and the sign of zero
+included); those that only hold for some dtypes say so with a constraint
+(``x <= x`` is True for integers, not for a float NaN).  Rules that drop a
+broadcasting operand (a `fill`, a constant condition) declare `keeps_type`
+or a `where` guard proving the shapes, so a result never changes its shape.
+The `unsafe` rules hold under their assumptions only and are opt-in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Variable, constant
+from relwrite.graph.types import broadcast_shapes
+from relwrite.relations.operands import same_graph
+from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
+from relwrite.relations.registry import Rule, rule
+
+CANON = ("canonicalize", "fast_run", "fast_compile")
+UNSAFE = (*CANON, "unsafe")
+VECTOR = {"x": "vector"}
+PAIR = {"x": "vector", "y": "vector"}
+TRUE, FALSE = constant(np.True_), constant(np.False_)
+
+
+def is_exact_number(value: Any) -> bool:
+    """Whether `value` is a graph variable of an integer or bool dtype (x == x holds: no NaN)."""
+    return isinstance(value, Variable) and value.type.numpy_dtype.kind in "iub"
+
+
+def exact_var(name: str) -> dict:
+    """The pattern variable `name`, accepted only for integer or bool values."""
+    return {"pattern": name, "constraint": is_exact_number}
+
+
+# -- extrema and comparisons of a value with itself -------------------------------------------------
+
+maximum_self = rule(
+    "maximum_self", (o.maximum, "x", "x"), "x", CANON, types=VECTOR, doc="maximum(x, x) -> x (exact, NaN too)"
+)
+minimum_self = rule(
+    "minimum_self", (o.minimum, "x", "x"), "x", CANON, types=VECTOR, doc="minimum(x, x) -> x (exact, NaN too)"
+)
+lt_self = rule(
+    "lt_self",
+    (o.lt, "x", "x"),
+    (o.fill, "x", FALSE),
+    CANON,
+    examples=("x < x",),
+    types=VECTOR,
+    doc="x < x -> False, shaped like x (exact: NaN < NaN is False too)",
+)
+gt_self = rule(
+    "gt_self",
+    (o.gt, "x", "x"),
+    (o.fill, "x", FALSE),
+    CANON,
+    examples=("x > x",),
+    types=VECTOR,
+    doc="x > x -> False, shaped like x (exact: NaN > NaN is False too)",
+)
+le_self = rule(
+    "le_self",
+    (o.le, exact_var("x"), "x"),
+    (o.fill, "x", TRUE),
+    CANON,
+    examples=("x <= x",),
+    types={"x": "vector:int32"},
+    doc="x <= x -> True for integers and bools (a float NaN is not <= itself)",
+)
+ge_self = rule(
+    "ge_self",
+    (o.ge, exact_var("x"), "x"),
+    (o.fill, "x", TRUE),
+    CANON,
+    examples=("x >= x",),
+    types={"x": "vector:int32"},
+    doc="x >= x -> True for integers and bools (a float NaN is not >= itself)",
+)
+eq_self = rule(
+    "eq_self",
+    (o.eq, exact_var("x"), "x"),
+    (o.fill, "x", TRUE),
+    CANON,
+    examples=("x == x",),
+    types={"x": "vector:int64"},
+    doc="x == x -> True for integers and bools (a float NaN differs from itself)",
+)
+neq_self = rule(
+    "neq_self",
+    (o.neq, exact_var("x"), "x"),
+    (o.fill, "x", FALSE),
+    CANON,
+    examples=("x != x",),
+    types={"x": "vector:int64"},
+    doc="x != x -> False for integers and bools (a float NaN differs from itself)",
+)
+
+# -- switch with a known condition or equal branches ------------------------------------------------
+
+_SWITCH_TYPES = {"c": "(3,):bool", "a": "(3,)", "b": "(3,)"}
+
+
+def b_fits_a(a: Variable, b: Variable) -> bool:
+    """Whether the dropped branch `b` provably adds nothing to `a`'s shape."""
+    return same_graph(a, b) or fits(b.type.shape, a.type.shape)
+
+
+def a_fits_b(a: Variable, b: Variable) -> bool:
+    """Whether the dropped branch `a` provably adds nothing to `b`'s shape."""
+    return b_fits_a(b, a)
+
+
+def condition_fits(c: Variable, a: Variable) -> bool:
+    """Whether the dropped condition `c` provably adds nothing to `a`'s shape."""
+    return same_graph(c, a) or fits(c.type.shape, a.type.shape)
+
+
+switch_true = rule(
+    "switch_true",
+    (o.switch, TRUE, "a", "b"),
+    "a",
+    CANON,
+    keeps_type=True,
+    where=b_fits_a,
+    examples=("switch(True, a, b)",),
+    types=_SWITCH_TYPES,
+    doc="switch(True, a, b) -> a, where a alone has the result's dtype and shape (exact)",
+)
+switch_false = rule(
+    "switch_false",
+    (o.switch, FALSE, "a", "b"),
+    "b",
+    CANON,
+    keeps_type=True,
+    where=a_fits_b,
+    examples=("switch(False, a, b)",),
+    types=_SWITCH_TYPES,
+    doc="switch(False, a, b) -> b, where b alone has the result's dtype and shape (exact)",
+)
+switch_same = rule(
+    "switch_same",
+    (o.switch, "c", "a", "a"),
+    "a",
+    CANON,
+    keeps_type=True,
+    where=condition_fits,
+    examples=("switch(c, a, a)",),
+    types=_SWITCH_TYPES,
+    doc="switch(c, a, a) -> a, where the condition does not widen the shape (exact)",
+)
+
+# -- signs: abs of what is never negative, odd and even functions -----------------------------------
+
+
+def _abs_of(name: str, op: o.Elemwise, doc: str, semantics: str | None = None) -> Rule:
+    return rule(name, (o.abs, (op, "x")), (op, "x"), CANON, types=VECTOR, doc=doc, semantics=semantics)
+
+
+abs_sqr = rule(
+    "abs_sqr",
+    (o.abs, (o.sqr, float_var("x"))),
+    (o.sqr, "x"),
+    CANON,
+    examples=("abs(sqr(x))",),
+    types=VECTOR,
+    doc="abs(sqr(x)) -> sqr(x) for floats (an integer square may wrap around to a negative)",
+)
+sqr_abs = rule(
+    "sqr_abs",
+    (o.sqr, (o.abs, "x")),
+    (o.sqr, "x"),
+    CANON,
+    types=VECTOR,
+    doc="sqr(abs(x)) -> sqr(x): the sign is squared away (exact, integers included)",
+)
+abs_exp = _abs_of("abs_exp", o.exp, "abs(exp(x)) -> exp(x): never negative (exact)")
+abs_sigmoid = _abs_of("abs_sigmoid", o.sigmoid, "abs(sigmoid(x)) -> sigmoid(x): never negative (exact)")
+abs_softplus = _abs_of("abs_softplus", o.softplus, "abs(softplus(x)) -> softplus(x): never negative (exact)")
+abs_erfc = _abs_of("abs_erfc", o.erfc, "abs(erfc(x)) -> erfc(x): never negative (exact)")
+abs_sqrt = _abs_of(
+    "abs_sqrt",
+    o.sqrt,
+    "abs(sqrt(x)) -> sqrt(x): never negative; sqrt(-0.0) is -0.0, so only the sign of a zero changes",
+    semantics="reassociates",
+)
+
+
+def _odd(name: str, op: o.Elemwise) -> Rule:
+    return rule(
+        name,
+        (op, (o.neg, float_var("x"))),
+        (o.neg, (op, "x")),
+        CANON,
+        examples=(f"{op}(neg(x))",),
+        types=VECTOR,
+        doc=f"{op}(-x) -> -{op}(x): an odd function (exact for floats, the sign of zero included)",
+    )
+
+
+sin_neg = _odd("sin_neg", o.sin)
+tanh_neg = _odd("tanh_neg", o.tanh)
+erf_neg = _odd("erf_neg", o.erf)
+cos_neg = rule(
+    "cos_neg",
+    (o.cos, (o.neg, float_var("x"))),
+    (o.cos, "x"),
+    CANON,
+    examples=("cos(neg(x))",),
+    types=VECTOR,
+    doc="cos(-x) -> cos(x): an even function (exact for floats)",
+)
+mul_two_negations = rule(
+    "mul_two_negations",
+    {"pattern": (o.mul, (o.neg, "a"), (o.neg, "b"), "*rest"), "constraint": operands_regroupable},
+    (o.mul, "a", "b", "*rest"),
+    CANON,
+    semantics="reassociates",
+    examples=("mul(neg(a), neg(b))", "mul(neg(a), c, neg(b))"),
+    types={"a": "vector", "b": "vector", "c": "vector"},
+    doc="(-a) * (-b) -> a * b among the factors of a product of one dtype (exact for two factors; "
+    "with others, they are multiplied in another order)",
+)
+
+# -- reciprocals ------------------------------------------------------------------------------------
+
+mul_by_reciprocal = rule(
+    "mul_by_reciprocal",
+    (o.mul, "x", (o.reciprocal, "y")),
+    (o.true_div, "x", "y"),
+    CANON,
+    keeps_type=True,
+    semantics="reassociates",
+    examples=("mul(x, reciprocal(y))",),
+    types=PAIR,
+    doc="x * reciprocal(y) -> x / y: one rounding instead of two, and no overflow of 1/y",
+)
+reciprocal_reciprocal = rule(
+    "reciprocal_reciprocal",
+    (o.reciprocal, (o.reciprocal, float_var("x"))),
+    "x",
+    CANON,
+    keeps_type=True,
+    semantics="reassociates",
+    examples=("reciprocal(reciprocal(x))",),
+    types=VECTOR,
+    doc="1 / (1 / x) -> x for floats (a subnormal x whose reciprocal overflows comes back)",
+)
+
+# -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---
+
+
+def model_absorbed(model: Variable, value: Variable, rest: tuple[Variable, ...]) -> bool:
+    """Whether fill(model, value) among `rest` broadcasts to what value and `rest` do: model adds no shape."""
+    others = (value, *rest)
+    if any(same_graph(model, other) for other in others):
+        return True
+    return fits(model.type.shape, broadcast_shapes(*(v.type.shape for v in others)))
+
+
+def _fill_cut(name: str, op: o.Elemwise, position: int | None) -> Rule:
+    """f(fill(model, value), c) -> f(value, c) for a variadic op (`position` None) or at one operand."""
+    if position is None:
+        lhs, rhs = (op, (o.fill, "model", "value"), "*rest"), (op, "value", "*rest")
+        example = f"{op}(fill(m, x), y)"
+    else:
+        args = ["*rest"]
+        args.insert(position, (o.fill, "model", "value"))
+        lhs = (op, *args)
+        rhs = (op, *(a if a == "*rest" else "value" for a in args))
+        example = f"{op}(fill(m, x), y)" if position == 0 else f"{op}(y, fill(m, x))"
+    return rule(
+        name,
+        lhs,
+        rhs,
+        CANON,
+        where=model_absorbed,
+        keeps_type=True,
+        examples=(example,),
+        types={"m": "(3,)", "x": "(3,)", "y": "(3,)"},
+        doc=f"{example} -> the same without the fill, when m's shape adds nothing to the others' (exact)",
+    )
+
+
+add_fill_cut = _fill_cut("add_fill_cut", o.add, None)
+mul_fill_cut = _fill_cut("mul_fill_cut", o.mul, None)
+true_div_fill_cut_left = _fill_cut("true_div_fill_cut_left", o.true_div, 0)
+true_div_fill_cut_right = _fill_cut("true_div_fill_cut_right", o.true_div, 1)
+pow_fill_cut_base = _fill_cut("pow_fill_cut_base", o.pow, 0)
+pow_fill_cut_exponent = _fill_cut("pow_fill_cut_exponent", o.pow, 1)
+maximum_fill_cut = _fill_cut("maximum_fill_cut", o.maximum, 0)
+minimum_fill_cut = _fill_cut("minimum_fill_cut", o.minimum, 0)
+
+# -- unsafe: valid under assumptions ----------------------------------------------------------------
+
+log_of_product = rule(
+    "log_of_product",
+    (o.log, (o.mul, float_var("a"), "b")),
+    (o.add, (o.log, "a"), (o.log, "b")),
+    UNSAFE,
+    assumptions=("a > 0", "b > 0"),
+    examples=("log(mul(a, b))",),
+    types={"a": "vector", "b": "vector"},
+    doc="log(a * b) -> log(a) + log(b) for positive a and b (no overflow of the product either)",
+)
+sqr_over_self = rule(
+    "sqr_over_self",
+    (o.true_div, (o.sqr, float_var("x")), "x"),
+    "x",
+    UNSAFE,
+    assumptions=("x != 0",),
+    examples=("true_div(sqr(x), x)",),
+    types=VECTOR,
+    doc="sqr(x) / x -> x for x != 0 (and where sqr(x) does not overflow)",
+)
+
+
+def is_integer_constant(value: Any) -> bool:
+    """Whether `value` is a 0-d constant holding an integer (a float 2.0 included)."""
+    data = literal_value(value)
+    return data is not None and data.ndim == 0 and bool(np.isfinite(data)) and float(data) == int(data)
+
+
+pow_of_pow = rule(
+    "pow_of_pow",
+    (
+        o.pow,
+        (o.pow, float_var("x"), {"pattern": "a", "constraint": is_integer_constant}),
+        {"pattern": "b", "constraint": is_integer_constant},
+    ),
+    (o.pow, "x", (o.mul, "a", "b")),
+    CANON,
+    semantics="reassociates",
+    keeps_type=True,
+    examples=("pow(pow(x, 2), 3)", "pow(pow(x, -1), 2)"),
+    types=VECTOR,
+    doc="(x ** a) ** b -> x ** (a * b) for integer constants a and b (any sign of x: integer powers "
+    "are single-valued); one rounding instead of two",
+)
+
+
+expm1_log1p = rule(
+    "expm1_log1p",
+    (o.expm1, (o.log1p, float_var("x"))),
+    "x",
+    UNSAFE,
+    assumptions=("x >= -1",),
+    examples=("expm1(log1p(x))",),
+    types=VECTOR,
+    doc="expm1(log1p(x)) -> x for x >= -1 (below, the left side is NaN)",
+)
+softplus_log = rule(
+    "softplus_log",
+    (o.softplus, (o.log, float_var("x"))),
+    (o.log1p, "x"),
+    UNSAFE,
+    assumptions=("x >= 0",),
+    examples=("softplus(log(x))",),
+    types=VECTOR,
+    doc="softplus(log(x)) -> log1p(x) for x >= 0: log(1 + exp(log x)) is log(1 + x), without the "
+    "rounding of exp(log x) (below 0 the left side is NaN)",
+)

@@ -8,6 +8,7 @@ a TypeError naming the op and the input types.
 
 import functools
 import inspect
+import math
 import re
 
 import numpy as np
@@ -63,6 +64,9 @@ ELEMWISE_REFERENCE = {
     ops.abs: np.absolute,
     ops.sigmoid: lambda a: 1 / (1 + np.exp(-_float_like_exp(a))),
     ops.softplus: lambda a: np.log1p(np.exp(_float_like_exp(a))),
+    ops.erf: lambda a: np.vectorize(math.erf, otypes=[_float_like_exp(a).dtype])(_float_like_exp(a)),
+    ops.erfc: lambda a: np.vectorize(math.erfc, otypes=[_float_like_exp(a).dtype])(_float_like_exp(a)),
+    ops.log1mexp: lambda a: np.log(1 - np.exp(_float_like_exp(a))),
     ops.identity: np.copy,
     ops.switch: _where_bool,
     ops.fill: lambda model, value: np.broadcast_arrays(model, value)[1].copy(),

@@ -266,7 +266,7 @@ def test_parse_reads_back_what_pprint_writes(graph):
         ("exp(x, y)", "parse: exp takes 1 operand(s), got 2 at column 1"),
         ("x.dot()", "parse: dot takes 2 operand(s), got 1 at column 1"),
         ("add()", "parse: add takes one or more operand(s), got 0 at column 1"),
-        ("True", "parse: unsupported literal True at column 1"),
+        ("None", "parse: unsupported literal None at column 1"),
         ("x + 'a'", "parse: unsupported literal 'a' at column 5"),
         ("2j", "parse: unsupported literal 2j at column 1"),
         ("(x +\n  x.foo)", "parse: unsupported attribute '.foo' at line 2, column 3"),

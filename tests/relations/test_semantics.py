@@ -9,7 +9,9 @@ integer minima and maxima...).  Where the two differ:
 - reassociates: only where the two sides, evaluated in extended precision (np.longdouble),
   agree to within the rounding of the largest value either computes;
 - stabilizes: only where the right side is finite and equals the extended-precision value of
-  the left side, or where even that overflows and the inputs the position reads are not NaN;
+  the left side, or where even that overflows and the inputs the position reads are not NaN,
+  or where the left side rounds to an infinity and the right side is NaN even in extended
+  precision (the exact value is undefined);
 - unsafe: anywhere an assumption fails, an input is not finite or the left side is not finite;
   elsewhere as `reassociates`.
 
@@ -203,6 +205,10 @@ def violation(r: Rule, before: Variable, after: Variable, values: dict[str, np.n
     else:  # stabilizes: the right value where the left side fails
         beyond = np.isinf(ext_left) & trusted(r, before, values, infinite=True)  # even long double overflows
         agree = np.isfinite(rv) & (close(rv, ext_left, eps, left_scale) | beyond)
+        # where rounding makes the left side infinite and the exact value is undefined (log(1 - exp(x))
+        # at x = 1e-308: 1 - exp(x) rounds to 0), the right side may say NaN, in extended precision too
+        ext_right, _ = extended(after, values)
+        agree |= np.isinf(lv) & np.isnan(rv) & np.isnan(ext_right)
         problem = "the right side is not the finite extended-precision value of the left side"
     if bool(np.all(agree | same)):
         return None

@@ -342,6 +342,30 @@ def _softplus(op: ops.Softplus, node: Apply, args: list[Value]) -> list[str]:
 
 
 @c_expression.register
+def _erf(op: ops.Erf, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    return [f"{_math('erf', dtype)}({_as(args[0], dtype)})"]
+
+
+@c_expression.register
+def _erfc(op: ops.Erfc, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    return [f"{_math('erfc', dtype)}({_as(args[0], dtype)})"]
+
+
+@c_expression.register
+def _log1mexp(op: ops.Log1mexp, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)
+    t, x = _ctype(dtype), _as(args[0], dtype)
+    log, log1p, expm1, exp = (_math(f, dtype) for f in ("log", "log1p", "expm1", "exp"))
+    # log(-expm1(x)) above -log 2, log1p(-exp(x)) below; NaN above 0, as the NumPy implementation
+    return [
+        f"({{ const {t} x_ = {x}; x_ > 0 ? ({t})NAN : "
+        f"(x_ > ({t})-0.6931471805599453 ? {log}(-{expm1}(x_)) : {log1p}(-{exp}(x_))); }})"
+    ]
+
+
+@c_expression.register
 def _identity(op: ops.Identity, node: Apply, args: list[Value]) -> list[str]:
     return [args[0].code]
 

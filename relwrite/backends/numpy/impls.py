@@ -12,6 +12,7 @@ node's output dtype.  Semantics are those of the numpy function each op names;
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from functools import cache, partial, singledispatch
 from itertools import pairwise
@@ -202,6 +203,46 @@ def _softplus(op: ops.Softplus, node: Apply) -> Impl:
 
     def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         return _finish(np.logaddexp(zero, x.astype(dtype, copy=False), out=out), dtype)
+
+    return Impl(run, (0,))
+
+
+def _special_impl(function: Any, op: Op, node: Apply) -> Impl:
+    """A float function NumPy lacks (erf, erfc), elementwise over Python's double-precision `math` one."""
+    dtype = _dtype(node)
+    elementwise = np.frompyfunc(function, 1, 1)
+
+    def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        values = np.asarray(elementwise(np.asarray(x, dtype=np.float64)), dtype=np.float64)
+        if out is not None:
+            np.copyto(out, values, casting="unsafe")
+            return out
+        return _finish(values.astype(dtype), dtype)
+
+    return Impl(run, (0,))
+
+
+numpy_impl.register(ops.Erf, partial(_special_impl, math.erf))
+numpy_impl.register(ops.Erfc, partial(_special_impl, math.erfc))
+
+
+@numpy_impl.register
+def _log1mexp(op: ops.Log1mexp, node: Apply) -> Impl:
+    dtype = _dtype(node)
+    cut = dtype.type(-np.log(2.0))
+
+    def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        x = x.astype(dtype, copy=False)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # log(-expm1(x)) near 0, log1p(-exp(x)) below -log 2: each where it is accurate (Maechler 2012)
+            near = np.log(np.negative(np.expm1(np.minimum(x, 0))))
+            far = np.log1p(np.negative(np.exp(x)))
+            values = np.where(x > cut, near, far)
+            values = np.where(x > 0, dtype.type(np.nan), values)
+        if out is not None:
+            np.copyto(out, values)
+            return out
+        return _finish(values, dtype)
 
     return Impl(run, (0,))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import math
 import warnings
 from collections.abc import Callable
 from functools import reduce
@@ -163,6 +164,37 @@ def _sigmoid(data):
 def _softplus(data):
     values = elementwise_inputs(data, 1, bound=10)
     return node_on(ops.softplus, values), values, _naive_softplus, False
+
+
+def _naive_special(function):
+    def naive(x):
+        x = x.astype(np.exp(np.zeros((), x.dtype)).dtype)
+        return np.vectorize(function, otypes=[x.dtype])(x)
+
+    return naive
+
+
+@case(ops.Erf)
+def _erf(data):
+    values = elementwise_inputs(data, 1, bound=10)
+    return node_on(ops.erf, values), values, _naive_special(math.erf), False
+
+
+@case(ops.Erfc)
+def _erfc(data):
+    values = elementwise_inputs(data, 1, bound=10)
+    return node_on(ops.erfc, values), values, _naive_special(math.erfc), False
+
+
+@case(ops.Log1mexp)
+def _log1mexp(data):
+    values = elementwise_inputs(data, 1, bound=10)
+    return (
+        node_on(ops.log1mexp, values),
+        values,
+        _naive_special(lambda v: math.log(-math.expm1(v)) if v < 0 else (-math.inf if v == 0 else math.nan)),
+        False,
+    )
 
 
 @case(ops.Switch)
