@@ -1,12 +1,15 @@
 """relwrite: rewrite array-expression graphs with rules written as miniKanren relations.
 
 The names users write every day live here: constructors, ops, FunctionGraph,
-printing, the text front end and `function` (which rewrites with a mode's
-pipeline and links with the C backend by default).  Features are in
+printing, the text front end, `function` (which rewrites with a mode's
+pipeline and links with the C backend by default) and exploration
+(`explore`, `best_form`, `prove`, `pareto`: equivalent forms, the cheapest
+one by a cost, and why two expressions are equal).  Features are in
 `relwrite.graph.features`.
 """
 
 from relwrite.backends.function import Mode, function
+from relwrite.engine.explore import Explanation, Form, Limits, best_form, explore, pareto, prove
 from relwrite.graph.basic import (
     Apply,
     Constant,
@@ -80,7 +83,10 @@ __version__ = "0.1.0"  # the one place the version is written: pyproject.toml re
 __all__ = [
     "Apply",
     "Constant",
+    "Explanation",
+    "Form",
     "FunctionGraph",
+    "Limits",
     "Mode",
     "Op",
     "TensorType",
@@ -89,6 +95,7 @@ __all__ = [
     "add",
     "alloc",
     "as_variable",
+    "best_form",
     "cast",
     "constant",
     "cos",
@@ -99,6 +106,7 @@ __all__ = [
     "erf",
     "erfc",
     "exp",
+    "explore",
     "expm1",
     "fill",
     "float64",
@@ -124,9 +132,11 @@ __all__ = [
     "neg",
     "neq",
     "ones_like",
+    "pareto",
     "parse",
     "pow",
     "pprint",
+    "prove",
     "reciprocal",
     "scalar",
     "sigmoid",

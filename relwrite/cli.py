@@ -188,12 +188,39 @@ def _known_tags(tags: Sequence[str], option: str) -> list[str]:
     return list(tags)
 
 
-def _rewrite(args: argparse.Namespace) -> int:
-    from relwrite import FunctionGraph, parse, pprint
-    from relwrite.engine import mode_query, optdb, print_profile
+def _parse_expression(text: str, var_specs: Sequence[str]) -> Any:
+    """The graph of `text` with the `--var NAME:TYPE` types; CommandError naming what is wrong."""
+    from relwrite import parse
     from relwrite.graph.basic import graph_inputs
 
-    types = _typed_names(args.var)
+    types = _typed_names(var_specs)
+    try:
+        output = parse(text, types)
+    except SyntaxError as exc:
+        where = f" at column {exc.offset}" if exc.offset else ""
+        raise CommandError(f"cannot parse {text!r}: {exc.msg}{where}") from None
+    except (ValueError, TypeError) as exc:
+        raise CommandError(str(exc).splitlines()[0]) from None
+    used = {v.name for v in graph_inputs([output])}
+    for name in types:
+        if name not in used:
+            raise CommandError(f"--var {name!r}: the expression {text!r} has no variable {name!r}")
+    return output
+
+
+def _explore(args: argparse.Namespace) -> int:
+    from relwrite.explore_command import ExploreError, run
+
+    try:
+        return run(args, _parse_expression)
+    except ExploreError as exc:
+        raise CommandError(str(exc)) from None
+
+
+def _rewrite(args: argparse.Namespace) -> int:
+    from relwrite import FunctionGraph, pprint
+    from relwrite.engine import mode_query, optdb, print_profile
+
     try:
         query = mode_query(args.mode)
     except ValueError as exc:
@@ -203,17 +230,7 @@ def _rewrite(args: argparse.Namespace) -> int:
     both = sorted(set(args.include) & set(args.exclude))
     if both:
         raise CommandError(f"tag {both[0]!r} is given to both --include and --exclude")
-    try:
-        output = parse(args.expr, types)
-    except SyntaxError as exc:
-        where = f" at column {exc.offset}" if exc.offset else ""
-        raise CommandError(f"cannot parse {args.expr!r}: {exc.msg}{where}") from None
-    except (ValueError, TypeError) as exc:
-        raise CommandError(str(exc).splitlines()[0]) from None
-    used = {v.name for v in graph_inputs([output])}
-    for name in types:
-        if name not in used:
-            raise CommandError(f"--var {name!r}: the expression has no variable {name!r}")
+    output = _parse_expression(args.expr, args.var)
     fgraph = FunctionGraph(outputs=[output], clone=False)
     print("before:", pprint(fgraph.outputs[0]))
     profile = optdb.query(query).rewrite(fgraph)
@@ -448,6 +465,36 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rewrite.add_argument("--profile", action="store_true", help="print the rewriting profile")
     rewrite.set_defaults(run=_rewrite)
+
+    explore = commands.add_parser(
+        "explore",
+        help="list equivalent forms of an expression (rules run both ways), or prove two equal",
+        expression=True,
+    )
+    explore.add_argument("expr", help="the expression, e.g. 'log(1 + exp(x))' or 'A @ (x + y)'")
+    explore.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME:TYPE",
+        help="type a name (default: float64 scalar)",
+    )
+    explore.add_argument("-n", type=int, default=10, metavar="N", help="how many forms to print (default 10)")
+    explore.add_argument(
+        "--cost", default="nodes", choices=("nodes", "flops", "depth", "accuracy"), help="order forms by"
+    )
+    explore.add_argument(
+        "--direction", default="both", choices=("forward", "backward", "both"), help="run the rules"
+    )
+    explore.add_argument(
+        "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. unsafe)"
+    )
+    explore.add_argument("--prove", metavar="OTHER", help="explain why EXPR equals OTHER, with assumptions")
+    explore.add_argument("--limit-nodes", type=int, default=10_000, metavar="N", help="e-node budget")
+    explore.add_argument("--limit-seconds", type=float, default=5.0, metavar="S", help="time budget")
+    explore.add_argument("--json", action="store_true", help="print machine-readable JSON")
+    explore.add_argument("--dot", metavar="DIR", help="write pictures of the forms and the e-graph to DIR")
+    explore.set_defaults(run=_explore)
 
     rules = commands.add_parser("rules", help="print the rule catalogue")
     rules.add_argument("--tag", action="append", default=[], help="only rules with TAG (repeatable)")

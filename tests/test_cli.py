@@ -152,7 +152,7 @@ def test_help_returns_0_instead_of_exiting(capsys):
         (["rewrite", "x", "--var", "x:vec"], "unknown type spec 'vec'"),
         (["rewrite", "x", "--var", "1x:vector"], "expected NAME:TYPE"),
         (["rewrite", "x", "--var", "x:vector", "--var", "x:matrix"], "--var 'x' is given twice"),
-        (["rewrite", "x", "--var", "y:vector"], "--var 'y': the expression has no variable 'y'"),
+        (["rewrite", "x", "--var", "y:vector"], "--var 'y': the expression 'x' has no variable 'y'"),
         (["rewrite", "x", "--var"], "argument --var: expected one argument"),
         (["rewrite", "x", "--mode", "o5"], "unknown mode 'o5'; known modes: fast_compile"),
         (["rewrite", "x", "--prof"], "unrecognized arguments: --prof"),

@@ -18,6 +18,7 @@ from relwrite.engine.explore.api import (
     pareto,
     prove,
     select_rules,
+    share_inputs,
 )
 from relwrite.engine.explore.costs import Accuracy, AccuracyError, Depth, Flops, NodeCount
 from relwrite.engine.explore.dot import egraph_dot
@@ -51,4 +52,5 @@ __all__ = [
     "pareto",
     "prove",
     "select_rules",
+    "share_inputs",
 ]

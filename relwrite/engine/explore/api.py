@@ -33,7 +33,6 @@ from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inpu
 from relwrite.graph.printing import pprint
 from relwrite.graph.terms import GraphETuple
 from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
-from relwrite.testing.soundness import SoundnessError, check_relation
 
 DIRECTIONS = ("forward", "backward", "both")
 
@@ -104,7 +103,7 @@ class UnsoundFormError(AssertionError):
     the `SoundnessError` describing the counterexample.
     """
 
-    def __init__(self, message: str, form: Variable, step: int | None, error: SoundnessError):
+    def __init__(self, message: str, form: Variable, step: int | None, error: Exception):
         super().__init__(message)
         self.form, self.step, self.error = form, step, error
 
@@ -114,14 +113,15 @@ def select_rules(
 ) -> list[Rule]:
     """The rules to explore with: those given (by object or name), else the catalogue's defaults.
 
-    Defaults are the catalogue rules without opt-in tags (unsafe, explore);
-    `include` adds the rules whose opt-in tags it names, `unsafe=True` the
-    unsafe ones.
+    Defaults are the catalogue rules not tagged unsafe (rules tagged
+    explore, kept out of the rewriting pipelines, are what exploration is
+    for); `include` adds the rules whose opt-in tags it names, `unsafe=True`
+    the unsafe ones.
     """
     if isinstance(include, str):
         raise TypeError(f"include must be a sequence of tags, got the string {include!r}")
     if rules is None:
-        allowed = set(include) | ({"unsafe"} if unsafe else set())
+        allowed = {"explore", *include} | ({"unsafe"} if unsafe else set())
         unknown = sorted(set(include) - OPT_IN_TAGS - {t for r in catalogue() for t in r.tags})
         if unknown:
             raise ValueError(f"include names no tag of the catalogue: {', '.join(unknown)}")
@@ -221,6 +221,23 @@ class Exploration:
             check_form(self.exprs[index], form, self.tags(form), check_examples)
         return form
 
+    def proof(self, a: int = 0, b: int = 1, check: bool = True, check_examples: int = CHECK_EXAMPLES):
+        """Run until expressions `a` and `b` are equal (or a limit): why they are, or None.
+
+        A proof that uses rules is re-checked numerically (`UnsoundFormError`
+        naming the failing step).
+        """
+        egraph, ra, rb = self.egraph, self.roots[a], self.roots[b]
+        self.run(goal=lambda: egraph.find(ra) == egraph.find(rb))
+        if egraph.find(ra) != egraph.find(rb):
+            return None
+        explanation = self.explain(ra, rb)
+        if check and explanation.steps:
+            tags = frozenset(t for r in self.rules if r.name in explanation.rules for t in r.tags)
+            form = Form(self.exprs[b], 0.0, explanation.steps, explanation.assumptions, explanation.unsafe)
+            check_form(self.exprs[a], form, tags, check_examples)
+        return explanation
+
     def _form(self, index: int, trees: Trees, tree: int, cost: float) -> Form:
         graph = trees.graph(tree)
         node = self.egraph.intern(graph, flatten=False)
@@ -302,22 +319,8 @@ def prove(
     type) are taken to be those inputs.  A proof that uses rules is
     re-checked numerically (`UnsoundFormError` naming the failing step).
     """
-    b = _shared_inputs(a, b)
-    exploration = Exploration([a, b], rules, direction, limits, include, unsafe)
-    egraph, (ra, rb) = exploration.egraph, exploration.roots
-    exploration.run(goal=lambda: egraph.find(ra) == egraph.find(rb))
-    if egraph.find(ra) != egraph.find(rb):
-        return None
-    explanation = exploration.explain(ra, rb)
-    if check and explanation.steps:
-        tags = frozenset(t for r in exploration.rules if r.name in explanation.rules for t in r.tags)
-        check_form(
-            a,
-            Form(b, 0.0, explanation.steps, explanation.assumptions, explanation.unsafe),
-            tags,
-            check_examples,
-        )
-    return explanation
+    exploration = Exploration([a, share_inputs(a, b)], rules, direction, limits, include, unsafe)
+    return exploration.proof(check=check, check_examples=check_examples)
 
 
 def pareto(
@@ -365,8 +368,8 @@ def _cost(cost: Cost, expr: Variable, ranges: Mapping[str, tuple[float, float]] 
     raise TypeError(f"cost must be a name, a CostFunction or a callable, got {cost!r}")
 
 
-def _shared_inputs(a: Variable, b: Variable) -> Variable:
-    """`b` with its inputs replaced by the inputs of `a` of the same name (types must agree)."""
+def share_inputs(a: Variable, b: Variable) -> Variable:
+    """`b` with its inputs replaced by the inputs of `a` of the same name (ValueError if types differ)."""
     mine = {v.name: v for v in graph_inputs([a]) if not isinstance(v, Constant) and v.name}
     memo: dict[Any, Any] = {}
     for v in graph_inputs([b]):
@@ -398,6 +401,8 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
     """
     if not form.steps:
         return
+    from relwrite.testing.soundness import SoundnessError  # relwrite.testing needs hypothesis: loaded on use
+
     try:
         _check_pair(expr, form.expr, form.steps, tags, examples, "form")
     except SoundnessError as error:
@@ -439,6 +444,8 @@ def _check_pair(
 
     def relation(a: Any, b: Any) -> Any:
         return lall(eq(a, lhs), eq(b, rhs))
+
+    from relwrite.testing.soundness import check_relation
 
     rule = Rule(name, relation, tags=("unsafe",) if finite_only else ())
     check_relation(rule, direction="forward", max_examples=examples)

@@ -1,0 +1,202 @@
+"""`relwrite explore`: equivalent forms of an expression, a proof, pictures (the command's work).
+
+The parser lives in `relwrite.cli`; this module turns its arguments into an
+`Exploration`, shows a progress bar (tqdm) on runs longer than a second,
+and prints the forms (or a proof) as text or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+COSTS = ("nodes", "flops", "depth", "accuracy")
+DIRECTIONS = ("forward", "backward", "both")
+PROGRESS_AFTER = 1.0
+"""Seconds a run takes before its progress bar appears."""
+
+
+class ExploreError(Exception):
+    """Bad input to the command: one line, non-zero exit (the CLI turns it into its CommandError)."""
+
+
+def run(args: argparse.Namespace, parse_expression: Callable[[str, list[str]], Any]) -> int:
+    """Run the command; `parse_expression(text, var_specs)` is the CLI's parser of expressions."""
+    from relwrite.engine.explore import Exploration, Limits, UnsoundFormError, egraph_dot, share_inputs
+
+    if args.n < 1:
+        raise ExploreError(f"-n must be at least 1, got {args.n}")
+    try:
+        limits = Limits(nodes=args.limit_nodes, seconds=args.limit_seconds)
+    except ValueError as exc:
+        message = (
+            str(exc).replace("Limits.nodes", "--limit-nodes").replace("Limits.seconds", "--limit-seconds")
+        )
+        raise ExploreError(message) from None
+    dot_dir = _dot_directory(args.dot) if args.dot is not None else None
+    expr = parse_expression(args.expr, args.var)
+    exprs = [expr]
+    if args.prove is not None:
+        try:
+            exprs.append(share_inputs(expr, parse_expression(args.prove, args.var)))
+        except ValueError as exc:
+            raise ExploreError(f"--prove {args.prove!r}: {exc}") from None
+    bar = _Progress(limits)
+    try:
+        exploration = Exploration(
+            exprs, direction=args.direction, limits=limits, include=args.include, progress=bar.update
+        )
+    except ValueError as exc:
+        raise ExploreError(str(exc)) from None
+    try:
+        if args.prove is not None:
+            return _prove(args, exploration, bar, dot_dir)
+        bar.start()
+        exploration.run()
+        bar.close()
+        forms = []
+        for form in exploration.forms(0, args.cost):
+            forms.append(form)
+            if len(forms) == args.n:
+                break
+    except UnsoundFormError as exc:
+        raise ExploreError(f"a form failed its numerical check: {str(exc).splitlines()[0]}") from None
+    finally:
+        bar.close()
+    report = exploration.report
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "expr": args.expr,
+                    "cost": args.cost,
+                    "report": _report(report),
+                    "forms": [f.to_dict() for f in forms],
+                },
+                indent=2,
+            )
+        )
+    else:
+        print(f"{len(forms)} form(s) of {args.expr} by {args.cost} ({_summary(report)}):")
+        for k, form in enumerate(forms, 1):
+            print(f"{k:>3}. {form}")
+    if dot_dir is not None:
+        _write_dot(dot_dir, "egraph", egraph_dot(exploration.egraph, exploration.roots))
+        for k, form in enumerate(forms, 1):
+            _write_dot(dot_dir, f"form{k}", _form_dot(form.expr, f"form {k}"))
+    return 0
+
+
+def _prove(args: argparse.Namespace, exploration: Any, bar: _Progress, dot_dir: Path | None) -> int:
+    from relwrite.engine.explore import egraph_dot
+
+    bar.start()
+    explanation = exploration.proof()
+    bar.close()
+    if args.json:
+        result = {
+            "a": args.expr,
+            "b": args.prove,
+            "proven": explanation is not None,
+            "report": _report(exploration.report),
+            "explanation": explanation.to_dict() if explanation is not None else None,
+        }
+        print(json.dumps(result, indent=2))
+    elif explanation is not None:
+        print(f"{args.expr} == {args.prove}:")
+        print(explanation)
+    else:
+        print(
+            f"not shown equal within the limits ({_summary(exploration.report)}): {args.expr} vs {args.prove}"
+        )
+    if dot_dir is not None:
+        _write_dot(dot_dir, "egraph", egraph_dot(exploration.egraph, exploration.roots))
+    return 0 if explanation is not None else 1
+
+
+class _Progress:
+    """A tqdm bar of e-nodes against the node limit, shown once a run has taken `PROGRESS_AFTER` seconds."""
+
+    def __init__(self, limits: Any):
+        self.limits = limits
+        self.started = 0.0
+        self.bar: Any = None
+
+    def start(self) -> None:
+        self.started = time.perf_counter()
+
+    def update(self, report: Any) -> None:
+        if self.bar is None:
+            if not self.started or time.perf_counter() - self.started < PROGRESS_AFTER:
+                return
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.limits.nodes, unit="node", file=sys.stderr, leave=False, desc="exploring"
+            )
+        self.bar.set_postfix(iteration=report.iterations, classes=report.classes, refresh=False)
+        self.bar.update(max(0, min(report.nodes, self.limits.nodes) - self.bar.n))
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+        self.started = 0.0
+
+
+def _report(report: Any) -> dict:
+    return {
+        "stop_reason": report.stop_reason,
+        "iterations": report.iterations,
+        "nodes": report.nodes,
+        "classes": report.classes,
+        "seconds": round(report.seconds, 4),
+        "failed_rules": dict(report.failed),
+    }
+
+
+def _summary(report: Any) -> str:
+    text = f"{report.stop_reason}, {report.iterations} iterations, {report.nodes} e-nodes"
+    text += f", {report.seconds:.2f} s"
+    if report.failed:
+        text += f"; rules skipped: {', '.join(sorted(report.failed))}"
+    return text
+
+
+def _dot_directory(path: str) -> Path:
+    directory = Path(path)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".relwrite-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise ExploreError(f"--dot {path!r}: cannot write there ({exc.strerror or exc})") from None
+    return directory
+
+
+def _form_dot(expr: Any, name: str) -> str:
+    from relwrite.graph.printing import to_dot
+
+    return to_dot(expr, name=name)
+
+
+def _write_dot(directory: Path, stem: str, text: str) -> None:
+    """Write `stem.dot`, and `stem.svg` when Graphviz's `dot` is installed."""
+    source = directory / f"{stem}.dot"
+    source.write_text(text, encoding="utf-8")
+    dot = shutil.which("dot")
+    if dot is not None:
+        subprocess.run(
+            [dot, "-Tsvg", str(source), "-o", str(source.with_suffix(".svg"))],
+            check=False,
+            timeout=60,
+            capture_output=True,
+        )
