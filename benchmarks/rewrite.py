@@ -1,7 +1,8 @@
 """relwrite's default rewrite phases against PyTensor's, side by side, on three graphs.
 
-Both run `rewrite_graph(fgraph, include=canonicalize + stabilize + specialize)`
-on the same expression built with each library:
+Both run `rewrite_graph(fgraph, include=canonicalize + stabilize + specialize)`,
+and each library's whole `fast_run` rewrites, on the same expression built
+with each library:
 
 - seed: z + ((y * x) / y) * (z / x) on float64 scalars;
 - chain: x = exp(x) * 2 + 1 - x / 3, repeated `--chain` times (default 50:
@@ -101,11 +102,12 @@ def run_relwrite(build: Callable[[Any], list], include: tuple[str, ...]) -> tupl
     return seconds, before, len(fgraph.apply_nodes), messages
 
 
-def run_pytensor(build: Callable[[Any], list]) -> tuple[float, int, int, list[str]]:
+def run_pytensor(build: Callable[[Any], list], include: tuple[str, ...]) -> tuple[float, int, int, list[str]]:
     fgraph = PtFunctionGraph(outputs=build(pt), clone=False)
     before = len(fgraph.apply_nodes)
-    start = time.perf_counter()
-    pt_rewrite_graph(fgraph, include=PHASES)
+    exclude = ("inplace",) if "fast_run" in include else ()  # in-place rewrites need a Supervisor, and
+    start = time.perf_counter()  # relwrite decides in-place work at link time, not in rewriting
+    pt_rewrite_graph(fgraph, include=include, exclude=exclude)
     seconds = time.perf_counter() - start
     return seconds, before, len(fgraph.apply_nodes), []
 
@@ -133,21 +135,27 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     notes: list[str] = []
     for name, build in cases:
-        variants = {name: PHASES, f"{name} +unsafe": (*PHASES, "unsafe")}
+        # label -> (relwrite's tags, PyTensor's tags): the three phases, with unsafe, and all of fast_run
+        variants = {
+            name: (PHASES, PHASES),
+            f"{name} +unsafe": ((*PHASES, "unsafe"), PHASES),
+            f"{name} fast_run": (("fast_run",), ("fast_run",)),
+        }
         ours = {label: Measure() for label in variants}
-        theirs = Measure() if pt is not None else None
+        theirs = {label: Measure() for label in variants} if pt is not None else {}
         for _ in range(args.repeat):  # interleaved, so a change in machine load hits both sides alike
-            if theirs is not None:
-                theirs.add(run_pytensor(build))
-            for label, include in variants.items():
+            for label, (include, pt_include) in variants.items():
+                if pt is not None:
+                    theirs[label].add(run_pytensor(build, pt_include))
                 ours[label].add(run_relwrite(build, include))
         for label, measured in ours.items():
+            other = theirs.get(label)
             notes.append(
                 f"{label}: relwrite {measured.nodes_before} -> {measured.nodes_after} nodes"
-                + (f", pytensor {theirs.nodes_before} -> {theirs.nodes_after}" if theirs else "")
+                + (f", pytensor {other.nodes_before} -> {other.nodes_after}" if other else "")
             )
             notes.extend(f"{label}: relwrite warned: {message}" for message in measured.warnings)
-            print(_row(label, measured, theirs), flush=True)
+            print(_row(label, measured, other), flush=True)
     print()
     print("nodes before -> after:")
     for note in notes:

@@ -39,18 +39,22 @@ DIRECTIONS = ("forward", "backward")
 
 
 class Answer:
-    """One answer of a rule: the other side's term (`value`) and the kanren state that gave it."""
+    """One answer of a rule: the other side's term (`value`), and the values its variables took.
 
-    __slots__ = ("_bindings", "state", "value")
+    `state` is the kanren state that gave it (None when a pattern rule's
+    matcher answered directly); `bindings` are computed on first use.
+    """
 
-    def __init__(self, value: Any, state: Any):
-        self.value, self.state, self._bindings = value, state, None
+    __slots__ = ("_bindings", "_named", "state", "value")
+
+    def __init__(self, value: Any, state: Any, named: Callable[[], dict[str, Any]] | None = None):
+        self.value, self.state, self._named, self._bindings = value, state, named, None
 
     @property
     def bindings(self) -> dict[str, Any]:
         """The values the answer's logic variables took, by name (`bindings_of`), computed on first use."""
         if self._bindings is None:
-            self._bindings = bindings_of(self.state)
+            self._bindings = self._named() if self._named is not None else bindings_of(self.state)
         return self._bindings
 
     def __repr__(self) -> str:
@@ -111,13 +115,20 @@ def pattern_relation(
     def fresh(s: Mapping) -> dict:
         return {**{v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}, **s}
 
+    def forward_matches(given: Any) -> Iterator[tuple[dict, Any]]:
+        """(substitution, right side) for each match of the left pattern on ground `given`."""
+        for s in lhs.matches(given):
+            if all(w.decided(s) for w in where):
+                built = _term(rhs, s)
+                if built is not None and (not keeps_type or _replaceable(given, built)):
+                    yield s, built
+
     def relation(a: Any, b: Any) -> Callable[[Any], Iterator[Any]]:
         def goal(state: Any) -> Iterator[Any]:
             a_, b_ = walk(a, state), walk(b, state)
             if not isvar(a_) and is_ground(a_):
-                for s in lhs.matches(a_):
-                    if all(w.decided(s) for w in where):
-                        yield from _finish(state, a_, b_, rhs, s, ())
+                for s, built in forward_matches(a_):
+                    yield from _finish(state, None, b_, rhs, s, (), built)
             elif not isvar(b_) and is_ground(b_):
                 for s in rhs.matches(b_):
                     s = fresh(s)
@@ -135,9 +146,9 @@ def pattern_relation(
             return found + [(tuple(s.get(v, v) for v in w.variables), w) for w in where]
 
         def _finish(
-            state: Any, given: Any, other: Any, side: Pattern, s: dict, guards: list
+            state: Any, given: Any, other: Any, side: Pattern, s: dict, guards: list, built: Any = None
         ) -> Iterator[Any]:
-            built = _term(side, s)
+            built = _term(side, s) if built is None else built
             if built is None or (keeps_type and given is not None and not _replaceable(given, built)):
                 return
             if isvar(other) and type(state) is dict and other not in state:
@@ -158,6 +169,8 @@ def pattern_relation(
         return goal
 
     relation.__name__ = name
+    relation.forward_matches = forward_matches  # the matcher without kanren states: `answers` uses it
+    relation.names = {v: n for n, v in lhs.names.items() if not n.startswith("*")}
     return relation
 
 
@@ -206,6 +219,12 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
     if guard is not None and direction == "forward" and not _guard_passes(guard, term):
         return
     relation = getattr(rule, "relation", rule)
+    matches = getattr(relation, "forward_matches", None)
+    if matches is not None and direction == "forward" and not isvar(term) and is_ground(term):
+        names = relation.names  # the goal's own ground branch, without building kanren states
+        for s, built in matches(term):
+            yield Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
+        return
     for q, state in run_relation(relation, term, direction):
         value = walk(q, state)
         yield Answer(value if is_ground(value) else reify(value, state), state)
