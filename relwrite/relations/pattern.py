@@ -115,6 +115,7 @@ class _Number:
 @dataclass(frozen=True)
 class _Exactly:
     value: Any  # a graph object or logic variable given in the pattern
+    logic: bool = False  # whether `value` is a logic variable (decided once, at compile time)
 
 
 @dataclass(frozen=True)
@@ -128,6 +129,8 @@ class _Apply:
     op: Any  # an Op or a logic variable
     args: tuple
     multiset: bool
+    op_is_var: bool = False  # decided once, at compile time: matching is the hot path
+    spliced: bool = False  # whether an argument is a sequence variable
 
 
 class Pattern:
@@ -167,7 +170,7 @@ class Pattern:
                     return _Sequence(self._name(item))
                 return _Named(self._name(item))
             if isinstance(item, (Variable, Var)):
-                return _Exactly(item)
+                return _Exactly(item, isvar(item))
             if isinstance(item, NUMBER):
                 return _Number(item)
             raise TypeError(f"unsupported pattern element {item!r} ({type(item).__name__})")
@@ -194,7 +197,13 @@ class Pattern:
                 sequences = [a for a in args if isinstance(a, _Sequence)]
                 if len(sequences) > 1:
                     raise ValueError(f"at most one sequence variable per application, got {item!r}")
-                return _Apply(item[0], args, self.commutative and is_variadic(item[0]))
+                return _Apply(
+                    item[0],
+                    args,
+                    self.commutative and is_variadic(item[0]),
+                    isvar(item[0]),
+                    any(isinstance(a, _Sequence) for a in args),
+                )
             return leaf(item, top)
 
         return compile_(spec, True)
@@ -285,7 +294,7 @@ def _match(
             yield s
         return
     if isinstance(node, _Exactly):
-        if isvar(node.value):
+        if node.logic:
             bound = s.get(node.value, _UNBOUND)
             if bound is _UNBOUND:
                 yield {**s, node.value: value}
@@ -316,7 +325,7 @@ def _match_application(
         graph = value.variable if isinstance(value, GraphETuple) else value
         if isinstance(graph, Variable) and len(clients.get(graph, ())) > 1:
             return
-    if isvar(node.op):
+    if node.op_is_var:
         bound = s.get(node.op, _UNBOUND)
         if bound is _UNBOUND:
             s = {**s, node.op: op}
@@ -436,12 +445,12 @@ def _build(node: Any, s: Mapping) -> Any:
     if isinstance(node, _Number):
         return node.value
     if isinstance(node, _Exactly):
-        return s.get(node.value, node.value) if isvar(node.value) else node.value
+        return s.get(node.value, node.value) if node.logic else node.value
     if isinstance(node, _Guarded):
         return _build(node.inner, s)
     if isinstance(node, _Sequence):
         raise TypeError("a sequence variable is spliced by its application")
-    op = s.get(node.op, node.op) if isvar(node.op) else node.op
+    op = s.get(node.op, node.op) if node.op_is_var else node.op
     args: list[Any] = []
     for a in node.args:
         if isinstance(a, _Sequence):
@@ -452,8 +461,7 @@ def _build(node: Any, s: Mapping) -> Any:
                 args.extend(bound)
         else:
             args.append(_build(a, s))
-    spliced = any(isinstance(a, _Sequence) for a in node.args)
-    if node.multiset and spliced and len(args) == 1:
+    if node.multiset and node.spliced and len(args) == 1:
         return args[0]
     if node.multiset and not args:
         raise EmptyApplication(f"{op} of no operands")
