@@ -190,29 +190,41 @@ def _known_tags(tags: Sequence[str], option: str) -> list[str]:
 
 def _parse_expression(text: str, var_specs: Sequence[str]) -> Any:
     """The graph of `text` with the `--var NAME:TYPE` types; CommandError naming what is wrong."""
+    return _parse_expressions([text], var_specs)[0]
+
+
+def _parse_expressions(texts: Sequence[str], var_specs: Sequence[str]) -> list[Any]:
+    """The graphs of `texts`, all with the `--var NAME:TYPE` types, each of which must name a
+    variable of at least one of them; CommandError naming what is wrong."""
     from relwrite import parse
     from relwrite.graph.basic import graph_inputs
 
     types = _typed_names(var_specs)
-    try:
-        output = parse(text, types)
-    except SyntaxError as exc:
-        where = f" at column {exc.offset}" if exc.offset else ""
-        raise CommandError(f"cannot parse {text!r}: {exc.msg}{where}") from None
-    except (ValueError, TypeError) as exc:
-        raise CommandError(str(exc).splitlines()[0]) from None
-    used = {v.name for v in graph_inputs([output])}
+    outputs = []
+    for text in texts:
+        try:
+            outputs.append(parse(text, types))
+        except SyntaxError as exc:
+            where = f" at column {exc.offset}" if exc.offset else ""
+            raise CommandError(f"cannot parse {text!r}: {exc.msg}{where}") from None
+        except (ValueError, TypeError) as exc:
+            raise CommandError(str(exc).splitlines()[0]) from None
+    used = {v.name for v in graph_inputs(outputs)}
     for name in types:
         if name not in used:
-            raise CommandError(f"--var {name!r}: the expression {text!r} has no variable {name!r}")
-    return output
+            if len(texts) == 1:
+                missing = f"the expression {texts[0]!r} has no variable {name!r}"
+            else:
+                missing = f"neither {' nor '.join(map(repr, texts))} has a variable {name!r}"
+            raise CommandError(f"--var {name!r}: {missing}")
+    return outputs
 
 
 def _explore(args: argparse.Namespace) -> int:
     from relwrite.explore_command import ExploreError, run
 
     try:
-        return run(args, _parse_expression)
+        return run(args, _parse_expressions)
     except ExploreError as exc:
         raise CommandError(str(exc)) from None
 
@@ -431,6 +443,18 @@ def _check_one(
     return outcome, message, seconds
 
 
+def _expression_arguments(command: argparse.ArgumentParser, examples: str) -> None:
+    """The expression argument and its `--var NAME:TYPE` options, as every expression command takes them."""
+    command.add_argument("expr", help=f"the expression, e.g. {examples}")
+    command.add_argument(
+        "--var",
+        action="append",
+        default=[],
+        metavar="NAME:TYPE",
+        help="type a name (default: float64 scalar)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="relwrite", description="Relational rewriting of array-expression graphs.")
     parser.add_argument("--version", action="version", version=f"relwrite {_version()}")
@@ -444,14 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite = commands.add_parser(
         "rewrite", help="rewrite an expression with a mode's pipeline", expression=True
     )
-    rewrite.add_argument("expr", help="the expression, e.g. 'exp(log(x)) * y / y' or '-x * y'")
-    rewrite.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="NAME:TYPE",
-        help="type a name (default: float64 scalar)",
-    )
+    _expression_arguments(rewrite, "'exp(log(x)) * y / y' or '-x * y'")
     rewrite.add_argument("--mode", default="fast_run", help="fast_run (default), fast_compile, o1..o4")
     rewrite.add_argument(
         "--include",
@@ -471,14 +488,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="list equivalent forms of an expression (rules run both ways), or prove two equal",
         expression=True,
     )
-    explore.add_argument("expr", help="the expression, e.g. 'log(1 + exp(x))' or 'A @ (x + y)'")
-    explore.add_argument(
-        "--var",
-        action="append",
-        default=[],
-        metavar="NAME:TYPE",
-        help="type a name (default: float64 scalar)",
-    )
+    _expression_arguments(explore, "'log(1 + exp(x))' or 'A @ (x + y)'")
     explore.add_argument("-n", type=int, default=10, metavar="N", help="how many forms to print (default 10)")
     explore.add_argument(
         "--cost", default="nodes", choices=("nodes", "flops", "depth", "accuracy"), help="order forms by"

@@ -17,8 +17,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-COSTS = ("nodes", "flops", "depth", "accuracy")
-DIRECTIONS = ("forward", "backward", "both")
 PROGRESS_AFTER = 1.0
 """Seconds a run takes before its progress bar appears."""
 
@@ -27,9 +25,17 @@ class ExploreError(Exception):
     """Bad input to the command: one line, non-zero exit (the CLI turns it into its CommandError)."""
 
 
-def run(args: argparse.Namespace, parse_expression: Callable[[str, list[str]], Any]) -> int:
-    """Run the command; `parse_expression(text, var_specs)` is the CLI's parser of expressions."""
-    from relwrite.engine.explore import Exploration, Limits, UnsoundFormError, egraph_dot, share_inputs
+def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[str]], list[Any]]) -> int:
+    """Run the command; `parse_expressions(texts, var_specs)` is the CLI's parser of expressions."""
+    from relwrite.engine.explore import (
+        AccuracyError,
+        Exploration,
+        Limits,
+        UnsoundFormError,
+        egraph_dot,
+        resolve_cost,
+        share_inputs,
+    )
 
     if args.n < 1:
         raise ExploreError(f"-n must be at least 1, got {args.n}")
@@ -40,21 +46,23 @@ def run(args: argparse.Namespace, parse_expression: Callable[[str, list[str]], A
             str(exc).replace("Limits.nodes", "--limit-nodes").replace("Limits.seconds", "--limit-seconds")
         )
         raise ExploreError(message) from None
-    dot_dir = _dot_directory(args.dot) if args.dot is not None else None
-    expr = parse_expression(args.expr, args.var)
-    exprs = [expr]
+    _check_tags(args.include)
+    exprs = parse_expressions([args.expr] if args.prove is None else [args.expr, args.prove], args.var)
     if args.prove is not None:
         try:
-            exprs.append(share_inputs(expr, parse_expression(args.prove, args.var)))
+            exprs[1] = share_inputs(exprs[0], exprs[1])
         except ValueError as exc:
             raise ExploreError(f"--prove {args.prove!r}: {exc}") from None
+    else:
+        try:
+            cost = resolve_cost(args.cost, exprs[0])
+        except AccuracyError as exc:
+            raise ExploreError(f"--cost {args.cost}: {exc}") from None
+    dot_dir = _dot_directory(args.dot) if args.dot is not None else None
     bar = _Progress(limits)
-    try:
-        exploration = Exploration(
-            exprs, direction=args.direction, limits=limits, include=args.include, progress=bar.update
-        )
-    except ValueError as exc:
-        raise ExploreError(str(exc)) from None
+    exploration = Exploration(
+        exprs, direction=args.direction, limits=limits, include=args.include, progress=bar.update
+    )
     try:
         if args.prove is not None:
             return _prove(args, exploration, bar, dot_dir)
@@ -62,7 +70,7 @@ def run(args: argparse.Namespace, parse_expression: Callable[[str, list[str]], A
         exploration.run()
         bar.close()
         forms = []
-        for form in exploration.forms(0, args.cost):
+        for form in exploration.forms(0, cost):
             forms.append(form)
             if len(forms) == args.n:
                 break
@@ -170,6 +178,16 @@ def _summary(report: Any) -> str:
     return text
 
 
+def _check_tags(tags: list[str]) -> None:
+    """Each `--include` tag must be a tag of some catalogue rule."""
+    from relwrite.relations import OPT_IN_TAGS, catalogue
+
+    known = set(OPT_IN_TAGS).union(*(r.tags for r in catalogue()))
+    for tag in tags:
+        if tag not in known:
+            raise ExploreError(f"unknown tag {tag!r} for --include; known tags: {', '.join(sorted(known))}")
+
+
 def _dot_directory(path: str) -> Path:
     directory = Path(path)
     try:
@@ -189,14 +207,23 @@ def _form_dot(expr: Any, name: str) -> str:
 
 
 def _write_dot(directory: Path, stem: str, text: str) -> None:
-    """Write `stem.dot`, and `stem.svg` when Graphviz's `dot` is installed."""
+    """Write `stem.dot`, and `stem.svg` when Graphviz's `dot` is installed (a note on stderr if it fails)."""
     source = directory / f"{stem}.dot"
     source.write_text(text, encoding="utf-8")
     dot = shutil.which("dot")
-    if dot is not None:
-        subprocess.run(
+    if dot is None:
+        return
+    try:
+        done = subprocess.run(
             [dot, "-Tsvg", str(source), "-o", str(source.with_suffix(".svg"))],
             check=False,
             timeout=60,
             capture_output=True,
+            text=True,
         )
+        why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[0]
+        failed = done.returncode != 0
+    except (OSError, subprocess.SubprocessError) as exc:
+        why, failed = str(exc), True
+    if failed:
+        print(f"relwrite: note: dot could not render {source}: {why}", file=sys.stderr)

@@ -77,7 +77,7 @@ def test_dot_writes_the_egraph_and_each_form(capsys, tmp_path):
         (["x", "--limit-nodes", "0"], "--limit-nodes must be a positive int, got 0"),
         (["x", "--limit-seconds", "-1"], "--limit-seconds must be a positive number, got -1.0"),
         (["x", "-n", "0"], "-n must be at least 1, got 0"),
-        (["x", "--include", "nosuchtag"], "include names no tag of the catalogue: nosuchtag"),
+        (["x", "--include", "nosuchtag"], "unknown tag 'nosuchtag' for --include"),
         (["x", "--prove", "x", "--var", "x:vector"], None),
     ],
 )

@@ -17,6 +17,7 @@ from relwrite.engine.explore.api import (
     explore,
     pareto,
     prove,
+    resolve_cost,
     select_rules,
     share_inputs,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "explore",
     "pareto",
     "prove",
+    "resolve_cost",
     "select_rules",
     "share_inputs",
 ]

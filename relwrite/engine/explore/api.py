@@ -186,7 +186,7 @@ class Exploration:
     ) -> Iterator[Form]:
         """Up to `most` distinct forms of expression `index`, cheapest first under `cost`, each checked."""
         expr, root = self.exprs[index], self.roots[index]
-        scored = _cost(cost, expr, ranges)
+        scored = resolve_cost(cost, expr, ranges)
         if isinstance(scored, CostFunction):
             trees = Trees(scored)
             ranked = ((t, trees.cost[t]) for t in enumerate_trees(self.egraph, root, trees, most=most))
@@ -211,7 +211,7 @@ class Exploration:
         ranges: Mapping[str, tuple[float, float]] | None = None,
     ) -> Form:
         """The cheapest form of expression `index` under `cost` (checked as `forms` checks)."""
-        scored = _cost(cost, self.exprs[index], ranges)
+        scored = resolve_cost(cost, self.exprs[index], ranges)
         if not isinstance(scored, CostFunction):
             return next(self.forms(index, scored, check, check_examples, ranges))
         trees = Trees(scored)
@@ -267,18 +267,21 @@ def explore(
 ) -> Iterator[Form]:
     """Distinct forms of `expr` (distinct up to associativity and commutativity), cheapest first.
 
-    The rules (default: the catalogue without unsafe and explore rules;
-    `include` and `unsafe` add those) run forward, backward or both at every
-    class of an e-graph until saturation or `limits`; then forms come out
-    lazily under `cost`: "nodes", "flops", "depth", "accuracy" (bits of error,
-    Herbie's measure, over `ranges` of the inputs), a `CostFunction`, or a
-    callable scoring a form's graph.  Each form is re-checked numerically
-    against `expr` on `check_examples` generated inputs (`UnsoundFormError`
-    on a mismatch).  At most `most` forms are listed.
+    The rules (default: the catalogue without its opt-in rules, save those
+    tagged explore; `include` and `unsafe` add the others) run forward,
+    backward or both at every class of an e-graph until saturation or
+    `limits`; then forms come out lazily under `cost`: "nodes", "flops",
+    "depth", "accuracy" (bits of error, Herbie's measure, over `ranges` of
+    the inputs), a `CostFunction`, or a callable scoring a form's graph.
+    Each form is re-checked numerically against `expr` on `check_examples`
+    generated inputs (`UnsoundFormError` on a mismatch).  At most `most`
+    forms are listed.  A cost that cannot measure `expr` (accuracy of an
+    integer expression, say) raises before anything is explored.
     """
     exploration = Exploration([expr], rules, direction, limits, include, unsafe, progress)
+    scored = resolve_cost(cost, expr, ranges)
     exploration.run()
-    yield from exploration.forms(0, cost, check, check_examples, ranges, most)
+    yield from exploration.forms(0, scored, check, check_examples, ranges, most)
 
 
 def best_form(
@@ -296,8 +299,9 @@ def best_form(
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`)."""
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
+    scored = resolve_cost(cost, expr, ranges)
     exploration.run()
-    return exploration.best(0, cost, check=check, check_examples=check_examples, ranges=ranges)
+    return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
 
 
 def prove(
@@ -337,8 +341,8 @@ def pareto(
 ) -> list[ParetoPoint]:
     """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops."""
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
-    exploration.run()
     accuracy, flops = Accuracy(expr, ranges=ranges), Flops()
+    exploration.run()
     trees = Trees(flops)
     pool = list(
         enumerate_trees(exploration.egraph, exploration.roots[0], trees, k=candidates, most=candidates)
@@ -353,7 +357,13 @@ def pareto(
     return front
 
 
-def _cost(cost: Cost, expr: Variable, ranges: Mapping[str, tuple[float, float]] | None):
+def resolve_cost(
+    cost: Cost, expr: Variable, ranges: Mapping[str, tuple[float, float]] | None = None
+) -> CostFunction | Callable[[Variable], float]:
+    """The cost `cost` names for forms of `expr`: a `CostFunction`, or a callable scoring whole forms.
+
+    Raises ValueError for an unknown name and `AccuracyError` when accuracy cannot measure `expr`.
+    """
     if isinstance(cost, str):
         if cost == "accuracy":
             return Accuracy(expr, ranges=ranges)

@@ -30,6 +30,7 @@ from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
+from relwrite.graph.printing import pprint
 from relwrite.graph.types import TensorType
 
 UNKNOWN_LENGTH = 64
@@ -152,6 +153,14 @@ def _power(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
         return mpmath.inf
 
 
+def _erfc(x: mpmath.mpf) -> mpmath.mpf:
+    """erfc, by its asymptotic form beyond 2**64, where the series' next term is below 2**-129 of it
+    (mpmath's own overflows a float there)."""
+    if x > 2**64:
+        return mpmath.exp(-x * x) / (x * mpmath.sqrt(mpmath.pi))
+    return mpmath.erfc(x)
+
+
 def _extremum(pick: Callable) -> Callable:
     def f(a, b):
         if mpmath.isnan(a) or mpmath.isnan(b):
@@ -180,6 +189,11 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
     ops.Abs: abs,
     ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),
     ops.Softplus: lambda x: mpmath.log1p(mpmath.exp(x)),
+    ops.Erf: mpmath.erf,
+    ops.Erfc: _erfc,
+    ops.Log1mexp: lambda x: (
+        mpmath.log(-mpmath.expm1(x)) if x < 0 else (-mpmath.inf if x == 0 else mpmath.nan)
+    ),
     ops.Reciprocal: lambda x: _divide(mpmath.mpf(1), x),
     ops.Identity: lambda x: x,
     ops.Maximum: _extremum(max),
@@ -231,8 +245,19 @@ def _mp_node(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
         return total / (arrays[0].size // max(total.size, 1))
     if isinstance(op, ops.Max):
         return np.asarray(np.max(arrays[0], axis=op.axis), dtype=object)
-    if isinstance(op, ops.Dot):
+    if isinstance(op, ops.LogSumExp):
+        total = np.asarray(np.sum(np.frompyfunc(mpmath.exp, 1, 1)(arrays[0]), axis=op.axis), dtype=object)
+        return np.asarray(np.frompyfunc(_MP_ELEMENTWISE[ops.Log], 1, 1)(total), dtype=object)
+    if isinstance(op, (ops.Dot, ops.Dot22)):
         return np.asarray(np.dot(arrays[0], arrays[1]), dtype=object)
+    if isinstance(op, (ops.Gemm, ops.Gemv)):  # b * z + a * (x @ y)
+        z, a, x, y, b = arrays
+        return np.asarray(b * z + a * np.dot(x, y), dtype=object)
+    if isinstance(op, ops.Ger):  # m + a * outer(x, y)
+        m, a, x, y = arrays
+        return np.asarray(m + a * np.multiply.outer(x, y), dtype=object)
+    if isinstance(op, ops.Alloc):
+        return np.broadcast_to(arrays[0], op.shape).copy()
     if isinstance(op, ops.DimShuffle):
         x = arrays[0]
         if op.dropped:
@@ -294,13 +319,13 @@ class Accuracy:
         length: int = 3,
     ):
         if expr.type.numpy_dtype.kind != "f":
-            raise AccuracyError(f"accuracy needs a floating result, {expr} is {expr.dtype}")
+            raise AccuracyError(f"accuracy needs a floating result, {pprint(expr)} is {expr.dtype}")
         self.inputs = [v for v in graph_inputs([expr]) if not isinstance(v, Constant)]
         if not self.inputs:
-            raise AccuracyError(f"{expr} has no inputs to sample")
+            raise AccuracyError(f"accuracy needs inputs to sample, {pprint(expr)} has none")
         for v in self.inputs:
             if v.type.numpy_dtype.kind != "f":
-                raise AccuracyError(f"accuracy needs floating inputs, {v} is {v.dtype}")
+                raise AccuracyError(f"accuracy needs floating inputs, {v.name or v} is {v.dtype}")
         ranges = dict(ranges or {})
         unknown = sorted(set(ranges) - {v.name for v in self.inputs})
         if unknown:
@@ -315,7 +340,7 @@ class Accuracy:
         reference = self._reference(expr, points, samples)
         keep = ~np.isnan(reference.reshape(samples, -1)).any(axis=1)
         if not keep.any():
-            raise AccuracyError(f"{expr} is not a real number at any sample point")
+            raise AccuracyError(f"{pprint(expr)} is not a real number at any sample point")
         self.points = [p[keep] for p in points]
         with np.errstate(all="ignore"):
             self.reference = reference[keep].astype(expr.type.numpy_dtype)
@@ -365,7 +390,9 @@ class Accuracy:
                         spans = np.broadcast_to(spans, np.broadcast_shapes(spans.shape, (len(need),)))
                         need = np.maximum(need, spans.reshape(len(need), -1).max(axis=1, initial=0))
                 value = values[expr] if expr in values else _mp_array(expr.data)
-                results.append(np.frompyfunc(_rounded, 1, 1)(np.asarray(value)).astype(np.float64))
+                with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
+                    rounded = np.frompyfunc(_rounded, 1, 1)(np.asarray(value))  # a bare float when 0-d
+                results.append(np.asarray(rounded, dtype=np.float64))
                 needs.append(need)
         if batched:
             shape = np.broadcast_shapes(results[0].shape, (count,) + (1,) * expr.ndim)

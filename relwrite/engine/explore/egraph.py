@@ -14,8 +14,12 @@ same e-node and nothing has to search over orders.
 
 Explanations follow egg's design: every union links the two term nodes it
 was made on in a proof forest, with its reason (`Applied` for a rule,
-`CONGRUENCE`, `FOLDING` for constant folding); `proof_path` gives the chain
-of links between two term nodes of one class.
+`CONGRUENCE`, `FOLDING` for constant folding) and the time it was made;
+`proof_path` gives the chain of links between two term nodes of one class.
+A congruence link keeps which operands it paired, and a rule application
+between two term nodes already in one class is kept as a spare link
+(`spare_links`): both let explanations look for shorter chains than the
+forest's.
 
 Nothing here recurses: terms are walked with explicit stacks, so a 100,000
 node chain interns like a small graph.
@@ -84,12 +88,14 @@ Reason = Applied | str
 
 
 class EClass:
-    """One equivalence class: its e-nodes (term node ids), parents, static type and a leaf it holds."""
+    """One equivalence class: its e-nodes (term node ids), every term node in it, parents, static type
+    and a leaf it holds."""
 
-    __slots__ = ("leaf", "nodes", "parents", "type")
+    __slots__ = ("leaf", "nodes", "parents", "terms", "type")
 
     def __init__(self, node: int, type_: TensorType, leaf: Variable | None):
         self.nodes: list[int] = [node]
+        self.terms: list[int] = [node]
         self.parents: list[tuple[tuple, int]] = []
         self.type = type_
         self.leaf = leaf
@@ -106,6 +112,10 @@ class EGraph:
         self._uf: list[int] = []
         self._proof: list[int | None] = []
         self._why: list[Reason | None] = []
+        self._when: list[int] = []
+        self._clock = 0
+        self._paired: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        self._spare: dict[int, list[tuple[int, Applied]]] = {}
         self._exact: dict[tuple, int] = {}
         self._leaves: dict[Variable, int] = {}
         self._memo: dict[tuple, int] = {}
@@ -154,6 +164,15 @@ class EGraph:
     def nodes(self, cls: int) -> list[int]:
         """The e-nodes of a class (one term node for each)."""
         return self.classes[self.find(cls)].nodes
+
+    def terms(self, cls: int) -> list[int]:
+        """Every term node of a class."""
+        return self.classes[self.find(cls)].terms
+
+    def canonical(self, node: int) -> tuple:
+        """The e-node of a term node: its op and its operands' classes (sorted for add and mul);
+        term nodes with one canonical e-node are congruent."""
+        return self._canonical(node)
 
     def reachable(self, roots: Iterable[int]) -> list[int]:
         """The classes reachable from `roots` through operands, each once."""
@@ -228,6 +247,7 @@ class EGraph:
         existing = self._memo.get(canon)
         if existing is not None:
             self._uf[i] = self.find(existing)
+            self.classes[self._uf[i]].terms.append(i)
             self._link(i, existing, CONGRUENCE)
             return i
         self._memo[canon] = i
@@ -364,6 +384,7 @@ class EGraph:
         self._uf.append(i)
         self._proof.append(None)
         self._why.append(None)
+        self._when.append(0)
         return i
 
     def _canonical(self, node: int) -> tuple:
@@ -379,12 +400,16 @@ class EGraph:
         """Merge the classes of term nodes `a` and `b` because of `reason`; False when already one."""
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
+            if isinstance(reason, Applied) and a != b:
+                self._spare.setdefault(a, []).append((b, reason))
+                self._spare.setdefault(b, []).append((a, reason))
             return False
         self._link(a, b, reason)
         big, small = (ra, rb) if len(self.classes[ra].parents) >= len(self.classes[rb].parents) else (rb, ra)
         self._uf[small] = big
         kept, gone = self.classes[big], self.classes.pop(small)
         kept.nodes.extend(gone.nodes)
+        kept.terms.extend(gone.terms)
         kept.parents.extend(gone.parents)
         if gone.leaf is not None and (kept.leaf is None or isinstance(gone.leaf, Constant)):
             kept.leaf = gone.leaf
@@ -449,12 +474,54 @@ class EGraph:
     # -- proofs ----------------------------------------------------------------------------------
 
     def _link(self, a: int, b: int, reason: Reason) -> None:
-        """Add the proof-forest edge a - b: re-root a's tree at a, then hang it under b."""
-        node, parent, why = a, b, reason
+        """Add the proof-forest edge a - b: re-root a's tree at a, then hang it under b.
+
+        A congruence link records which operands of a and b it paired (operands
+        whose classes are equal now, so proved equal by links made before it).
+        """
+        if reason == CONGRUENCE:
+            self._paired[(a, b) if a < b else (b, a)] = self._pairing(a, b) if a < b else self._pairing(b, a)
+        self._clock += 1
+        node, parent, why, when = a, b, reason, self._clock
         while node is not None:
-            node_parent, node_why = self._proof[node], self._why[node]
-            self._proof[node], self._why[node] = parent, why
-            node, parent, why = node_parent, node, node_why
+            node_parent, node_why, node_when = self._proof[node], self._why[node], self._when[node]
+            self._proof[node], self._why[node], self._when[node] = parent, why, when
+            node, parent, why, when = node_parent, node, node_why, node_when
+
+    def _pairing(self, a: int, b: int) -> tuple[tuple[int, int], ...]:
+        """The operands of congruent term nodes a and b paired, in a's order, each with one of b's
+        operands in its class (for add and mul, any one not yet taken)."""
+        xs, ys = self._children[a], list(self._children[b])
+        if self._op[a] not in AC_OPS:
+            return tuple(zip(xs, ys))
+        pairs = []
+        for c in xs:
+            k = next(j for j, d in enumerate(ys) if d is not None and self.find(d) == self.find(c))
+            pairs.append((c, ys[k]))
+            ys[k] = None
+        return tuple(pairs)
+
+    def link_pairs(self, a: int, b: int) -> tuple[tuple[int, int], ...] | None:
+        """The operand pairs of the congruence link between term nodes a and b, in a's operand order
+        (None when the forest has no such link)."""
+        pairs = self._paired.get((a, b) if a < b else (b, a))
+        return pairs if pairs is None or a < b else flip_pairs(self._children[a], pairs)
+
+    def forest_link(self, node: int) -> tuple[int, Reason, int] | None:
+        """The proof-forest link from a term node towards its tree's root: (parent, reason, time)."""
+        parent = self._proof[node]
+        return None if parent is None else (parent, self._why[node], self._when[node])
+
+    def spare_links(self, node: int) -> list[tuple[int, Applied]]:
+        """Rule applications that linked `node` to a term node already in its class (not in the forest)."""
+        return self._spare.get(node, [])
+
+    def proof_time(self, a: int, b: int) -> int:
+        """When the forest first held a chain from term node a to b: its latest link's time (0 if a is b)."""
+        return max(
+            (self._when[x] if self._proof[x] == y else self._when[y] for x, y, _ in self.proof_path(a, b)),
+            default=0,
+        )
 
     def proof_path(self, a: int, b: int) -> list[tuple[int, int, Reason]]:
         """The proof-forest edges (x, y, reason) leading from term node `a` to term node `b`.
@@ -493,3 +560,14 @@ def _flattens(v: Variable) -> bool:
     """Whether `v` is an add or mul whose operands all have its dtype (so nesting can be spliced)."""
     node = v.owner
     return node.op in AC_OPS and all(i.dtype == v.dtype for i in node.inputs)
+
+
+def flip_pairs(operands: tuple[int, ...], pairs: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+    """Operand pairs (c, d) of a congruence turned round: pairs (d, c), in the order of `operands`."""
+    flipped: list[tuple[int, int] | None] = [(d, c) for c, d in pairs]
+    ordered = []
+    for d in operands:
+        k = next(j for j, pair in enumerate(flipped) if pair is not None and pair[0] == d)
+        ordered.append(flipped[k])
+        flipped[k] = None
+    return tuple(ordered)

@@ -1,22 +1,34 @@
 """Explanations: why two terms of an e-graph are equal, as a chain of rule applications.
 
 Every union the e-graph made links two term nodes in its proof forest
-(`EGraph.proof_path`).  An explanation walks that path, as egg's flat
-explanations do: a link made by a rule (or by constant folding) is one step
+(`EGraph.proof_path`).  An explanation is a chain of links, as egg's flat
+explanations are: a link made by a rule (or by constant folding) is one step
 rewriting a subterm of the whole expression; a congruence link (two
 applications of one op to equal operands) is explained by explaining its
 operands, in place.  Each step names its rule and the direction it was run
 in, shows the subterm before and after and the whole expression after, and
 carries the rule's assumptions said of the subterms the rule matched
 (``y != 0`` for the `y` that `mul_div_cancel` cancelled).
+
+The forest's own chain can be enormous: explaining the operands of its
+congruence links repeats whole detours, thousands of steps for what two
+steps show.  So the chain is the shortest one known, in the manner of
+Flatt et al., "Small Proofs from Congruence Closure" (2022): a shortest
+path among the term nodes of the class over rule links (forest and spare
+ones, one step each) and congruences between any two congruent term nodes
+(as many steps as the forest's chains between their operands).  A
+congruence is used only between operands the forest had proved equal
+before the equality being explained, so explaining operands always ends.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import count
 
-from relwrite.engine.explore.egraph import AC_OPS, CONGRUENCE, FOLDING, Applied, EGraph, Reason
+from relwrite.engine.explore.egraph import AC_OPS, CONGRUENCE, FOLDING, Applied, EGraph, Reason, flip_pairs
 from relwrite.graph.basic import Variable
 from relwrite.graph.printing import pprint
 from relwrite.relations.operands import canonical_key
@@ -24,6 +36,9 @@ from relwrite.relations.registry import Rule
 
 MAX_STEPS = 10_000
 """The most steps an explanation lists (its assumptions always cover the whole proof)."""
+
+Link = tuple[int, int, Reason, tuple[tuple[int, int], ...]]
+"""A link of a chain: from term node, to term node, why, and for a congruence its operand pairs."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +128,16 @@ class _Shown:
         self.node, self.op, self.operands = node, op, operands
 
 
+@dataclass
+class _ClassLinks:
+    """The links among the term nodes of one class of `size` term nodes: rule links both ways
+    (forest and spare), and congruences (n, m, operand pairs, when the forest proved the last pair)."""
+
+    size: int
+    rules: list[tuple[int, int, Reason]]
+    congruences: list[tuple[int, int, tuple[tuple[int, int], ...], int]]
+
+
 class Explainer:
     """Explanations of equalities in one e-graph (assumption texts are cached per union)."""
 
@@ -120,6 +145,10 @@ class Explainer:
         self.egraph = egraph
         self._assumed: dict[int, tuple[frozenset[str], tuple]] = {}
         self._graphs: dict[int, Variable] = {}
+        self._chains: dict[tuple[int, int], list[Link]] = {}
+        self._lengths: dict[tuple[int, int], int] = {}
+        self._classes: dict[int, _ClassLinks] = {}
+        self._times: dict[tuple[int, int], int] = {}
 
     def explain(self, a: int, b: int, max_steps: int = MAX_STEPS) -> Explanation:
         """The steps rewriting term node `a` into term node `b` (ValueError when not known equal)."""
@@ -148,30 +177,144 @@ class Explainer:
             if x == y or (x, y) in seen:
                 continue
             seen.add((x, y))
-            for p, q, reason in self.egraph.proof_path(x, y):
+            for _, _, reason, pairs in self._chain(x, y):
                 if isinstance(reason, Applied):
                     found[id(reason)] = reason
-                elif reason == CONGRUENCE:
-                    stack.extend(self._operand_pairs(p, q))
+                stack.extend(pairs)
         return list(found.values())
 
-    def _operand_pairs(self, x: int, y: int) -> list[tuple[int, int]]:
-        """Operands of congruent term nodes x and y, paired (position i of x with an equal operand of y)."""
+    # -- the shortest chain ----------------------------------------------------------------------
+
+    def _chain(self, a: int, b: int) -> list[Link]:
+        """The shortest known chain of links from term node a to b (see the module's docstring).
+
+        Chains are found for the operand pairs of a class's congruences before
+        the class's own (an explicit stack: they are proved earlier, so this ends).
+        """
+        chains, lengths = self._chains, self._lengths
+        stack = [(a, b)]
+        while stack:
+            x, y = pair = stack[-1]
+            if pair in chains:
+                stack.pop()
+                continue
+            if x == y:
+                chains[pair], lengths[pair] = [], 0
+                stack.pop()
+                continue
+            before = self._time(x, y)
+            congruences = [c for c in self._class(x).congruences if c[3] < before]
+            missing = [
+                q for _, _, pairs, _ in congruences for q in pairs if q not in lengths and q[0] != q[1]
+            ]
+            if missing:
+                stack.extend(missing)
+                continue
+            stack.pop()
+            chain = self._shortest(x, y, congruences)
+            length = sum(1 if not pairs else sum(lengths.get(q, 0) for q in pairs) for *_, pairs in chain)
+            operands = self.egraph.exact_children
+            chains[pair], lengths[pair] = chain, length
+            chains[y, x] = [
+                (q, p, why, flip_pairs(operands(q), pairs) if pairs else ())
+                for p, q, why, pairs in chain[::-1]
+            ]
+            lengths[y, x] = length
+        return chains[a, b]
+
+    def _shortest(self, a: int, b: int, congruences: list) -> list[Link]:
+        """Dijkstra from a to b over rule links (one step each) and `congruences` (the steps their
+        operands' chains take)."""
+        lengths = self._lengths
+        known = self._class(a)
+        edges: dict[int, list[tuple[int, Link]]] = {}
+        for n, m, why in known.rules:
+            edges.setdefault(n, []).append((1, (n, m, why, ())))
+        for n, m, pairs, _ in congruences:
+            cost = sum(lengths[q] for q in pairs if q[0] != q[1])
+            edges.setdefault(n, []).append((cost, (n, m, CONGRUENCE, pairs)))
+        best: dict[int, int] = {a: 0}
+        came: dict[int, Link] = {}
+        tie = count()
+        heap = [(0, next(tie), a)]
+        while heap:
+            cost, _, n = heapq.heappop(heap)
+            if n == b:
+                break
+            if cost > best[n]:
+                continue
+            for length, link in edges.get(n, ()):
+                m = link[1]
+                if cost + length < best.get(m, cost + length + 1):
+                    best[m] = cost + length
+                    came[m] = link
+                    heapq.heappush(heap, (cost + length, next(tie), m))
+        chain = []
+        n = b
+        while n != a:
+            chain.append(came[n])
+            n = came[n][0]
+        return chain[::-1]
+
+    def _class(self, node: int) -> _ClassLinks:
+        """The links among the term nodes of `node`'s class (rebuilt when the class has grown)."""
         egraph = self.egraph
+        terms = egraph.terms(node)
+        cls = egraph.find(node)
+        found = self._classes.get(cls)
+        if found is not None and found.size == len(terms):
+            return found
+        rules: list[tuple[int, int, Reason]] = []
+        congruent: dict[tuple, list[int]] = {}
+        for n in terms:
+            link = egraph.forest_link(n)
+            if link is not None and link[1] != CONGRUENCE:
+                rules += [(n, link[0], link[1]), (link[0], n, link[1])]
+            rules += [(n, m, why) for m, why in egraph.spare_links(n)]
+            if egraph.op(n) is not None:
+                congruent.setdefault(egraph.canonical(n), []).append(n)
+        congruences = []
+        for group in congruent.values():
+            for n in group:
+                for m in group:
+                    if m != n:
+                        pairs = self._operand_pairs(n, m)
+                        latest = max((self._time(c, d) for c, d in pairs), default=0)
+                        congruences.append((n, m, pairs, latest))
+        found = self._classes[cls] = _ClassLinks(len(terms), rules, congruences)
+        return found
+
+    def _time(self, a: int, b: int) -> int:
+        """When the forest first proved a = b (kept: the forest's chains never change)."""
+        found = self._times.get((a, b))
+        if found is None:
+            found = self._times[a, b] = self._times[b, a] = self.egraph.proof_time(a, b)
+        return found
+
+    def _operand_pairs(self, x: int, y: int) -> tuple[tuple[int, int], ...]:
+        """The operands of congruent term nodes x and y paired, in x's order.
+
+        A congruence link of the forest pairs its operands as it did when made;
+        others pair each operand of add and mul with the earliest-proved equal one.
+        """
+        egraph = self.egraph
+        pairs = egraph.link_pairs(x, y)
+        if pairs is not None:
+            return pairs
         xs, ys = egraph.exact_children(x), list(egraph.exact_children(y))
         if egraph.op(x) not in AC_OPS:
-            return list(zip(xs, ys))
-        pairs = []
+            return tuple(zip(xs, ys))
+        chosen = []
         for c in xs:
-            k = next(j for j, d in enumerate(ys) if d is not None and egraph.find(d) == egraph.find(c))
-            pairs.append((c, ys[k]))
+            options = [j for j, d in enumerate(ys) if d is not None and egraph.find(d) == egraph.find(c)]
+            k = min(options, key=lambda j: self._time(c, ys[j]))
+            chosen.append((c, ys[k]))
             ys[k] = None
-        return pairs
+        return tuple(chosen)
 
     # -- flat steps ------------------------------------------------------------------------------
 
     def _steps(self, a: int, b: int, max_steps: int) -> list[Step]:
-        egraph = self.egraph
         root = _Shown(a)
         steps: list[Step] = []
         tasks: list[tuple] = [("explain", a, b, ())]
@@ -185,11 +328,13 @@ class Explainer:
                 steps.append(self._step(p, q, reason, self._graph(root)))
             elif args[0] != args[1]:
                 x, y, position = args
-                for p, q, reason in reversed(egraph.proof_path(x, y)):
+                for p, q, reason, pairs in reversed(self._chain(x, y)):
                     if reason == CONGRUENCE:
                         tasks.append(("set", position, q))
-                        pairs = list(enumerate(self._operand_pairs(p, q)))
-                        tasks.extend(("explain", c, d, (*position, i)) for i, (c, d) in reversed(pairs))
+                        tasks.extend(
+                            ("explain", c, d, (*position, i))
+                            for i, (c, d) in reversed(list(enumerate(pairs)))
+                        )
                     else:
                         tasks.append(("step", p, q, position, reason))
         return steps

@@ -23,7 +23,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
+from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph, Lookup
 from relwrite.engine.explore.rewrite import Answer, Budget, backward_heads, reach, rule_answers, rule_clock
 from relwrite.engine.explore.terms import TermView
 from relwrite.graph.basic import Op, Variable
@@ -359,7 +359,10 @@ class Runner:
         egraph, view = self.egraph, self.view
         target = egraph.find(m.cls)
         answer = m.answer.term
-        if not egraph.classes[target].type.is_compatible(answer.type) or self._wraps(answer, target):
+        if not egraph.classes[target].type.is_compatible(answer.type):
+            return
+        found = egraph.lookup(answer, view.placeholder_class, exact=view.materialized)
+        if found.cls != target and self._wraps(found, answer, target):
             return
         try:
             source = egraph.intern(m.term, view.placeholder_class, flatten=False)
@@ -375,18 +378,17 @@ class Runner:
             self.report.rules[m.rule.name].unions += 1
             unions[m.rule.name, m.direction] = unions.get((m.rule.name, m.direction), 0) + 1
 
-    def _wraps(self, answer: Variable, target: int) -> bool:
-        """Whether adding `answer` to class `target` would add nothing or only wrap the class in itself.
+    def _wraps(self, found: Lookup, answer: Variable, target: int) -> bool:
+        """Whether adding `answer` (found where `found` says) to class `target` would only wrap the
+        class in itself.
 
-        An answer already in the class adds nothing.  One holding the class
-        as a proper subterm (``x -> -(-x)``), or, for add and mul, holding an
-        e-node of the class as a sub-multiset of its operands (``x + y ->
-        0 + x + y`` is ``0 + (x + y)``), would let the rule apply again to
-        its own answer without end.
+        An answer holding the class as a proper subterm (``x -> -(-x)``), or,
+        for add and mul, holding an e-node of the class as a sub-multiset of
+        its operands (``x + y -> 0 + x + y`` is ``0 + (x + y)``), would let
+        the rule apply again to its own answer without end.
         """
-        egraph, view = self.egraph, self.view
-        found = egraph.lookup(answer, view.placeholder_class, exact=view.materialized)
-        if found.cls == target or target in found.inside:
+        egraph = self.egraph
+        if target in found.inside:
             return True
         op = answer.owner.op if answer.owner is not None else None
         if op not in AC_OPS or not found.operands:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from relwrite import matrix, parse, scalar, vector
 from relwrite.backends.numpy.function import function
 from relwrite.engine.explore.api import UnsoundFormError, best_form, explore, pareto, prove, select_rules
+from relwrite.engine.explore.costs import AccuracyError
 from relwrite.engine.explore.egraph import AC_OPS
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
@@ -67,9 +68,25 @@ def evaluate(graph, inputs, values):
         return np.asarray(function(inputs, graph)(*values), dtype=np.float64)
 
 
-def agree(left, right, scale):
-    both = np.isfinite(left) & np.isfinite(right)
+def agree(left, right, scale, where=True):
+    left, right, where = np.broadcast_arrays(left, right, where)
+    both = np.isfinite(left) & np.isfinite(right) & where
     return np.allclose(left[both], right[both], rtol=1e-6, atol=1e-6 * scale)
+
+
+_COMPARE = {">": np.greater, ">=": np.greater_equal, "<": np.less, "<=": np.less_equal, "!=": np.not_equal}
+
+
+def assumptions_hold(steps, inputs, values):
+    """Where every assumption of `steps` holds on the inputs' `values` (broadcast, elementwise)."""
+    where = np.True_
+    for step in steps:
+        for term, comparison, value in step.conditions:
+            where = where & _COMPARE[comparison](evaluate(term, inputs, values), value)
+    return where
+
+
+UNSAFE = Limits(iterations=3, nodes=300, seconds=0.5)
 
 
 @settings(max_examples=12)
@@ -83,6 +100,19 @@ def test_every_form_computes_the_input(graph, data):
     scale = max(1.0, *(float(np.max(np.abs(v), initial=0)) for v in values))
     for form in forms[:20]:
         assert agree(expected, evaluate(form.expr, inputs, values), scale), (pprint(output), str(form))
+
+
+@settings(max_examples=10)
+@given(expression_graphs(ops=(o.add, o.mul, o.sub, o.true_div, o.neg, o.exp, o.log), max_nodes=5), st.data())
+def test_with_unsafe_rules_every_form_computes_the_input_where_its_assumptions_hold(graph, data):
+    inputs, output = graph
+    forms = list(explore(output, unsafe=True, limits=UNSAFE, check=False, most=20))
+    values = data.draw(input_values(inputs))
+    expected = evaluate(output, inputs, values)
+    scale = max(1.0, *(float(np.max(np.abs(v), initial=0)) for v in values))
+    for form in forms:
+        where = assumptions_hold(form.steps, inputs, values)
+        assert agree(expected, evaluate(form.expr, inputs, values), scale, where), (pprint(output), str(form))
 
 
 @settings(max_examples=12)
@@ -108,6 +138,24 @@ def test_prove_never_claims_a_pair_that_differs(first, second, data):
     by_name = {v.name: value for v, value in zip(inputs, values)}
     used = [v for v in graph_inputs([b]) if not isinstance(v, Constant)]
     assert agree(evaluate(a, inputs, values), evaluate(b, used, [by_name[v.name] for v in used]), scale)
+
+
+@settings(max_examples=12)
+@given(
+    expression_graphs(max_nodes=5),
+    st.sampled_from([lambda a: a + 1.0, lambda a: 2.0 * a, lambda a: -a, o.exp]),
+    st.data(),
+)
+def test_prove_never_claims_an_expression_equals_a_changed_one(graph, change, data):
+    # unsafe rules included: the claim may rest on assumptions, but where they hold it must be true
+    inputs, a = graph
+    proof = prove(a, change(a), unsafe=True, limits=UNSAFE, check=False)
+    if proof is None:
+        return
+    values = data.draw(input_values(inputs))
+    scale = max(1.0, *(float(np.max(np.abs(v), initial=0)) for v in values))
+    where = assumptions_hold(proof.steps, inputs, values)
+    assert agree(evaluate(a, inputs, values), evaluate(change(a), inputs, values), scale, where), str(proof)
 
 
 def test_prove_does_not_equate_a_shifted_expression():
@@ -243,3 +291,23 @@ def test_forms_as_plain_data():
     assert data["expr"] == "softplus(x)" and data["derivation"] == "softplus"
     assert data["steps"][0]["rule"] == "softplus" and data["assumptions"] == []
     assert "softplus" in str(form)
+
+
+def test_a_cost_that_cannot_measure_the_input_fails_before_exploring():
+    iterations = []
+    forms = explore(scalar("n", "int64") + 1, cost="accuracy", progress=iterations.append)
+    with pytest.raises(AccuracyError, match=r"floating result, \(n \+ 1\) is int64"):
+        next(forms)
+    assert iterations == []
+    with pytest.raises(AccuracyError, match="inputs to sample"):
+        best_form(parse("1.0 + 2.0"), cost="accuracy")
+
+
+def test_the_public_names_are_exported_from_relwrite():
+    import relwrite
+    import relwrite.engine.explore as exploration
+
+    for name in ("explore", "best_form", "prove", "pareto", "Form", "Limits", "Explanation"):
+        assert name in relwrite.__all__
+        assert getattr(relwrite, name) is getattr(exploration, name)
+    assert set(relwrite.__all__) <= set(dir(relwrite))

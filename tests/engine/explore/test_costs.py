@@ -15,6 +15,7 @@ from relwrite.engine.explore.costs import (
     pareto_front,
 )
 from relwrite.graph import ops as o
+from relwrite.graph.basic import graph_inputs
 from relwrite.graph.types import TensorType
 
 
@@ -107,3 +108,38 @@ def test_non_elementwise_forms_are_measured_point_by_point():
 def test_pareto_front_keeps_the_undominated():
     points = [(10.0, 5.0), (1.0, 50.0), (12.0, 6.0), (0.5, 60.0), (1.0, 40.0)]
     assert pareto_front(points) == [0, 4, 3]
+
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda: o.erf(scalar("x")),
+        lambda: o.erfc(scalar("x")),
+        lambda: o.log(o.erfc(scalar("x"))),  # erfc of huge x: mpmath's series overflows, not the asymptote
+        lambda: o.log1mexp(scalar("x")),
+        lambda: o.max(vector("x")),  # a 0-d reference of a graph measured point by point
+        lambda: o.sum(vector("x")),
+        lambda: o.logsumexp(vector("x")),
+    ],
+)
+def test_ops_beyond_the_arithmetic_have_references(build):
+    expr = build()
+    accuracy = Accuracy(expr, samples=32)
+    assert np.isfinite(accuracy(expr))
+    assert accuracy.reference.shape == (len(accuracy.points[0]),)
+
+
+def test_the_blas_ops_and_alloc_have_references():
+    a, b = matrix("A", shape=(2, 3)), matrix("B", shape=(3, 2))
+    m, x, y, s = matrix("M", shape=(2, 2)), vector("x", shape=(3,)), vector("y", shape=(2,)), scalar("s")
+    for expr in [
+        o.gemv(y, 2.0, a, x, 0.5),
+        o.gemm(m, 2.0, a, b, 0.5),
+        o.ger(a, 2.0, y, x),
+        o.dot22(a, b),
+        o.alloc(s, 2, 2),
+    ]:
+        names = {v.name for v in graph_inputs([expr])}
+        accuracy = Accuracy(expr, samples=16, ranges=dict.fromkeys(names, (-1.0, 1.0)))
+        assert accuracy(expr) < 1, expr
