@@ -110,7 +110,6 @@ def test_pareto_front_keeps_the_undominated():
     assert pareto_front(points) == [0, 4, 3]
 
 
-
 @pytest.mark.parametrize(
     "build",
     [
