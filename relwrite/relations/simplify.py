@@ -1,4 +1,4 @@
-"""Simplify: algebraic identities beyond the canonical form (comparisons, extrema, signs, fills).
+"""Simplify: algebraic identities beyond the canonical form (comparisons, extrema, signs, fills, sums).
 
 Each rule is one pattern pair run by the rule runtime in both directions.
 Most are `exact` (the same values, NaN, infinities and the sign of zero
@@ -14,13 +14,15 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant
 from relwrite.graph.types import broadcast_shapes
+from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, operandso, replaceableo, whereo
 from relwrite.relations.operands import same_graph
 from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
-from relwrite.relations.registry import Rule, rule
+from relwrite.relations.registry import Rule, relation, rule
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
@@ -252,6 +254,88 @@ reciprocal_reciprocal = rule(
     types=VECTOR,
     doc="1 / (1 / x) -> x for floats (a subnormal x whose reciprocal overflows comes back)",
 )
+
+# -- sums: a sum of a negation, a sum of a sum ---------------------------------------------------------
+
+
+def reduction_keeps_dtype(summed: Variable) -> bool:
+    """Whether the reduction computing `summed` keeps its input's dtype (an int8 sum is an int64)."""
+    node = summed.owner if isinstance(summed, Variable) else None
+    return node is not None and summed.dtype == node.inputs[0].dtype
+
+
+@relation(
+    CANON,
+    tracks=(o.Sum,),
+    semantics="reassociates",
+    examples=("sum(neg(x))", "sum(neg(X), axis=1)", "sum(neg(n))"),
+    types={"x": "vector", "X": "matrix", "n": "vector:int64"},
+)
+def sum_neg(lhs: Any, rhs: Any) -> Goal:
+    """sum(-x, axis) -> -sum(x, axis): one negation instead of one per element.
+
+    Where the sum keeps x's dtype (floats, 64-bit integers): rounding is
+    symmetric and wrap-around negation distributes over wrap-around sums, so
+    the values are the same but for the sign of a zero sum (of an empty axis,
+    or of zeros of both signs: 0.0 + -0.0 is 0.0 both ways round).  A
+    narrower integer is widened by the sum, and -(-128) wraps in int8.
+    """
+    reduction, negated, x, summed = (var(prefix=p) for p in ("op", "negated", "x", "sum"))
+    return conj(
+        along(
+            lhs,
+            nodeo(lhs, o.Sum, reduction, (negated,)),
+            operandso(negated, o.neg, (x,)),
+            nodeo(summed, o.Sum, reduction, (x,)),
+            operandso(rhs, o.neg, (summed,)),
+        ),
+        whereo(summed, reduction_keeps_dtype),
+        replaceableo(lhs, rhs),
+    )
+
+
+def merged_sum(parts: tuple) -> o.Sum | None:
+    """The one sum doing what sum(sum(x, inner.axis), outer.axis) does: (inner, outer, x) -> Sum."""
+    inner, outer, x = parts
+    if not (isinstance(inner, o.Sum) and isinstance(outer, o.Sum) and isinstance(x, Variable)):
+        return None
+    ndim = x.ndim
+    first = set(range(ndim)) if inner.axis is None else {a % ndim for a in inner.axis}
+    kept = [a for a in range(ndim) if a not in first]  # the axes of the inner sum's result, in x's numbering
+    second = range(len(kept)) if outer.axis is None else [a % len(kept) for a in outer.axis]
+    axes = first | {kept[a] for a in second}
+    return o.Sum(None if len(axes) == ndim else tuple(sorted(axes)))
+
+
+@relation(
+    CANON,
+    tracks=(o.Sum,),
+    semantics="reassociates",
+    backward="a sum over several axes does not say how they were split between two sums",
+    examples=("sum(sum(X, axis=0))", "sum(sum(T, axis=1), axis=-1)", "sum(sum(T, axis=(0, 2)), axis=0)"),
+    types={"X": "matrix", "T": "(2, 3, 4)"},
+)
+def sum_sum(lhs: Any, rhs: Any) -> Goal:
+    """sum(sum(x, a), b) -> sum(x, a and b): one reduction over the axes of both.
+
+    Exact for integers (an inner sum already widens to the outer sum's
+    dtype); for floats the terms are added in another order.
+    """
+    outer, inner, partial, x, merged = (
+        var(prefix="outer"),
+        var(prefix="inner"),
+        var(prefix="partial"),
+        var(prefix="x"),
+        var(prefix="merged"),
+    )
+    return conj(
+        nodeo(lhs, o.Sum, outer, (partial,)),
+        nodeo(partial, o.Sum, inner, (x,)),
+        mappingo((inner, outer, x), merged, merged_sum),
+        nodeo(rhs, o.Sum, merged, (x,)),
+        replaceableo(lhs, rhs),
+    )
+
 
 # -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---
 

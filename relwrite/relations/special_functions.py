@@ -4,15 +4,20 @@ The rules match the canonical form canonicalize leaves (``1 - exp(x)`` is
 ``add(1, neg(exp(x)))``, its terms in any order: patterns read operand
 multisets) and `stabilize` (docs/rule-safety.md): the right side is the
 same function, accurate where the left side cancels (``1 - erf(x)`` for
-large x, ``log(1 - exp(x))`` near 0) or overflows (``exp(a) * exp(b)``).
-PyTensor's users ask for several of them (issues 1451, 1476).
+large x, ``log(1 - exp(x))`` near 0), underflows (``log(erfc(x))`` for
+x > 26.5) or overflows (``exp(a) * exp(b)``).  PyTensor's users ask for
+several of them (issues 1451, 1476).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from relwrite.graph import ops as o
-from relwrite.relations.predicates import float_var, is_float_regroupable
-from relwrite.relations.registry import rule
+from relwrite.graph.basic import Variable
+from relwrite.relations.predicates import float_var, is_float_regroupable, literal_value, node_inputs
+from relwrite.relations.registry import Rule, rule
 
 STABILIZE = ("stabilize", "fast_run")
 VECTOR = {"x": "vector"}
@@ -95,6 +100,88 @@ two_minus_erfc = rule(
     examples=("add(2, neg(erfc(x)))",),
     types=VECTOR,
     doc="2 - erfc(x) -> erfc(-x): accurate for large negative x, where erfc(x) rounds to 2",
+)
+
+log_one_minus_erf = rule(
+    "log_one_minus_erf",
+    (o.log, {"pattern": (o.add, 1, (o.neg, (o.erf, "x"))), "constraint": is_float_regroupable}),
+    (o.log, (o.erfc, "x")),
+    STABILIZE,
+    examples=("log(add(1, neg(erf(x))))",),
+    types=VECTOR,
+    doc="log(1 - erf(x)) -> log(erfc(x)): finite for large x, where erf(x) rounds to 1 (the log of a "
+    "normal's survival function)",
+)
+
+
+def asymptotic_candidate(dtype: str, threshold: float) -> Callable[[Any], bool]:
+    """A constraint: `x` has `dtype` and is not known to stay below `threshold` (minimum(..., c <= it)).
+
+    A log_erfc rule's own small branch reads erfc(minimum(x, threshold)), which needs no series: so the
+    rule does not apply to its own result again.
+    """
+
+    def constraint(x: Any) -> bool:
+        if not isinstance(x, Variable) or x.dtype != dtype:
+            return False
+        operands = node_inputs(x, o.minimum)
+        if operands is None:
+            return True
+        bounds = [literal_value(v) for v in operands]
+        return not any(b is not None and bool((b <= threshold).all()) for b in bounds)
+
+    constraint.__name__ = f"may_exceed_{threshold:g}"
+    return constraint
+
+
+def _log_erfc_series(z: Any) -> tuple:
+    """log(erfc(z)) for large z: -z**2 - log(z) - log(sqrt(pi)) + log1p(s(1 / (2 z**2))), s to six terms.
+
+    s(u) = -u + 3u**2 - 15u**3 + 105u**4 - 945u**5 + 10395u**6 (coefficients (-1)**n (2n - 1)!!),
+    written in Horner form; the first term left out is 135135 u**7.
+    """
+    u = (o.true_div, 0.5, (o.sqr, z))
+    series: Any = 10395.0
+    for coefficient in (-945.0, 105.0, -15.0, 3.0, -1.0):
+        series = (o.add, coefficient, (o.mul, u, series))
+    series = (o.mul, u, series)
+    return (o.add, (o.neg, (o.sqr, z)), (o.neg, (o.log, z)), -0.5723649429247001, (o.log1p, series))
+
+
+def _log_erfc(name: str, dtype: str, threshold: float, why: str) -> Rule:
+    """log(erfc(x)) -> switch(x < t, log(erfc(minimum(x, t))), series(maximum(x, t))) for `dtype` x."""
+    return rule(
+        name,
+        (o.log, (o.erfc, {"pattern": "x", "constraint": asymptotic_candidate(dtype, threshold)})),
+        (
+            o.switch,
+            (o.lt, "x", threshold),
+            (o.log, (o.erfc, (o.minimum, "x", threshold))),
+            _log_erfc_series((o.maximum, "x", threshold)),
+        ),
+        STABILIZE,
+        keeps_type=True,
+        examples=("log(erfc(x))",),
+        types={"x": f"vector:{dtype}"},
+        doc=f"log(erfc(x)) -> switch(x < {threshold:g}, log(erfc(minimum(x, {threshold:g}))), the asymptotic "
+        f"series of log(erfc(z)) at z = maximum(x, {threshold:g})) for {dtype} x (PyTensor's local_log_erfc, "
+        f"here to full accuracy: {why}): finite where erfc(x) underflows to a subnormal and then to 0.  "
+        "Each branch reads x clamped to its side, so neither makes an inf or NaN for the other to "
+        "discard, and a NaN stays NaN",
+    )
+
+
+log_erfc = _log_erfc(
+    "log_erfc",
+    "float64",
+    26.0,
+    "erfc(x) is normal up to 26.5 and the series' first term left out is below 1e-19 of it from 26 on",
+)
+log_erfc_float32 = _log_erfc(
+    "log_erfc_float32",
+    "float32",
+    9.0,
+    "erfc(x) is normal up to 9.1 and the series' first term left out is below 1e-12 of it from 9 on",
 )
 
 # -- sigmoid, expm1, exp -----------------------------------------------------------------------------

@@ -1,0 +1,243 @@
+"""Simplify rules: each rewrites its examples as documented and comes back from its right side, is sound
+in both directions in another float dtype, and refuses the near misses that would change a value, a dtype
+or a shape (a float NaN, an integer square that wraps, a dropped operand that widens the result).
+
+Catalogue-wide checks (metadata, soundness on random types, edge-value semantics, the runtime against
+plain kanren) live in test_catalogue.py, test_semantics.py and test_runtime.py.
+"""
+
+from __future__ import annotations
+
+from itertools import islice
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from kanren import run, var
+from unification.variable import isvar
+
+from relwrite.backends.numpy.function import function
+from relwrite.engine import rewrite_graph
+from relwrite.graph import ops as o
+from relwrite.graph.basic import Constant, Variable, graph_inputs, tensor
+from relwrite.graph.parse import parse
+from relwrite.graph.printing import pprint
+from relwrite.relations import Rule, catalogue, simplify
+from relwrite.relations.docs import rewrite_example_graphs
+from relwrite.relations.pattern import can_replace, to_graph
+from relwrite.testing import check_relation
+
+RULES = [r for r in vars(simplify).values() if isinstance(r, Rule)]
+BY_NAME = {r.name: r for r in RULES}
+by_rule = pytest.mark.parametrize("rule", RULES, ids=[r.name for r in RULES])
+EXAMPLES = [pytest.param(r, text, id=f"{r.name}: {text}") for r in RULES for text in r.examples]
+
+
+def forward(rule: Rule, graph: Variable) -> Variable | None:
+    """The rule's first answer on `graph` that may replace it, as a graph, or None."""
+    for answer in islice(rule.forward(graph), 16):
+        if not isvar(answer):
+            new = to_graph(answer, like=graph)
+            if can_replace(graph, new):
+                return new
+    return None
+
+
+def evaluate(graph: Variable, **values: np.ndarray) -> np.ndarray:
+    inputs = sorted((v for v in graph_inputs([graph]) if not isinstance(v, Constant)), key=lambda v: v.name)
+    with np.errstate(all="ignore"):
+        return function(inputs, graph)(*(values[v.name] for v in inputs))
+
+
+def ac_text(graph: Variable) -> str:
+    """`graph` written with the operands of every add and mul sorted: equal for AC-equal graphs."""
+    node = graph.owner
+    if node is None:
+        return pprint(graph)
+    args = [ac_text(i) for i in node.inputs]
+    if node.op in (o.add, o.mul):
+        args.sort()
+    return f"{node.op}({', '.join(args)})"
+
+
+def float32_types(types: dict[str, str]) -> dict[str, str]:
+    """The rule's types with float64 (written or implied) replaced by float32."""
+    changed = {}
+    for name, spec in types.items():
+        kind, _, dtype = spec.partition(":")
+        changed[name] = f"{kind}:float32" if dtype in ("", "float64") else spec
+    return changed
+
+
+# -- the module's rules ----------------------------------------------------------------------------
+
+
+def test_the_module_holds_at_least_forty_catalogue_rules_all_canonicalize():
+    names = {r.name for r in catalogue()}
+    assert len(RULES) >= 40
+    assert all(r.name in names for r in RULES)
+    assert all(r.phase == "canonicalize" and r.doc and r.examples for r in RULES)
+
+
+def test_the_rules_valid_only_under_assumptions_are_unsafe_and_opt_in():
+    unsafe = {r.name for r in RULES if r.semantics == "unsafe"}
+    assert unsafe == {"log_of_product", "sqr_over_self", "expm1_log1p", "softplus_log"}
+    assert all(BY_NAME[n].assumptions and "unsafe" in BY_NAME[n].tags for n in unsafe)
+    x = tensor("x", "float64", (None,))
+    graph = o.softplus(o.log(x))  # PyTensor issue 1451: log1p(x), where x >= 0 (NaN below on the left)
+    assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == "softplus(log(x))"
+    assert pprint(rewrite_graph(graph, include=["canonicalize", "unsafe"], clone=True)) == "log1p(x)"
+
+
+@pytest.mark.parametrize("rule, text", EXAMPLES)
+def test_examples_rewrite_keep_their_type_and_come_back(rule, text):
+    before, after = rewrite_example_graphs(rule, text)
+    assert after.type == before.type and pprint(after) != pprint(before)
+    if rule.backward:
+        q = var()
+        lefts = [to_graph(found, like=after) for found in run(4, q, rule(q, after))]
+        assert ac_text(before) in [ac_text(left) for left in lefts], [pprint(left) for left in lefts]
+
+
+@by_rule
+def test_sound_in_both_directions_in_float32(rule):
+    report = check_relation(rule, types=float32_types(rule.types), max_examples=25, seed=9)
+    assert report.examples["forward"] > 0
+    assert ("backward" in report.directions) == rule.backward
+
+
+# -- what the examples become ----------------------------------------------------------------------
+
+DOCUMENTED = [
+    ("maximum_self", "maximum(x, x)", "x"),
+    ("lt_self", "x < x", "fill(x, False)"),
+    ("switch_true", "switch(True, a, b)", "a"),
+    ("switch_false", "switch(False, a, b)", "b"),
+    ("abs_sqr", "abs(sqr(x))", "sqr(x)"),
+    ("cos_neg", "cos(neg(x))", "cos(x)"),
+    ("erf_neg", "erf(neg(x))", "-erf(x)"),
+    ("mul_by_reciprocal", "mul(x, reciprocal(y))", "(x / y)"),
+    ("add_fill_cut", "add(fill(m, x), y)", "(x + y)"),
+    ("pow_of_pow", "pow(pow(x, 2), 3)", "(x ** mul(2.0, 3.0))"),  # constant folding multiplies
+    ("log_of_product", "log(mul(a, b))", "(log(a) + log(b))"),
+    ("sqr_over_self", "true_div(sqr(x), x)", "x"),
+    ("softplus_log", "softplus(log(x))", "log1p(x)"),
+    ("sum_neg", "sum(neg(X), axis=1)", "-sum(X, axis=(1,))"),
+    ("sum_sum", "sum(sum(X, axis=0))", "sum(X, axis=None)"),
+    ("sum_sum", "sum(sum(T, axis=1), axis=-1)", "sum(T, axis=(1, 2))"),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", DOCUMENTED)
+def test_an_example_becomes_what_the_rule_documents(name, text, expected):
+    assert pprint(rewrite_example_graphs(BY_NAME[name], text)[1]) == expected
+
+
+# -- near misses: no rewrite where a value, dtype or shape would change ------------------------------
+
+NEAR_MISSES = [
+    ("le_self", "x <= x", {"x": "vector"}),  # a NaN is not <= itself
+    ("ge_self", "x >= x", {"x": "vector"}),
+    ("eq_self", "x == x", {"x": "vector:float32"}),
+    ("neq_self", "x != x", {"x": "vector"}),
+    ("abs_sqr", "abs(sqr(x))", {"x": "vector:int8"}),  # 12 * 12 wraps to -112 in int8
+    ("sin_neg", "sin(neg(x))", {"x": "vector:int64"}),  # -INT_MIN wraps
+    ("switch_true", "switch(True, a, b)", {"a": "(1,)", "b": "(3,)"}),  # b widens the result
+    ("switch_same", "switch(c, a, a)", {"c": "(2, 3):bool", "a": "(3,)"}),  # c widens it
+    ("add_fill_cut", "add(fill(m, x), y)", {"m": "(2, 3)", "x": "(3,)", "y": "(3,)"}),  # m widens it
+    ("pow_of_pow", "pow(pow(x, 2), 0.5)", {"x": "vector"}),  # sqrt(x ** 2) is abs(x)
+    ("pow_of_pow", "pow(pow(x, y), 2)", {"x": "vector", "y": "vector"}),
+    ("sum_neg", "sum(neg(x))", {"x": "vector:int8"}),  # the sum widens: -(-128) wraps first
+    ("sum_neg", "sum(neg(x))", {"x": "vector:bool"}),
+    ("sum_sum", "sum(mean(X, axis=0))", {"X": "matrix"}),
+]
+
+
+@pytest.mark.parametrize("name, text, types", NEAR_MISSES, ids=[f"{n}: {t}" for n, t, _ in NEAR_MISSES])
+def test_near_misses_are_not_rewritten(name, text, types):
+    try:
+        graph = parse(text, types=types)
+    except TypeError:  # the near miss does not even build (neg of a bool)
+        return
+    assert forward(BY_NAME[name], graph) is None
+
+
+def test_a_float_nan_is_why_x_le_x_stays():
+    x = parse("x <= x", types={"x": "vector"})
+    assert evaluate(x, x=np.array([1.0, np.nan])).tolist() == [True, False]
+
+
+def test_x_lt_x_is_false_everywhere_nan_included_and_keeps_the_shape():
+    rewritten = rewrite_example_graphs(BY_NAME["lt_self"], "x < x", {"x": "(3,)"})[1]
+    assert rewritten.type.shape == (3,) and rewritten.dtype == "bool"
+    assert evaluate(rewritten, x=np.array([np.nan, -np.inf, 0.0])).tolist() == [False, False, False]
+
+
+def test_odd_functions_keep_the_sign_of_zero():
+    values = np.array([-0.0, 0.0, -np.inf, np.inf, np.nan, 1e-310, -3.5])
+    for name in ("sin_neg", "tanh_neg", "erf_neg"):
+        before, after = rewrite_example_graphs(BY_NAME[name], BY_NAME[name].examples[0])
+        left, right = evaluate(before, x=values), evaluate(after, x=values)
+        np.testing.assert_array_equal(left, right)
+        numbers = ~np.isnan(left)  # the sign of a NaN means nothing
+        assert np.array_equal(np.signbit(left[numbers]), np.signbit(right[numbers])), name
+
+
+def test_fill_cut_keeps_the_shape_the_fill_gave():
+    """fill(m, x) + y with m and y of one shape: dropping m changes nothing, however x broadcasts."""
+    types = {"m": "(2, 3)", "x": "(3,)", "y": "(2, 3)"}
+    before, after = rewrite_example_graphs(BY_NAME["add_fill_cut"], "add(fill(m, x), y)", types)
+    assert after.type == before.type and pprint(after) == "(x + y)"
+    m, x, y = np.zeros((2, 3)), np.arange(3.0), np.ones((2, 3))
+    np.testing.assert_array_equal(evaluate(before, m=m, x=x, y=y), evaluate(after, x=x, y=y))
+
+
+# -- sums ----------------------------------------------------------------------------------------------
+
+
+def test_sum_neg_is_exact_for_64_bit_integers_wrapping_around():
+    before, after = rewrite_example_graphs(BY_NAME["sum_neg"], "sum(neg(n))")
+    n = np.array([np.iinfo(np.int64).min, 5, -7, np.iinfo(np.int64).max], dtype=np.int64)
+    assert evaluate(before, n=n) == evaluate(after, n=n)
+
+
+def test_sum_neg_differs_only_in_the_sign_of_a_zero_sum():
+    before, after = rewrite_example_graphs(BY_NAME["sum_neg"], "sum(neg(x))")
+    x = np.array([0.0, -0.0])
+    left, right = evaluate(before, x=x), evaluate(after, x=x)
+    assert left == right == 0.0 and np.signbit(left) != np.signbit(right)
+
+
+@st.composite
+def nested_sums(draw) -> tuple[tuple[int, ...], object, object]:
+    """(shape, inner axis, outer axis) of a valid sum(sum(x, inner), outer); axes may be negative."""
+    shape = tuple(draw(st.lists(st.integers(0, 3), min_size=1, max_size=4)))
+    ndim = len(shape)
+
+    def axes(rank: int):
+        if rank == 0:
+            return st.none()
+        chosen = st.lists(st.integers(0, rank - 1), unique=True).map(sorted)
+        signed = chosen.flatmap(lambda a: st.tuples(*(st.sampled_from([i, i - rank]) for i in a)))
+        return st.none() | signed | st.integers(-rank, rank - 1)
+
+    inner = draw(axes(ndim))
+    reduced = ndim if inner is None else len({inner % ndim} if isinstance(inner, int) else set(inner))
+    outer = draw(axes(ndim - reduced))
+    return shape, inner, outer
+
+
+@given(nested_sums(), st.data())
+def test_sum_sum_merges_any_axes_into_one_exact_integer_sum(case, data):
+    shape, inner, outer = case
+    x = tensor("x", "int64", shape)
+    before = o.sum(o.sum(x, axis=inner), axis=outer)
+    after = forward(BY_NAME["sum_sum"], before)
+    assert after is not None and after.type == before.type
+    assert after.owner.inputs[0] is x and isinstance(after.owner.op, o.Sum)
+    values = data.draw(
+        st.lists(st.integers(-(2**62), 2**62), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
+    )
+    array = np.array(values, dtype=np.int64).reshape(shape)
+    np.testing.assert_array_equal(function([x], after)(array), function([x], before)(array))
