@@ -280,6 +280,12 @@ class EquilibriumRewriter(GraphRewriter):
                     continue
                 rewriter, rule = self.node_rewriters[k], stats[k]
                 rule.attempts += 1
+                screen = rewriter.screen
+                if screen is not None and not screen(node):
+                    # it read only what cannot change without `node` changing: nothing to watch
+                    state.failed.setdefault(node, set()).add(k)
+                    failed = state.failed[node]
+                    continue
                 t0 = time.perf_counter()
                 imported_before, events_before = state.imported, watch.events
                 seen: set[Apply] = set()

@@ -219,9 +219,16 @@ def reject_answer(rewriter: Any, node: Apply, why: str) -> None:
 
 
 class NodeRewriter:
-    """Base class: override `transform`, and `tracks` when the rewriter only applies to some ops."""
+    """Base class: override `transform`, and `tracks` when the rewriter only applies to some ops.
+
+    `screen`, when set, is a necessary condition for `transform` to change a
+    node that reads only the node, its inputs and their owners' ops (which
+    never change): the engine tests it before an attempt's bookkeeping and
+    does not record a screened-out attempt's reads.
+    """
 
     name: str | None = None
+    screen: Callable[[Apply], bool] | None = None
 
     def tracks(self) -> Tracks:
         """The ops or op classes this rewriter applies to; None means every node."""
@@ -229,6 +236,10 @@ class NodeRewriter:
 
     def transform(self, fgraph: Any, node: Apply) -> bool | list | dict:
         raise NotImplementedError(f"{type(self).__name__} does not define transform")
+
+    def _screen_output(self, node: Apply) -> bool:
+        """`screen` for rewriters whose test reads a single-output node's output (`_output_screen`)."""
+        return len(node.outputs) != 1 or self._output_screen(node.outputs[0])
 
     def __str__(self) -> str:
         return self.name or type(self).__name__
@@ -327,6 +338,8 @@ class PatternSub(NodeRewriter):
         self.out_pattern = Pattern(out_pattern, self.in_pattern.names, staged=False, commutative=False)
         self.allow_multiple_clients = allow_multiple_clients
         self._tracks = list(tracks) if tracks else [self.in_pattern.head]
+        self._output_screen = self.in_pattern.screen
+        self.screen = self._screen_output
         self.name = name or f"{self.in_pattern.text} -> {self.out_pattern.text}"
 
     def tracks(self) -> Tracks:
@@ -399,6 +412,9 @@ class KanrenRelationSub(NodeRewriter):
             with kanren_budget(f"deriving the tracks of {self}", max_steps, max_seconds):
                 tracks = derive_tracks(relation)  # None when the budget runs out
         self._tracks = list(tracks) if tracks is not None else None
+        self._output_screen = getattr(relation, "screen", None)
+        if self._output_screen is not None:
+            self.screen = self._screen_output
 
     def tracks(self) -> Tracks:
         return self._tracks

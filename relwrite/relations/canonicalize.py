@@ -62,7 +62,7 @@ from relwrite.relations.goals import (
     sortedo,
     variadico,
 )
-from relwrite.relations.operands import neutral_drops
+from relwrite.relations.operands import is_neutral_of, neutral_drops
 from relwrite.relations.predicates import (
     broadcasts_into,
     equals_everywhere,
@@ -275,7 +275,7 @@ add_zero = rule(
 
 add_zeros_like = rule(
     "add_zeros_like",
-    (o.add, "neutral", "*rest"),
+    (o.add, {"pattern": "neutral", "constraint": is_neutral_of(o.add)}, "*rest"),
     (o.add, "*rest"),
     NEUTRALS,
     semantics="reassociates",
@@ -301,7 +301,7 @@ mul_one = rule(
 
 mul_ones_like = rule(
     "mul_ones_like",
-    (o.mul, "neutral", "*rest"),
+    (o.mul, {"pattern": "neutral", "constraint": is_neutral_of(o.mul)}, "*rest"),
     (o.mul, "*rest"),
     NEUTRALS,
     where=neutral_drops(o.mul),

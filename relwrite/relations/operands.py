@@ -70,6 +70,21 @@ def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
     return neutral_fits
 
 
+def is_neutral_of(op: Op) -> Callable[[Any], bool]:
+    """A constraint: the value is `op`'s neutral element, possibly shaped by fills (`neutral_parts`).
+
+    The test `neutral_drops` starts with, on one operand: a pattern checks it
+    while matching, before the sequence of the other operands is bound.
+    """
+    check_variadic(op)
+
+    def is_neutral(value: Any) -> bool:
+        return isinstance(value, Variable) and neutral_parts(op, value) is not None
+
+    is_neutral.__name__ = f"is_neutral_of_{op}"
+    return is_neutral
+
+
 def graph_of(term: Any) -> Variable | None:
     """`term` as a graph variable (etuples are built), or None (e.g. when it holds logic variables)."""
     if isinstance(term, Variable):

@@ -152,6 +152,7 @@ class Pattern:
         while isinstance(root, Mapping):
             root = root.get("pattern")
         self.head = root[0] if isinstance(root, tuple) and root and isinstance(root[0], Op) else None
+        self._screen = _Screen.compile(self.root) if staged else None
 
     # -- compiling
 
@@ -226,6 +227,16 @@ class Pattern:
         Sequence variables are bound to tuples of operands.
         """
         return _match(self.root, value, dict(subst or {}), clients, True, not self.input_side)
+
+    def screen(self, value: Any) -> bool:
+        """A necessary condition for the pattern to match graph variable `value`, tested without matching.
+
+        It reads the node computing `value` and the ops of that node's
+        operands (an operand's op never changes), so rejecting the common
+        non-match costs a few attribute reads.  Terms other than graph
+        variables, and output-side patterns, always pass.
+        """
+        return self._screen is None or not isinstance(value, Variable) or self._screen.admits(value)
 
     # -- building
 
@@ -340,6 +351,68 @@ def _match_application(
 
 
 _UNBOUND = object()
+
+
+@dataclass(frozen=True)
+class _Screen:
+    """What a node must have for a pattern to match it: its op, its operand count, and its operands' heads.
+
+    `tests` pair an operand position (None: any operand, for operand
+    multisets and the operands a sequence variable may shift) with a test:
+    an op the operand must be computed by, or a number it must equal.
+    """
+
+    op: Op
+    arity: int
+    exact: bool  # the operand count is `arity`; else at least `arity` (a sequence variable takes the rest)
+    tests: tuple[tuple[int | None, Any], ...]
+
+    @staticmethod
+    def compile(root: Any) -> _Screen | None:
+        while isinstance(root, _Guarded):
+            root = root.inner
+        if not isinstance(root, _Apply) or root.op_is_var:
+            return None
+        fixed = [a for a in root.args if not isinstance(a, _Sequence)]
+        split = next((i for i, a in enumerate(root.args) if isinstance(a, _Sequence)), None)
+        tests = []
+        for i, arg in enumerate(root.args):
+            while isinstance(arg, _Guarded):
+                arg = arg.inner
+            if isinstance(arg, _Apply) and not arg.op_is_var:
+                test: Any = arg.op
+            elif isinstance(arg, _Number):
+                test = arg
+            else:
+                continue
+            if root.multiset:
+                position = None
+            elif split is None or i < split:
+                position = i
+            else:
+                position = i - len(root.args)  # counted from the end, past the sequence
+            tests.append((position, test))
+        return _Screen(root.op, len(fixed), split is None, tuple(tests))
+
+    def admits(self, value: Variable) -> bool:
+        node = value.owner
+        if node is None or node.op != self.op or len(node.outputs) != 1:
+            return False
+        operands = node.inputs
+        if len(operands) != self.arity if self.exact else len(operands) < self.arity:
+            return False
+        for position, test in self.tests:
+            candidates = operands if position is None else (operands[position],)
+            if not any(_passes(operand, test) for operand in candidates):
+                return False
+        return True
+
+
+def _passes(operand: Variable, test: Any) -> bool:
+    if isinstance(test, _Number):
+        return isinstance(operand, Constant) and is_literal(operand, test.value)
+    owner = operand.owner
+    return owner is not None and len(owner.outputs) == 1 and owner.op == test
 
 
 class EmptyApplication(ValueError):

@@ -106,7 +106,11 @@ class Rule:
     - `examples`: left-hand sides in `parse` syntax, typed by `types`;
     - `guard`: an optional cheap test a graph must pass for the rule to match
       (a necessary condition), checked by `forward` before the relation is
-      built, so that failing attempts cost microseconds.
+      built, so that failing attempts cost microseconds;
+    - `screen`: a necessary condition of the same kind that reads only the
+      graph's node and its operands' ops (which never change), so an engine
+      may skip a screened-out attempt's bookkeeping; a pattern rule's is its
+      left side's (`Pattern.screen`).
     """
 
     def __init__(
@@ -124,6 +128,7 @@ class Rule:
         rhs: Pattern | None = None,
         guard: Callable[[Any], bool] | None = None,
         semantics: str | None = None,
+        screen: Callable[[Any], bool] | None = None,
     ):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"rule name must be an identifier, got {name!r}")
@@ -142,6 +147,7 @@ class Rule:
         self.doc = " ".join(doc.split())
         self.lhs, self.rhs = lhs, rhs
         self.guard = guard
+        self.screen = screen
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -241,6 +247,7 @@ def rule(
         doc=doc or f"{lhs_pattern.text} -> {rhs_pattern.text}",
         lhs=lhs_pattern,
         rhs=rhs_pattern,
+        screen=lhs_pattern.screen,
         semantics=semantics,
     )
 
@@ -324,8 +331,22 @@ def _enumerating(fn: Callable[[Any, Any], Any], pairs: _ExamplePairs) -> Callabl
 
         return goal
 
+    direct: list = []
+
+    def forward_values(lhs: Any) -> Iterable[Any] | None:
+        """The right sides for a bound `lhs` when `fn`'s goal can give them without kanren states, else None.
+
+        Whether it can is read once, from the goal `fn` builds on fresh
+        variables: a goal constructor's structure does not depend on the
+        values its arguments will take (they are logic terms).
+        """
+        if not direct:
+            direct.append(getattr(fn(var(), var()), "forward_values", None))
+        return None if direct[0] is None else direct[0](lhs)
+
     relation_.__name__ = getattr(fn, "__name__", "relation")
     relation_.__doc__ = fn.__doc__
+    relation_.forward_values = forward_values  # `runtime.answers` uses it (see rewrite_operandso)
     return relation_
 
 

@@ -80,6 +80,17 @@ class Where:
         values = tuple(s.get(v, v) for v in self.variables)
         if not is_ground(values):
             return None
+        return self._verdict(values)
+
+    def holds(self, s: Mapping) -> bool:
+        """The verdict under a complete forward match `s` (every value a graph): no groundness walk."""
+        try:
+            values = tuple(s[v] for v in self.variables)
+        except KeyError:
+            return bool(self.decided(s))
+        return self._verdict(values)
+
+    def _verdict(self, values: tuple) -> bool:
         try:
             return self(values)
         except (TypeError, ValueError):
@@ -118,7 +129,7 @@ def pattern_relation(
     def forward_matches(given: Any) -> Iterator[tuple[dict, Any]]:
         """(substitution, right side) for each match of the left pattern on ground `given`."""
         for s in lhs.matches(given):
-            if all(w.decided(s) for w in where):
+            if all(w.holds(s) for w in where):
                 built = _term(rhs, s)
                 if built is not None and (not keeps_type or _replaceable(given, built)):
                     yield s, built
@@ -211,13 +222,14 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
     """The answers of `rule` (a Rule or any relation) for `term` run `direction`, lazily.
 
     Forward, `term` is the left side and the answers are right sides;
-    backward the reverse.  A Rule's cheap `guard` is tried first.  Each
+    backward the reverse.  A Rule's cheap `screen` and `guard` are tried first.  Each
     answer's `bindings` maps the names of the logic variables bound in its
     state (by prefix) to their values.
     """
-    guard = getattr(rule, "guard", None)
-    if guard is not None and direction == "forward" and not _guard_passes(guard, term):
-        return
+    if direction == "forward" and isinstance(term, Variable):
+        for guard in (getattr(rule, "screen", None), getattr(rule, "guard", None)):
+            if guard is not None and not guard(term):
+                return
     relation = getattr(rule, "relation", rule)
     matches = getattr(relation, "forward_matches", None)
     if matches is not None and direction == "forward" and not isvar(term) and is_ground(term):
@@ -225,13 +237,16 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
         for s, built in matches(term):
             yield Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
         return
+    direct = getattr(relation, "forward_values", None)
+    if direct is not None and direction == "forward":
+        values = direct(term)  # a goal whose forward run is a function call (`rewrite_operandso`)
+        if values is not None:
+            for value in values:
+                yield Answer(value, None, dict)
+            return
     for q, state in run_relation(relation, term, direction):
         value = walk(q, state)
         yield Answer(value if is_ground(value) else reify(value, state), state)
-
-
-def _guard_passes(guard: Callable[[Any], bool], term: Any) -> bool:
-    return not isinstance(term, Variable) or bool(guard(term))
 
 
 def bindings_of(state: Any) -> dict[str, Any]:

@@ -209,3 +209,54 @@ def test_a_user_rule_runs_in_the_engine_on_any_operand_order():
     fgraph = FunctionGraph([v], [o.exp(o.log(o.add(v, 1.0)))])
     EquilibriumRewriter([KanrenRelationSub(LOG_OF_ONE_PLUS)]).rewrite(fgraph)
     assert pprint(fgraph.outputs[0]) == "exp(log1p(v))"
+
+
+# -- cheap paths: they give exactly what the full run gives ---------------------------------------------
+
+PATTERN_RULES = [r for r in CATALOGUE if r.screen is not None]
+OPERAND_RULES = [  # rules whose forward run is a function of an operand list (`goals.rewrite_operandso`)
+    r for r in CATALOGUE if getattr(r.relation, "forward_values", lambda _: None)(vector("probe")) is not None
+]
+RANDOM_OPS = (o.add, o.mul, o.neg, o.exp, o.log, o.sub, o.true_div, o.sqr, o.log1p, o.sigmoid)
+
+
+def _subterms(graph):
+    from relwrite.graph.basic import graph_inputs, io_toposort
+
+    return [n.outputs[0] for n in io_toposort(list(graph_inputs([graph])), [graph])]
+
+
+@given(st.data())
+def test_a_screen_never_refuses_what_its_pattern_matches(data):
+    """`Rule.screen` is a necessary condition: a refused node has no match (so the engine may skip it)."""
+    from relwrite.testing.strategies import expression_graphs
+
+    _, out = data.draw(expression_graphs(ops=RANDOM_OPS, max_nodes=8))
+    for term in _subterms(out):
+        for rule_ in PATTERN_RULES:
+            if not rule_.screen(term):
+                assert rule_.lhs.match(term) is None, f"{rule_.name} screened out {pprint(term)}"
+
+
+@pytest.mark.parametrize("rule_", PATTERN_RULES, ids=lambda r: r.name)
+def test_a_screen_admits_every_example(rule_):
+    for text in rule_.examples:
+        assert rule_.screen(parse(text, types=rule_.types)), f"{rule_.name} screens out its example {text}"
+
+
+def test_flatten_sort_and_fold_answer_without_kanren():
+    names = {r.name for r in OPERAND_RULES}
+    assert {"flatten_add", "flatten_mul", "sort_add", "sort_mul", "fold_add_constants"} <= names
+
+
+@pytest.mark.parametrize("rule_", OPERAND_RULES, ids=lambda r: r.name)
+@given(data=st.data())
+def test_an_operand_rule_answers_without_kanren_what_kanren_answers(rule_, data):
+    from relwrite.testing.strategies import expression_graphs
+
+    _, out = data.draw(expression_graphs(ops=RANDOM_OPS, max_nodes=8))
+    q = var()
+    for term in _subterms(out):
+        direct = rule_.relation.forward_values(term)
+        assert direct is not None
+        assert _printed(direct, term) == _printed(run(4, q, rule_(term, q)), term), pprint(term)
