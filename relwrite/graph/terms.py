@@ -23,8 +23,7 @@ the graphs, done iteratively (no recursion over graph depth).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 
 from cons.core import ConsError, ConsPair, _car, _cdr
 from etuples import etuple, etuplize
@@ -49,19 +48,25 @@ _ATOM = "an atom (graph input, constant or output of a multi-output node)"
 _recorders: list[set[Apply]] = []
 
 
-@contextmanager
-def record_expansions() -> Iterator[set[Apply]]:
+class record_expansions:  # lower case: used like a function, `with record_expansions() as seen`
     """Collect the nodes whose op or inputs term matching reads while the block runs.
 
     The equilibrium engine uses it to learn what a failed match depended on,
-    so that it retries the match only when one of those nodes changes.
+    so that it retries the match only when one of those nodes changes.  A
+    class rather than a generator-based context manager: the engine opens
+    one per rule attempt.
     """
-    seen: set[Apply] = set()
-    _recorders.append(seen)
-    try:
-        yield seen
-    finally:
-        _recorders.remove(seen)
+
+    __slots__ = ("seen",)
+
+    def __enter__(self) -> set[Apply]:
+        self.seen: set[Apply] = set()
+        _recorders.append(self.seen)
+        return self.seen
+
+    def __exit__(self, *exc_info: object) -> None:
+        # by identity: two recorders that saw the same nodes are equal sets
+        del _recorders[next(i for i in range(len(_recorders) - 1, -1, -1) if _recorders[i] is self.seen)]
 
 
 def note_read(node: Apply) -> Apply:
