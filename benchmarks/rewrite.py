@@ -10,7 +10,7 @@ with each library:
 - mlp: a 3-layer perceptron's loss, -mean(log(softmax(tanh(tanh(X W1 + b1) W2 + b2) W3 + b3)))
   with matrix weights and vector biases.
 
-relwrite runs twice per case: with the three phase tags, and with `unsafe`
+relwrite runs three times per case: with the three phase tags, with `unsafe`
 added (rules valid under assumptions, e.g. y != 0 for x * y / y -> x).
 PyTensor, when importable, runs once per case with the three tags; its
 figures are repeated on the unsafe row.  Times are the best of `--repeat`
@@ -18,18 +18,29 @@ runs, each on a freshly built graph, the two libraries' runs interleaved;
 building the graph (and its FunctionGraph) is not timed.  Node counts are apply nodes after rewriting.
 The goal: relwrite's time <= 0.5x PyTensor's, with no more nodes.
 
+With `--against REV` a second table compares this checkout's relwrite with
+relwrite at git revision REV (checked out in a temporary worktree): each
+side runs every case in a process of its own, the two alternating, best of
+`--repeat`; the goal is no slowdown beyond 1.1x.
+
     python benchmarks/rewrite.py
     python benchmarks/rewrite.py --repeat 10 --chain 100
+    python benchmarks/rewrite.py --against a536390
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import relwrite as rw
@@ -112,19 +123,79 @@ def run_pytensor(build: Callable[[Any], list], include: tuple[str, ...]) -> tupl
     return seconds, before, len(fgraph.apply_nodes), []
 
 
+def cases_of(chain_steps: int) -> list[tuple[str, Callable[[Any], list]]]:
+    return [("seed", seed), (f"chain x{chain_steps}", lambda lib: chain(lib, chain_steps)), ("mlp", mlp)]
+
+
+def variants_of(name: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
+    """label -> (relwrite's tags, PyTensor's tags): the three phases, with unsafe, and all of fast_run."""
+    return {
+        name: (PHASES, PHASES),
+        f"{name} +unsafe": ((*PHASES, "unsafe"), PHASES),
+        f"{name} fast_run": (("fast_run",), ("fast_run",)),
+    }
+
+
+def relwrite_timings(chain_steps: int) -> dict[str, float]:
+    """Seconds of one run of every case and variant, after a warm-up run (what `--timings` prints)."""
+    timings = {}
+    for name, build in cases_of(chain_steps):
+        for label, (include, _) in variants_of(name).items():
+            run_relwrite(build, include)
+            timings[label] = run_relwrite(build, include)[0]
+    return timings
+
+
+def compare_with_revision(revision: str, repeat: int, chain_steps: int) -> None:
+    """Print this checkout's relwrite against relwrite at `revision` (see the module docstring)."""
+    here = Path(__file__).resolve().parents[1]
+    with tempfile.TemporaryDirectory(prefix="relwrite-bench-") as scratch:
+        checkout = Path(scratch) / "checkout"
+        subprocess.run(
+            ["git", "-C", str(here), "worktree", "add", "--detach", "--quiet", str(checkout), revision],
+            check=True,
+        )
+        try:
+            best: dict[str, dict[str, float]] = {"this": {}, revision: {}}
+            for _ in range(repeat):
+                for side, root in (("this", here), (revision, checkout)):
+                    env = {**os.environ, "PYTHONPATH": str(root)}
+                    command = [sys.executable, __file__, "--timings", "--chain", str(chain_steps)]
+                    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+                    for label, seconds in json.loads(out).items():
+                        best[side][label] = min(seconds, best[side].get(label, float("inf")))
+        finally:
+            subprocess.run(
+                ["git", "-C", str(here), "worktree", "remove", "--force", str(checkout)], check=True
+            )
+    print()
+    header = f"{'case':<20} | {'this checkout':>13} | {revision[:13]:>13} | {'ratio':>6} | goal (<= 1.1x)"
+    print(f"relwrite against relwrite at {revision} (best of {repeat}, each side in its own processes):")
+    print(header)
+    print("-" * len(header))
+    for label, seconds in best["this"].items():
+        base = best[revision][label]
+        ratio = seconds / base
+        print(
+            f"{label:<20} | {seconds * 1e3:10.2f} ms | {base * 1e3:10.2f} ms | {ratio:5.2f}x | "
+            f"{'met' if ratio <= 1.1 else 'NOT met'}"
+        )
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best counts")
     parser.add_argument("--chain", type=int, default=50, help="repetitions of the chain's step (default 50)")
+    parser.add_argument("--against", metavar="REV", help="also compare with relwrite at this git revision")
+    parser.add_argument("--timings", action="store_true", help=argparse.SUPPRESS)  # one side of --against
     args = parser.parse_args(argv)
     if args.repeat < 1 or args.chain < 1:
         parser.error("--repeat and --chain must be at least 1")
+    if args.timings:
+        print(json.dumps(relwrite_timings(args.chain)))
+        return 0
 
-    cases: list[tuple[str, Callable[[Any], list]]] = [
-        ("seed", seed),
-        (f"chain x{args.chain}", lambda lib: chain(lib, args.chain)),
-        ("mlp", mlp),
-    ]
+    cases = cases_of(args.chain)
     if pt is None:
         print("PyTensor is not importable: its columns are empty.\n")
     header = (
@@ -135,12 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     print("-" * len(header))
     notes: list[str] = []
     for name, build in cases:
-        # label -> (relwrite's tags, PyTensor's tags): the three phases, with unsafe, and all of fast_run
-        variants = {
-            name: (PHASES, PHASES),
-            f"{name} +unsafe": ((*PHASES, "unsafe"), PHASES),
-            f"{name} fast_run": (("fast_run",), ("fast_run",)),
-        }
+        variants = variants_of(name)
         ours = {label: Measure() for label in variants}
         theirs = {label: Measure() for label in variants} if pt is not None else {}
         for _ in range(args.repeat):  # interleaved, so a change in machine load hits both sides alike
@@ -168,6 +234,8 @@ def main(argv: list[str] | None = None) -> int:
         fgraph = PtFunctionGraph(outputs=seed(pt), clone=False)
         pt_rewrite_graph(fgraph, include=PHASES)
         print(f"pytensor on the seed with {' + '.join(PHASES)}: {pt_pprint(fgraph.outputs[0])}")
+    if args.against:
+        compare_with_revision(args.against, args.repeat, args.chain)
     return 0
 
 
