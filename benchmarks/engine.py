@@ -23,6 +23,13 @@ A second table times the default pipeline (`rewrite_graph(..., include=
 `fast_run` rewrites of the same loop when PyTensor is importable (medians of
 `--repeat` runs, graph building not timed); the goal is t(4000)/t(1000) <= 5.
 
+A third table times `fast_run` rewriting, fusion included, on four graph
+shapes at each size (`--shapes`, default `--sizes`): the alternating chain
+above, a log(exp(...)) chain, a wide sum built left to right, and a random
+elementwise DAG with shared subexpressions and an output every n/20 nodes;
+it prints each growth ratio (linear: the size ratio) and how many
+elementwise nodes (kernels) are left.
+
     python benchmarks/engine.py                 # 1k, 10k, 100k nodes; loops of 1k, 2k, 4k steps
     python benchmarks/engine.py --sizes 1000 5000 --naive-budget 30 --loops 1000 4000
 """
@@ -44,7 +51,7 @@ from relwrite.engine import EquilibriumRewriter, KanrenRelationSub, MergeRewrite
 from relwrite.engine.graph_rewriters import commit
 from relwrite.engine.node_rewriters import replacement_pairs
 from relwrite.graph import ops
-from relwrite.graph.basic import Variable, constant, vector
+from relwrite.graph.basic import Variable, constant, graph_inputs, vector
 from relwrite.graph.features import ReplaceValidate
 from relwrite.graph.fg import FunctionGraph
 
@@ -176,6 +183,100 @@ def time_loop(n: int, repeat: int, pytensor: object) -> tuple[float, float | Non
     return statistics.median(ours), statistics.median(theirs) if theirs else None
 
 
+def alternating_chain(n: int) -> tuple[list[Variable], list[Variable]]:
+    """The loop graph: `out = out + 1 if i % 2 else out * 1.0`, n steps (n nodes)."""
+    out = loop_graph(None, n)
+    return list(graph_inputs([out])), [out]
+
+
+def unary_chain(n: int) -> tuple[list[Variable], list[Variable]]:
+    """log(exp(...log(exp(x))...)): n nodes, every pair cancelling."""
+    x = vector("x")
+    out = x
+    for _ in range(n // 2):
+        out = ops.log(ops.exp(out))
+    return [x], [out]
+
+
+def wide_sum(n: int) -> tuple[list[Variable], list[Variable]]:
+    """sin(x * 1) + sin(x * 2) + ... built left to right: n nodes that flatten into one wide add."""
+    x = vector("x")
+    out = ops.sin(x)
+    for k in range(2, n // 3 + 1):
+        out = out + ops.sin(x * float(k))
+    return [x], [out]
+
+
+def shared_dag(n: int, seed: int = 0) -> tuple[list[Variable], list[Variable]]:
+    """A random elementwise DAG of about n nodes over four vectors, operands drawn mostly from recent
+    nodes and some from anywhere (shared subexpressions), with every (n/20)th node also an output."""
+    rng = random.Random(seed)
+    inputs = [vector(f"x{k}") for k in range(4)]
+    pool: list[Variable] = list(inputs)
+    count = 0
+    while count < n:
+        a = pool[-1 - min(int(rng.expovariate(0.3)), len(pool) - 1)]
+        b = rng.choice(pool)
+        kind = rng.random()
+        if kind < 0.3:
+            v, count = ops.add(a, b), count + 1
+        elif kind < 0.5:
+            v, count = ops.mul(a, b), count + 1
+        elif kind < 0.6:
+            v, count = ops.sub(a, b), count + 1
+        elif kind < 0.75:
+            v, count = ops.tanh(a), count + 1
+        elif kind < 0.9:
+            v, count = ops.exp(ops.neg(ops.sqr(a))), count + 3
+        else:
+            v, count = ops.sin(a), count + 1
+        pool.append(v)
+    return inputs, [pool[-1], *pool[len(inputs) :: max(n // 20, 1)]]
+
+
+SHAPES: dict[str, Callable[[int], tuple[list[Variable], list[Variable]]]] = {
+    "alternating chain": alternating_chain,
+    "log(exp) chain": unary_chain,
+    "wide sum": wide_sum,
+    "shared DAG": shared_dag,
+}
+
+
+def time_shape(
+    build: Callable[[int], tuple[list[Variable], list[Variable]]], n: int
+) -> tuple[float, int, int]:
+    """Seconds of fast_run rewriting (fusion included) of `build(n)`, nodes before, kernels after."""
+    from relwrite.engine.db import rewrite_graph
+
+    inputs, outputs = build(n)
+    fgraph = FunctionGraph(inputs, outputs, clone=False)
+    before = len(fgraph.apply_nodes)
+    start = time.perf_counter()
+    rewrite_graph(fgraph, include=["fast_run"])
+    seconds = time.perf_counter() - start
+    kernels = sum(isinstance(node.op, ops.Elemwise) for node in fgraph.apply_nodes)
+    return seconds, before, kernels
+
+
+def main_shapes(sizes: list[int], budget: float) -> None:
+    """Growth of fast_run rewriting on every graph shape (see the module docstring)."""
+    print()
+    print("fast_run rewriting (fusion included) by graph shape; a size is skipped past the budget:")
+    header = f"{'shape':<18} | {'nodes':>8} | {'time':>11} | {'growth':>6} | elementwise nodes after"
+    print(header)
+    print("-" * len(header))
+    for name, build in SHAPES.items():
+        previous: tuple[int, float] | None = None
+        for n in sizes:
+            if previous is not None and previous[1] * (n / previous[0]) ** 1.2 > budget:
+                print(f"{name:<18} | {n:>8} | {'skipped':>11} | {'-':>6} | projected past {budget:.0f} s")
+                break
+            seconds, before, kernels = time_shape(build, n)
+            growth = f"{seconds / previous[1]:6.1f}" if previous is not None else "     -"
+            print(f"{name:<18} | {before:>8} | {_fmt(seconds):>11} | {growth} | {kernels}", flush=True)
+            previous = (n, seconds)
+
+
 def _pytensor() -> object:
     try:
         import pytensor.tensor as pt
@@ -226,6 +327,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
         "--loops", type=int, nargs="*", default=[1_000, 2_000, 4_000], help="loop steps (none: skip)"
+    )
+    parser.add_argument(
+        "--shapes", type=int, nargs="*", default=None, help="sizes for the graph-shape table (none: skip)"
+    )
+    parser.add_argument(
+        "--shape-budget", type=float, default=120.0, help="skip a shape's larger sizes projected past this"
     )
     args = parser.parse_args(argv)
     sys.setrecursionlimit(1000)  # the default: a RecursionError here means recursion over graph depth
@@ -280,6 +387,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"goal t(10k)/t(1k) <= 12 for the engine: {ratio:.1f}, {'met' if ratio <= 12 else 'NOT met'}")
     if args.loops:
         main_loops(args.loops, args.repeat)
+    if args.shapes is None or args.shapes:
+        main_shapes(args.shapes or args.sizes, args.shape_budget)
     return 0
 
 

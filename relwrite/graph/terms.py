@@ -40,6 +40,7 @@ __all__ = [
     "note_read",
     "record_expansions",
     "same_expression",
+    "structural_hash",
 ]
 
 _ATOM = "an atom (graph input, constant or output of a multi-output node)"
@@ -114,6 +115,29 @@ def same_expression(u: Variable, v: Variable) -> bool:
         else:
             stack.extend(zip(node_a.inputs, node_b.inputs))
     return True
+
+
+def structural_hash(var: Variable, memo: dict[Variable, int]) -> int:
+    """A hash equal for any two graphs `same_expression` finds equal (iteratively, bottom-up).
+
+    `memo` maps variables already hashed to their hash: share it across the
+    calls of one comparison round, so shared subgraphs are hashed once.
+    Reads are noted like `same_expression`'s.
+    """
+    stack: list[tuple[Variable, bool]] = [(var, False)]
+    while stack:
+        current, ready = stack.pop()
+        if current in memo:
+            continue
+        node = _expression_node(current)
+        if node is None:
+            memo[current] = hash(current)  # a constant hashes by value, any other atom by identity
+        elif ready:
+            memo[current] = hash((note_read(node).op, tuple(memo[i] for i in node.inputs)))
+        else:
+            stack.append((current, True))
+            stack.extend((i, False) for i in node.inputs if i not in memo)
+    return memo[var]
 
 
 class OpETuple(ExpressionTuple):

@@ -19,7 +19,7 @@ from etuples.core import ExpressionTuple
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
-from relwrite.graph.terms import same_expression
+from relwrite.graph.terms import same_expression, structural_hash
 from relwrite.graph.types import TensorType, broadcast_shapes, upcast
 from relwrite.relations.predicates import (
     as_graph,
@@ -290,21 +290,38 @@ def _signature(value: Variable) -> Any:
 def _groups(keys: Sequence[tuple[Variable, ...] | None]) -> list[list[int]]:
     """Indices of structurally equal keys (tuples of graphs), by first appearance; None keys skipped.
 
-    Keys are bucketed by signature first, so only look-alikes are compared.
+    Keys are bucketed by their shallow signature (constant time each); only
+    where a bucket already holds a group are the keys hashed structurally
+    (whole subgraphs, shared ones once), so a sum of many look-alike terms
+    (sin(x * 1) + sin(x * 2) + ...) compares each term with its equals only,
+    while a sum of terms with distinct shapes never walks their subgraphs.
     """
     groups: list[list[int]] = []
-    buckets: dict[tuple, list[list[int]]] = {}
+    buckets: dict[tuple, dict[tuple | None, list[list[int]]]] = {}
+    memo: dict[Variable, int] = {}
+
+    def full(key: tuple[Variable, ...]) -> tuple:
+        return tuple(structural_hash(g, memo) for g in key)
+
     for i, key in enumerate(keys):
         if key is None:
             continue
-        bucket = buckets.setdefault(tuple(map(_signature, key)), [])
-        for group in bucket:
+        bucket = buckets.setdefault(tuple(map(_signature, key)), {})
+        if not bucket:
+            bucket[None] = [[i]]  # the first look-alike: hashed only if another one comes
+            groups.append(bucket[None][0])
+            continue
+        if None in bucket:
+            (first,) = bucket.pop(None)
+            bucket[full(keys[first[0]])] = [first]
+        candidates = bucket.setdefault(full(key), [])
+        for group in candidates:
             if all(map(same_graph, keys[group[0]], key)):
                 group.append(i)
                 break
         else:
-            bucket.append([i])
-            groups.append(bucket[-1])
+            candidates.append([i])
+            groups.append(candidates[-1])
     return groups
 
 

@@ -430,3 +430,54 @@ def test_full_rebuild_from_a_plain_term_gives_the_same_graph(graph, make):
     assert unify(term, graph) == {}
     assert unify(rebuilt, graph) == {}
     assert etuplize(graph) == term
+
+
+# -- structural hashing -----------------------------------------------------------------------------------
+
+
+def _copy(graph):
+    """A node-by-node copy of `graph` over the same inputs: equal as an expression, no node shared."""
+    from relwrite.graph.basic import graph_inputs
+
+    copies = {v: v for v in graph_inputs([graph])}
+    for node in io_toposort(list(copies), [graph]):
+        new = node.op.make_node(*(copies.get(v, v) for v in node.inputs))
+        copies.update(zip(node.outputs, new.outputs))
+    return copies[graph]
+
+
+@given(st.data())
+def test_graphs_equal_as_expressions_hash_alike_and_others_mostly_not(data):
+    from relwrite.graph import ops as o
+    from relwrite.graph.terms import same_expression, structural_hash
+    from relwrite.testing.strategies import expression_graphs
+
+    ops_ = (o.add, o.mul, o.neg, o.exp, o.sin, o.sqr)
+    _, a = data.draw(expression_graphs(ops=ops_, max_nodes=10))
+    _, b = data.draw(expression_graphs(ops=ops_, max_nodes=10))
+    memo: dict = {}
+    assert structural_hash(a, memo) == structural_hash(_copy(a), memo)
+    if structural_hash(a, memo) != structural_hash(b, memo):
+        assert not same_expression(a, b)
+
+
+def test_structural_hash_of_a_100000_deep_chain_does_not_recurse():
+    from relwrite.graph.terms import structural_hash
+
+    x = vector("x")
+    out = x
+    for _ in range(100_000):
+        out = exp(out)
+    assert structural_hash(out, {}) == structural_hash(_copy(out), {})
+
+
+def test_like_terms_among_many_look_alikes_are_grouped_exactly():
+    """sin(x * 1) + ... + sin(x * n) share a shallow signature: only equal terms may be grouped."""
+    from relwrite.graph.ops import sin
+    from relwrite.relations.operands import like_terms
+
+    x = vector("x")
+    terms = [sin(mul(x, constant(float(k)))) for k in range(1, 200)]
+    assert like_terms(False, tuple(terms)) is None  # no two alike
+    doubled = like_terms(False, (*terms, _copy(terms[7])))
+    assert doubled is not None and len(doubled) == len(terms)
