@@ -35,6 +35,8 @@ from relwrite.relations.operands import canonical_key
 from relwrite.relations.registry import Rule
 
 MAX_STEPS = 10_000
+MAX_CONGRUENCES = 400
+"""Congruent pairs a class's shortest chains may use; past it, only the proof forest's (linear)."""
 """The most steps an explanation lists (its assumptions always cover the whole proof)."""
 
 Link = tuple[int, int, Reason, tuple[tuple[int, int], ...]]
@@ -273,14 +275,19 @@ class Explainer:
             rules += [(n, m, why) for m, why in egraph.spare_links(n)]
             if egraph.op(n) is not None:
                 congruent.setdefault(egraph.canonical(n), []).append(n)
+        if sum(len(group) * (len(group) - 1) for group in congruent.values()) <= MAX_CONGRUENCES:
+            candidates = [(n, m) for group in congruent.values() for n in group for m in group if m != n]
+        else:  # too many to pair up: the forest's own congruence links, which still connect the class
+            candidates = []
+            for n in terms:
+                link = egraph.forest_link(n)
+                if link is not None and link[1] == CONGRUENCE:
+                    candidates += [(n, link[0]), (link[0], n)]
         congruences = []
-        for group in congruent.values():
-            for n in group:
-                for m in group:
-                    if m != n:
-                        pairs = self._operand_pairs(n, m)
-                        latest = max((self._time(c, d) for c, d in pairs), default=0)
-                        congruences.append((n, m, pairs, latest))
+        for n, m in candidates:
+            pairs = self._operand_pairs(n, m)
+            latest = max((self._time(c, d) for c, d in pairs), default=0)
+            congruences.append((n, m, pairs, latest))
         found = self._classes[cls] = _ClassLinks(len(terms), rules, congruences)
         return found
 

@@ -84,3 +84,19 @@ def test_explanations_as_plain_data():
         "assumptions": ["y != 0"],
         "unsafe": True,
     }
+
+
+def test_past_the_congruence_bound_chains_follow_the_proof_forest_and_stay_sound(monkeypatch):
+    """Classes too big to pair every congruent node use the forest's links: still a valid derivation."""
+    from relwrite.engine.explore import explain
+
+    monkeypatch.setattr(explain, "MAX_CONGRUENCES", 0)
+    a = parse(SEED)
+    proof = prove(a, parse("2 * z"), unsafe=True)
+    assert proof is not None and proof.assumptions == {"x != 0", "y != 0"}
+    inputs = sorted(_inputs(a), key=str)
+    values = [np.float64(v) for v in (1.5, -2.5, 3.25)]
+    expected = function(inputs, a)(*values)
+    assert pprint(proof.steps[-1].expression) == "(2.0 * z)"
+    for step in proof.steps:
+        assert np.isclose(function(inputs, step.expression)(*values), expected)
