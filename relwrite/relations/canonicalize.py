@@ -80,6 +80,60 @@ CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
 
 
+# -- neutral elements (first: dropping an operand is cheaper than sorting it) ---------------------
+
+
+NEUTRALS = (*CANON, "specialize")
+"""Dropping neutral elements serves canonicalize and specialize (for the ones constant folding leaves)."""
+
+add_zero = rule(
+    "add_zero",
+    (o.add, {"pattern": 0, "constraint": is_zero_dimensional}, "*rest"),
+    (o.add, "*rest"),
+    NEUTRALS,
+    semantics="reassociates",
+    examples=("x + 0", "add(0, x, y)"),
+    types={"x": "vector"},
+    keeps_type=True,
+    doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, the
+    rule does not apply).  Reassociates, for the sign of a zero only: where the other terms
+    are all -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and the right
+    side -0.0; every other value is kept exactly.""",
+)
+
+mul_one = rule(
+    "mul_one",
+    (o.mul, {"pattern": 1, "constraint": is_zero_dimensional}, "*rest"),
+    (o.mul, "*rest"),
+    NEUTRALS,
+    examples=("x * 1", "mul(1, x, y)"),
+    types={"x": "vector"},
+    keeps_type=True,
+    doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, the rule
+    does not apply).  Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.""",
+)
+
+add_of_one_term = rule(
+    "add_of_one_term",
+    (o.add, "x"),
+    "x",
+    NEUTRALS,
+    examples=("add(x)",),
+    types={"x": "vector"},
+    doc="add(x) -> x: a sum of one term is the term.",
+)
+
+mul_of_one_factor = rule(
+    "mul_of_one_factor",
+    (o.mul, "x"),
+    "x",
+    NEUTRALS,
+    examples=("mul(x)",),
+    types={"x": "vector"},
+    doc="mul(x) -> x: a product of one factor is the factor.",
+)
+
+
 # -- flattening, constants and order --------------------------------------------------------------
 
 
@@ -166,6 +220,36 @@ def sort_mul(lhs: Any, rhs: Any) -> Goal:
     return rewrite_operandso(o.mul, lhs, rhs, sortedo)
 
 
+# -- neutral elements shaped by fills (after the order: rarely there, so tried last) -------------
+
+add_zeros_like = rule(
+    "add_zeros_like",
+    (o.add, {"pattern": "neutral", "constraint": is_neutral_of(o.add)}, "*rest"),
+    (o.add, "*rest"),
+    NEUTRALS,
+    semantics="reassociates",
+    where=neutral_drops(o.add),
+    examples=("add(fill(x, 0), x)", "add(fill(x, 0), x, y)"),
+    types={"x": "vector", "y": "vector"},
+    keeps_type=True,
+    doc="""fill(x, 0) + x -> x: zeros shaped like the other terms (as cancelling rules leave
+    them) go when their shape provably never widens the sum.  Reassociates, as add_zero.""",
+)
+
+mul_ones_like = rule(
+    "mul_ones_like",
+    (o.mul, {"pattern": "neutral", "constraint": is_neutral_of(o.mul)}, "*rest"),
+    (o.mul, "*rest"),
+    NEUTRALS,
+    where=neutral_drops(o.mul),
+    examples=("mul(fill(x, 1), x)", "mul(fill(x, 1), x, y)"),
+    types={"x": "vector", "y": "vector"},
+    keeps_type=True,
+    doc="""fill(x, 1) * x -> x: ones shaped like the other factors go when their shape provably
+    never widens the product.  Exact.""",
+)
+
+
 # -- negation and subtraction ----------------------------------------------------------------------
 
 neg_neg = rule(
@@ -250,87 +334,6 @@ def negation_undone(factors: Any) -> list[tuple]:
     """The factors `negated_leading_constant` maps onto `factors` (negation is its own inverse)."""
     negated = negated_leading_constant(factors)
     return [] if negated is None else [negated]
-
-
-# -- neutral and absorbing elements ----------------------------------------------------------------
-
-
-NEUTRALS = (*CANON, "specialize")
-"""Dropping neutral elements serves canonicalize and specialize (for the ones constant folding leaves)."""
-
-add_zero = rule(
-    "add_zero",
-    (o.add, {"pattern": 0, "constraint": is_zero_dimensional}, "*rest"),
-    (o.add, "*rest"),
-    NEUTRALS,
-    semantics="reassociates",
-    examples=("x + 0", "add(0, x, y)"),
-    types={"x": "vector"},
-    keeps_type=True,
-    doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, the
-    rule does not apply).  Reassociates, for the sign of a zero only: where the other terms
-    are all -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and the right
-    side -0.0; every other value is kept exactly.""",
-)
-
-add_zeros_like = rule(
-    "add_zeros_like",
-    (o.add, {"pattern": "neutral", "constraint": is_neutral_of(o.add)}, "*rest"),
-    (o.add, "*rest"),
-    NEUTRALS,
-    semantics="reassociates",
-    where=neutral_drops(o.add),
-    examples=("add(fill(x, 0), x)", "add(fill(x, 0), x, y)"),
-    types={"x": "vector", "y": "vector"},
-    keeps_type=True,
-    doc="""fill(x, 0) + x -> x: zeros shaped like the other terms (as cancelling rules leave
-    them) go when their shape provably never widens the sum.  Reassociates, as add_zero.""",
-)
-
-mul_one = rule(
-    "mul_one",
-    (o.mul, {"pattern": 1, "constraint": is_zero_dimensional}, "*rest"),
-    (o.mul, "*rest"),
-    NEUTRALS,
-    examples=("x * 1", "mul(1, x, y)"),
-    types={"x": "vector"},
-    keeps_type=True,
-    doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, the rule
-    does not apply).  Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.""",
-)
-
-mul_ones_like = rule(
-    "mul_ones_like",
-    (o.mul, {"pattern": "neutral", "constraint": is_neutral_of(o.mul)}, "*rest"),
-    (o.mul, "*rest"),
-    NEUTRALS,
-    where=neutral_drops(o.mul),
-    examples=("mul(fill(x, 1), x)", "mul(fill(x, 1), x, y)"),
-    types={"x": "vector", "y": "vector"},
-    keeps_type=True,
-    doc="""fill(x, 1) * x -> x: ones shaped like the other factors go when their shape provably
-    never widens the product.  Exact.""",
-)
-
-add_of_one_term = rule(
-    "add_of_one_term",
-    (o.add, "x"),
-    "x",
-    NEUTRALS,
-    examples=("add(x)",),
-    types={"x": "vector"},
-    doc="add(x) -> x: a sum of one term is the term.",
-)
-
-mul_of_one_factor = rule(
-    "mul_of_one_factor",
-    (o.mul, "x"),
-    "x",
-    NEUTRALS,
-    examples=("mul(x)",),
-    types={"x": "vector"},
-    doc="mul(x) -> x: a product of one factor is the factor.",
-)
 
 
 @relation(

@@ -82,6 +82,7 @@ def is_neutral_of(op: Op) -> Callable[[Any], bool]:
         return isinstance(value, Variable) and neutral_parts(op, value) is not None
 
     is_neutral.__name__ = f"is_neutral_of_{op}"
+    is_neutral.heads = (Constant, ops.fill)  # what `filled_constant` can accept: screens read it
     return is_neutral
 
 

@@ -359,7 +359,9 @@ class _Screen:
 
     `tests` pair an operand position (None: any operand, for operand
     multisets and the operands a sequence variable may shift) with a test:
-    an op the operand must be computed by, or a number it must equal.
+    an op the operand must be computed by, a number it must equal, or the
+    `heads` a constraint on a named operand declares (a tuple of ops, op
+    classes or `Constant`: what the constraint can accept at all).
     """
 
     op: Op
@@ -377,12 +379,16 @@ class _Screen:
         split = next((i for i, a in enumerate(root.args) if isinstance(a, _Sequence)), None)
         tests = []
         for i, arg in enumerate(root.args):
+            heads = None
             while isinstance(arg, _Guarded):
+                heads = getattr(arg.constraint, "heads", heads)
                 arg = arg.inner
             if isinstance(arg, _Apply) and not arg.op_is_var:
                 test: Any = arg.op
             elif isinstance(arg, _Number):
                 test = arg
+            elif heads is not None:
+                test = tuple(heads)
             else:
                 continue
             if root.multiset:
@@ -411,8 +417,20 @@ class _Screen:
 def _passes(operand: Variable, test: Any) -> bool:
     if isinstance(test, _Number):
         return isinstance(operand, Constant) and is_literal(operand, test.value)
+    if isinstance(test, tuple):  # a constraint's `heads`
+        return any(_has_head(operand, head) for head in test)
     owner = operand.owner
     return owner is not None and len(owner.outputs) == 1 and owner.op == test
+
+
+def _has_head(operand: Variable, head: Any) -> bool:
+    """Whether `operand` is a Constant (head `Constant`) or computed by `head` (an op, or an op class)."""
+    if head is Constant:
+        return isinstance(operand, Constant)
+    owner = operand.owner
+    if owner is None:
+        return False
+    return isinstance(owner.op, head) if isinstance(head, type) else owner.op == head
 
 
 class EmptyApplication(ValueError):

@@ -212,6 +212,9 @@ def rule(
     `keeps_type` the rule applies only where its right side can replace its
     left side (same dtype and rank, static lengths kept): for rules whose
     operands may broadcast or promote, such as dropping a zero from a sum.
+    A constraint on an operand may declare `heads`, a tuple of the ops, op
+    classes or `Constant` it can accept at all: the rule's screen then
+    skips nodes with no such operand without calling it.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)

@@ -260,3 +260,18 @@ def test_an_operand_rule_answers_without_kanren_what_kanren_answers(rule_, data)
         direct = rule_.relation.forward_values(term)
         assert direct is not None
         assert _printed(direct, term) == _printed(run(4, q, rule_(term, q)), term), pprint(term)
+
+
+def test_a_constraint_declaring_its_heads_lets_the_screen_refuse_without_calling_it():
+    calls = []
+
+    def is_exp(value):
+        calls.append(value)
+        return value.owner is not None and value.owner.op == o.exp
+
+    is_exp.heads = (o.exp,)
+    drop_exp = rule("drop_exp", (o.add, {"pattern": "e", "constraint": is_exp}, "*rest"), (o.add, "*rest"))
+    a, b = vector("a"), vector("b")
+    assert not drop_exp.screen(a + b) and not calls
+    assert drop_exp.screen(a + o.exp(b))
+    assert [pprint(v) for v in drop_exp.forward(a + o.exp(b))] == ["a"]
