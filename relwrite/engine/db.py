@@ -263,7 +263,8 @@ def _default_optdb() -> SequenceDB:
         for phase in r.phases:  # a rule may serve several phases (add_zero: the zeros folding leaves too)
             phases[phase].register(r.name, KanrenRelationSub(r, name=r.name), *r.tags)
     db.register("canonicalize", phases["canonicalize"], "fast_run", "fast_compile", position=1)
-    db.register("stabilize", phases["stabilize"], "fast_run", position=1.5)
+    # fast_compile selects the stabilize phase too, and in it the rules tagged fast_compile (logsumexp)
+    db.register("stabilize", phases["stabilize"], "fast_run", "fast_compile", position=1.5)
     db.register("specialize", phases["specialize"], "fast_run", position=2)
     # Fusion and merge2 share position 49; fusion, registered first, runs first, so merge2 merges
     # the Composites that compute the same thing.

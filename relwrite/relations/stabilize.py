@@ -37,6 +37,8 @@ from relwrite.relations.predicates import (
 from relwrite.relations.registry import relation, rule
 
 STABILIZE = ("stabilize", "fast_run")
+EVERY_MODE = (*STABILIZE, "fast_compile")
+"""Stabilizations without which a common expression overflows: they run in fast_compile too."""
 
 
 def _argument(value: Any, op: Op | type, index: int = 0) -> Variable | None:
@@ -108,7 +110,10 @@ log_sigmoid = rule(
 
 
 @relation(
-    STABILIZE, tracks=(o.log,), examples=("log(softmax(x))", "log(softmax(x, axis=0))"), types={"x": "matrix"}
+    EVERY_MODE,
+    tracks=(o.log,),
+    examples=("log(softmax(x))", "log(softmax(x, axis=0))"),
+    types={"x": "matrix"},
 )
 def log_softmax(lhs: Any, rhs: Any) -> Goal:
     """log(softmax(x)) -> log_softmax(x) along the same axis: finite where a probability underflows."""
@@ -132,7 +137,7 @@ def _softmax_ops(op: Any) -> list[o.Softmax]:
 
 
 @relation(
-    STABILIZE,
+    EVERY_MODE,
     tracks=(o.log,),
     examples=("log(sum(exp(x), axis=1))", "log(sum(exp(x)))", "log(sum(exp(x), axis=(0, 1)))"),
     types={"x": "matrix"},
