@@ -52,6 +52,7 @@ from relwrite.relations.goals import (
     divided_outo,
     flatteno,
     foldedo,
+    involutiono,
     like_factorso,
     like_termso,
     mappingo,
@@ -310,7 +311,7 @@ def neg_mul_constant(lhs: Any, rhs: Any) -> Goal:
             lhs,
             operandso(lhs, o.neg, (product,)),
             operandso(product, o.mul, factors),
-            mappingo(factors, negated, negated_leading_constant, negation_undone),
+            involutiono(factors, negated, negated_leading_constant),
             operandso(rhs, o.mul, negated),
         ),
         replaceableo(lhs, rhs),
@@ -328,12 +329,6 @@ def negated_leading_constant(factors: Any) -> tuple | None:
         return None
     value = np.negative(factors[0].data)
     return (Constant(factors[0].type, value), *factors[1:])
-
-
-def negation_undone(factors: Any) -> list[tuple]:
-    """The factors `negated_leading_constant` maps onto `factors` (negation is its own inverse)."""
-    negated = negated_leading_constant(factors)
-    return [] if negated is None else [negated]
 
 
 @relation(

@@ -356,6 +356,20 @@ def mappingo(
     return goal
 
 
+def involutiono(x: Any, y: Any, function: Callable[[Any], Any]) -> Goal:
+    """`y` is `function(x)` for a `function` that is its own inverse: backward, `x` is `function(y)`.
+
+    The backward direction is derived, not written: `mappingo` with the
+    function as its own preimage (checked there: it must map back onto `y`).
+    """
+
+    def preimages(image: Any) -> list[Any]:
+        back = function(image)
+        return [] if back is None else [back]
+
+    return mappingo(x, y, function, preimages)
+
+
 def choiceo(x: Any, options: Callable[[Any], Iterable[Any]], given: Any) -> Goal:
     """`x` is one of `options(given)` (a finite choice); `given` must be bound.
 

@@ -241,3 +241,17 @@ def test_cancelling_goals():
 def test_constant_is_not_a_term_of_a_group():
     c = Constant(x.type, 2.0)
     assert forward(like_termso, (c, c, x)) is None
+
+
+def test_involutiono_runs_backward_by_applying_the_function_again():
+    from kanren import run, var
+
+    from relwrite.relations.goals import involutiono
+
+    def flip(pair):
+        return None if not isinstance(pair, tuple) else (pair[1], pair[0])
+
+    q = var()
+    assert run(0, q, involutiono((1, 2), q, flip)) == ((2, 1),)
+    assert run(0, q, involutiono(q, (1, 2), flip)) == ((2, 1),)
+    assert run(0, q, involutiono(q, "not a pair", flip)) == ()
