@@ -16,13 +16,16 @@ already has.  A candidate joins when it is elementwise (any `Elemwise`,
   Composite), provided no outside reader leads back into the group (fusing
   would close a cycle).
 
-Broadcasting.  A Composite's outputs all have the broadcast shape of all its
-inputs.  The root depends on every input of its group, so its shape is right.
-An extra output is kept only when static shapes prove that the inputs it does
-not depend on never enlarge its shape (0-d inputs, or lengths 1 or equal to
-its own); otherwise it and its ancestors in the group leave the group (they
-can form a group of their own later), which keeps the group closed under the
-paths between its nodes.
+Broadcasting.  Each output of a Composite has the broadcast shape of the
+inputs it depends on: the root's is the whole group's, an extra output's may
+be narrower (a shared intermediate that some inputs of the group never
+reach).  Static shapes with unknown lengths rarely prove such an output has
+the group's full shape, so fusion does not require it: the backends check
+it at run time and run the group op by op where it does not hold (see
+`Composite`).  Only an extra output that static shapes prove narrower (a
+lower rank, or a length 1 where the group's is not) stays out of the group.
+So a DAG of vectors of unknown lengths with shared intermediates fuses into
+as few kernels as its cycles allow.
 
 Constants.  0-d constants are written into the inner graph; larger ones are
 inputs of the Composite (they may set its shape).  Groups of a single node,
@@ -43,7 +46,6 @@ from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.ops import Composite, Elemwise
 from relwrite.graph.types import TensorType
-from relwrite.relations.predicates import broadcasts_into
 
 
 def _inlined(var: Variable) -> bool:
@@ -84,11 +86,25 @@ class _Group:
             node = heapq.heappop(heap)[2]
             readers = self.outside_readers(node)
             if readers:
-                if self._leads_back(r for r in readers if r != "output"):
+                if not self._may_be_full(node) or self._leads_back(r for r in readers if r != "output"):
                     continue
                 self.exported.add(node)
             self.members.add(node)
             push_inputs(node)
+
+    def _may_be_full(self, node: Apply) -> bool:
+        """Whether `node`'s outputs may have the group's full shape (the root's), as far as static shapes say.
+
+        A lower rank, or a length 1 where the root's is not, proves them
+        narrower: such a node stays out (fused, it would always take the
+        op-by-op path).  Unknown lengths may be full: the backend checks.
+        """
+        full = self.root.outputs[0].type.shape
+        for out in node.outputs:
+            shape = out.type.shape
+            if len(shape) != len(full) or any(m == 1 and r != 1 for m, r in zip(shape, full)):
+                return False
+        return True
 
     def _leads_back(self, starts: Iterable[Apply]) -> bool:
         """Whether a path from one of `starts` reaches a member.
@@ -122,53 +138,6 @@ class _Group:
                 if var.owner not in self.members and not _inlined(var):
                     found.setdefault(var, None)
         return list(found)
-
-    def _depends_on(self, node: Apply) -> set[Variable]:
-        """The group inputs `node` reads, directly or through other members."""
-        found: set[Variable] = set()
-        seen = {node}
-        stack = [node]
-        while stack:
-            for var in stack.pop().inputs:
-                owner = var.owner
-                if owner in self.members:
-                    if owner not in seen:
-                        seen.add(owner)
-                        stack.append(owner)
-                elif not _inlined(var):
-                    found.add(var)
-        return found
-
-    def _full_shape(self, node: Apply, inputs: list[Variable]) -> bool:
-        """Whether static shapes prove `node`'s outputs have the shape of the whole group."""
-        read = self._depends_on(node)
-        out = node.outputs[0]  # a node's outputs share their shape
-        return all(broadcasts_into(var, out) for var in inputs if var not in read)
-
-    def _drop_with_ancestors(self, node: Apply) -> None:
-        stack = [node]
-        while stack:
-            current = stack.pop()
-            if current in self.members:
-                self.members.discard(current)
-                self.exported.discard(current)
-                stack.extend(v.owner for v in current.inputs if v.owner in self.members)
-
-    def settle_shapes(self) -> None:
-        """Drop exported members whose shape may be smaller than the group's, with their ancestors."""
-        while True:
-            inputs = self.inputs()
-            narrow = next(
-                (
-                    n
-                    for n in sorted(self.exported, key=self.position.__getitem__)
-                    if not self._full_shape(n, inputs)
-                ),
-                None,
-            )
-            if narrow is None:
-                return
-            self._drop_with_ancestors(narrow)
 
     def worth_fusing(self) -> bool:
         if len(self.members) < 2:
@@ -234,7 +203,6 @@ class FusionRewriter(GraphRewriter):
                 continue
             group = _Group(fgraph, root, position)
             group.grow()
-            group.settle_shapes()
             if not group.worth_fusing():
                 continue
             pairs = group.composite_replacements()

@@ -563,6 +563,18 @@ def alloc(value: Any, *shape: int) -> Variable:
     return Alloc(shape)(value)
 
 
+def _inputs_read(
+    inputs: list[Variable], nodes: list[Apply], outputs: list[Variable]
+) -> tuple[tuple[int, ...], ...]:
+    """For each output of an inner graph, the positions of the inputs it depends on (in order)."""
+    read: dict[Variable, frozenset[int]] = {v: frozenset([i]) for i, v in enumerate(inputs)}
+    for node in nodes:
+        needed = frozenset().union(*(read.get(v, frozenset()) for v in node.inputs))
+        for out in node.outputs:
+            read[out] = needed
+    return tuple(tuple(sorted(read[v])) for v in outputs)
+
+
 # -- fused elementwise ---------------------------------------------------------------------
 
 
@@ -571,7 +583,11 @@ class Composite(Elemwise):
 
     Every inner node must be an `Elemwise`; the inner inputs are 0-d
     placeholders whose dtypes the outer inputs must match.  Two composites are
-    equal when their inner graphs are structurally the same.
+    equal when their inner graphs are structurally the same.  Each output
+    has the broadcast shape of the inputs it depends on (`output_inputs`),
+    which may be narrower than the whole group's: a backend looping over
+    the group's full shape checks at run time that those agree, and runs the
+    inner graph op by op where they do not.
     """
 
     __props__ = ("signature",)
@@ -613,6 +629,7 @@ class Composite(Elemwise):
         object.__setattr__(self, "outputs", outputs)
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "nin", len(inputs))
+        object.__setattr__(self, "output_inputs", _inputs_read(inputs, nodes, outputs))
 
     def make_node(self, *inputs: Variable) -> Apply:
         inputs = as_variables(inputs)
@@ -621,8 +638,12 @@ class Composite(Elemwise):
         for i, (outer, inner) in enumerate(zip(inputs, self.inputs)):
             if outer.dtype != inner.dtype:
                 raise self.type_error(inputs, f"input {i} must have dtype {inner.dtype}")
-        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=self)
-        return Apply(self, inputs, [Variable(TensorType(v.dtype, shape)) for v in self.outputs])
+        broadcast_shapes(*(v.shape for v in inputs), op_name=self)  # the inputs must broadcast together
+        outputs = [
+            Variable(TensorType(v.dtype, broadcast_shapes(*(inputs[i].shape for i in read))))
+            for v, read in zip(self.outputs, self.output_inputs)
+        ]
+        return Apply(self, inputs, outputs)
 
     def __str__(self) -> str:
         return "Composite{" + ", ".join(str(n.op) for n in self.nodes) + "}"

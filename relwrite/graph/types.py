@@ -117,6 +117,17 @@ class TensorType:
         return None
 
 
+def fits(small: Shape, big: Shape) -> bool:
+    """Whether static shapes prove `small` never enlarges `big` when the two broadcast.
+
+    True when `small` has no more dimensions and each of its lengths is 1 or
+    a known length equal to `big`'s; unknown lengths prove nothing.
+    """
+    if len(small) > len(big):
+        return False
+    return all(s == 1 or (s is not None and s == b) for s, b in zip(reversed(small), reversed(big)))
+
+
 def broadcast_shapes(*shapes: Shape, op_name: object = "broadcast") -> Shape:
     """Static numpy broadcasting; raises TypeError (naming `op_name`) on lengths that can never broadcast."""
     ndim = max((len(s) for s in shapes), default=0)

@@ -17,7 +17,7 @@ from etuples.core import ExpressionTuple
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import note_read
-from relwrite.graph.types import Shape
+from relwrite.graph.types import fits
 
 
 def as_graph(value: Any) -> Any:
@@ -51,13 +51,6 @@ def broadcasts_into(small: Variable, big: Variable) -> bool:
     a known length equal to `big`'s; unknown lengths prove nothing.
     """
     return fits(small.type.shape, big.type.shape)
-
-
-def fits(small: Shape, big: Shape) -> bool:
-    """`broadcasts_into` on static shapes."""
-    if len(small) > len(big):
-        return False
-    return all(s == 1 or (s is not None and s == b) for s, b in zip(reversed(small), reversed(big)))
 
 
 def is_float(value: Any) -> bool:

@@ -61,6 +61,7 @@ from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply
 from relwrite.graph.fg import FunctionGraph
+from relwrite.graph.types import fits
 
 _STATUS_MEMORY = -2
 _STATUS_REFERENCE = 1
@@ -176,9 +177,40 @@ def _broadcast_shape(node: Apply) -> Callable[[Sequence[np.ndarray]], tuple[int,
     return shape
 
 
+def _narrow_outputs(node: Apply) -> tuple[tuple[int, ...], ...]:
+    """For each output that may be narrower than the loop's full shape, the inputs it depends on.
+
+    The kernel writes every output at the broadcast shape of all inputs; an
+    output typed with the shape of fewer inputs (`Composite.output_inputs`)
+    is right only where those already broadcast to the full shape, which
+    static shapes prove when every input it skips is 0-d or fits its shape.
+    """
+    narrow = []
+    for out, read in zip(node.outputs, node.op.output_inputs):
+        skipped = [v for i, v in enumerate(node.inputs) if i not in read]
+        if not all(fits(v.type.shape, out.type.shape) for v in skipped):
+            narrow.append(read)
+    return tuple(narrow)
+
+
 def _composite_impl(node: Apply, kernel: Callable[..., int], reference: Impl) -> Impl:
     shape_of, ref, empty = _broadcast_shape(node), reference.fn, np.empty
     dtypes = tuple(np.dtype(v.dtype) for v in node.outputs)
+    narrow = _narrow_outputs(node)
+    if narrow:  # checked at run time: where an output is narrower than the loop, NumPy runs the group
+
+        def run_checked(*arrays: np.ndarray) -> Any:
+            shape = shape_of(arrays)
+            for read in narrow:
+                if np.broadcast_shapes(*(arrays[i].shape for i in read)) != shape:
+                    return ref(*arrays)
+            outs = [empty(shape, dtype) for dtype in dtypes]
+            status = kernel(*outs, *arrays)
+            if status != 0:
+                return _failure(status, ref, arrays)
+            return outs[0] if len(outs) == 1 else tuple(outs)
+
+        return Impl(run_checked)
     if len(dtypes) == 1:
         (dtype,) = dtypes
 

@@ -279,31 +279,27 @@ def _cast(op: ops.Cast, node: Apply) -> Impl:
 # -- fused elementwise ----------------------------------------------------------------------
 
 
-def _needs_expanding(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]:
-    """Which inner outputs must be broadcast into a fresh array of the full shape.
+def _needs_copying(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]:
+    """Which inner outputs must be copied into a fresh array of their own.
 
-    Those that skip some inner input (so they are not already of the full
-    shape), and those whose buffer may be an inner input, a constant or the
-    buffer of an earlier output (views share the buffer of the input they read).
+    Those whose buffer may be an inner input, a constant or the buffer of an
+    earlier output (views share the buffer of the input they read).  Each
+    result already has its output's shape: the broadcast shape of the inputs
+    it depends on (`Composite.output_inputs`).
     """
-    depends: dict[Variable, frozenset[int]] = {v: frozenset([i]) for i, v in enumerate(op.inputs)}
     origin: dict[Variable, Variable] = {v: v for v in op.inputs}
     for inner, impl in zip(op.nodes, impls):
         for var in inner.inputs:
             if isinstance(var, Constant):
-                depends.setdefault(var, frozenset())
                 origin.setdefault(var, var)
-        needed = frozenset().union(*(depends[v] for v in inner.inputs))
         for out in inner.outputs:
-            depends[out] = needed
             origin[out] = origin[inner.inputs[0]] if impl.view else out
-    everything = frozenset(range(len(op.inputs)))
-    expand, taken = [], set(op.inputs)
+    copy, taken = [], set(op.inputs)
     for var in op.outputs:
         source = origin[var]
-        expand.append(depends[var] != everything or isinstance(source, Constant) or source in taken)
+        copy.append(isinstance(source, Constant) or source in taken)
         taken.add(source)
-    return tuple(expand)
+    return tuple(copy)
 
 
 @numpy_impl.register
@@ -325,8 +321,8 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
         program.append((impl.fn, tuple(slots[v] for v in inner.inputs), out_slots, len(out_slots) > 1))
     scratch = len(slots) - len(op.inputs) - len(constants)
     output_slots = tuple(slots[v] for v in op.outputs)
-    expand = _needs_expanding(op, impls)
-    expanding = any(expand)
+    copy = _needs_copying(op, impls)
+    copying = any(copy)
     dtypes = tuple(_numpy_dtype(v.dtype) for v in op.outputs)
 
     def evaluate_inner(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> list[Any]:
@@ -341,12 +337,10 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
             else:
                 values[outs[0]] = result
         results = [values[s] for s in output_slots]
-        if expanding:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+        if copying:
             for k, value in enumerate(results):
-                if expand[k]:
-                    results[k] = np.empty(shape, dtype=dtypes[k])
-                    np.copyto(results[k], value)
+                if copy[k]:
+                    results[k] = np.array(value, dtype=dtypes[k])
         return results
 
     if len(op.outputs) > 1:
@@ -355,7 +349,7 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
     # The output's own node may write into `out` when it can take any of its inputs' buffers.
     final = op.outputs[0].owner
     accepts_out = (
-        final is not None and not expand[0] and set(impls[-1].inplace_inputs) == set(range(len(final.inputs)))
+        final is not None and not copy[0] and set(impls[-1].inplace_inputs) == set(range(len(final.inputs)))
     )
     if not accepts_out:
         return Impl(lambda *arrays: evaluate_inner(arrays, None)[0])
