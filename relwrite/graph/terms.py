@@ -117,27 +117,31 @@ def same_expression(u: Variable, v: Variable) -> bool:
     return True
 
 
-def structural_hash(var: Variable, memo: dict[Variable, int]) -> int:
-    """A hash equal for any two graphs `same_expression` finds equal (iteratively, bottom-up).
+def structural_hash(var: Variable, memo: dict[tuple[Variable, int], int], depth: int = 6) -> int:
+    """A hash equal for any two graphs `same_expression` finds equal: their ops and atoms `depth` levels down.
 
-    `memo` maps variables already hashed to their hash: share it across the
-    calls of one comparison round, so shared subgraphs are hashed once.
-    Reads are noted like `same_expression`'s.
+    Bounded in depth so that hashing the operands of a node in a deep graph
+    costs a bounded amount whatever lies below (graphs equal that far and
+    different deeper share a hash: a comparison tells them apart).  `memo`
+    holds (variable, depth) -> hash; share it across the calls of one
+    comparison round.  Reads are noted like `same_expression`'s.
     """
-    stack: list[tuple[Variable, bool]] = [(var, False)]
+    stack: list[tuple[Variable, int, bool]] = [(var, depth, False)]
     while stack:
-        current, ready = stack.pop()
-        if current in memo:
+        current, level, ready = stack.pop()
+        if (current, level) in memo:
             continue
         node = _expression_node(current)
         if node is None:
-            memo[current] = hash(current)  # a constant hashes by value, any other atom by identity
+            memo[current, level] = hash(current)  # a constant hashes by value, any other atom by identity
+        elif level == 0:
+            memo[current, level] = hash((note_read(node).op, len(node.inputs)))
         elif ready:
-            memo[current] = hash((note_read(node).op, tuple(memo[i] for i in node.inputs)))
+            memo[current, level] = hash((note_read(node).op, tuple(memo[i, level - 1] for i in node.inputs)))
         else:
-            stack.append((current, True))
-            stack.extend((i, False) for i in node.inputs if i not in memo)
-    return memo[var]
+            stack.append((current, level, True))
+            stack.extend((i, level - 1, False) for i in node.inputs if (i, level - 1) not in memo)
+    return memo[var, depth]
 
 
 class OpETuple(ExpressionTuple):

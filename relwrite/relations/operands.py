@@ -293,13 +293,13 @@ def _groups(keys: Sequence[tuple[Variable, ...] | None]) -> list[list[int]]:
 
     Keys are bucketed by their shallow signature (constant time each); only
     where a bucket already holds a group are the keys hashed structurally
-    (whole subgraphs, shared ones once), so a sum of many look-alike terms
+    (a bounded depth down, shared subgraphs once), so a sum of many look-alike terms
     (sin(x * 1) + sin(x * 2) + ...) compares each term with its equals only,
     while a sum of terms with distinct shapes never walks their subgraphs.
     """
     groups: list[list[int]] = []
     buckets: dict[tuple, dict[tuple | None, list[list[int]]]] = {}
-    memo: dict[Variable, int] = {}
+    memo: dict[tuple[Variable, int], int] = {}
 
     def full(key: tuple[Variable, ...]) -> tuple:
         return tuple(structural_hash(g, memo) for g in key)
