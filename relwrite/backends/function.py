@@ -9,13 +9,17 @@ compiler works.  `Mode(linker=..., query=...)` builds any other pairing.
 
 from __future__ import annotations
 
+import os
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from relwrite.backends.numpy.function import Function, function_graph
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.db import Query, RewriteDatabase, mode_query, optdb
 from relwrite.graph.basic import Variable
+from relwrite.graph.fg import FunctionGraph
 
 LINKERS = ("c", "numpy")
 
@@ -54,11 +58,18 @@ def get_mode(mode: str | Mode) -> Mode:
         raise ValueError(f"unknown mode {mode!r}; known modes: {', '.join(MODES)}") from None
 
 
+COMPILED_CACHE_SIZE = 64
+"""How many compiled graphs `function` keeps in memory for warm compiles (least recently used go)."""
+
+_compiled: OrderedDict[tuple, tuple[FunctionGraph, Any]] = OrderedDict()
+
+
 def function(
     inputs: Variable | Sequence[Variable],
     outputs: Variable | Sequence[Variable],
     mode: str | Mode = "fast_run",
     trust_input: bool = False,
+    cache: bool = True,
 ) -> Function:
     """Compile the graph from `inputs` to `outputs`: rewrite a copy with the mode's query, then link it.
 
@@ -66,14 +77,40 @@ def function(
     array for a single output variable, a list for a list.  Inputs are checked
     against their types (dtype, rank, static shape) unless `trust_input`, in
     which case arrays of exactly the right types must be passed positionally.
+
+    A graph compiled before in this process (the same structure, input
+    names and types, mode, rewrite database contents and ``RELWRITE_*``
+    settings) is not rewritten or linked again: its compiled form is reused
+    (warm compile), unless `cache` is False.
     """
     mode = get_mode(mode)
     fgraph, single = function_graph(inputs, outputs)
-    (mode.db or optdb).query(mode.query).rewrite(fgraph)
+    rewriter = (mode.db or optdb).query(mode.query)
+    key = _compile_key(fgraph, mode, rewriter) if cache else None
+    compiled = _compiled.get(key) if key is not None else None
+    if compiled is None:
+        rewriter.rewrite(fgraph)
+        compiled = fgraph, _linker(mode, fgraph)
+        if key is not None:
+            _compiled[key] = compiled
+            if len(_compiled) > COMPILED_CACHE_SIZE:
+                _compiled.popitem(last=False)
+    else:
+        _compiled.move_to_end(key)
+    fgraph, linker = compiled
+    return Function(fgraph, single, linker=linker, trust_input=trust_input)
+
+
+def _compile_key(fgraph: FunctionGraph, mode: Mode, rewriter: Any) -> tuple:
+    """What a compiled graph depends on: the graph's structure and input names, the mode, the rewriter
+    the database gives for the mode's query (a new one whenever its contents change), RELWRITE_* settings."""
+    settings = tuple(sorted((k, v) for k, v in os.environ.items() if k.startswith("RELWRITE_")))
+    return (fgraph.fingerprint(), tuple(v.name for v in fgraph.inputs), mode.linker, rewriter, settings)
+
+
+def _linker(mode: Mode, fgraph: FunctionGraph) -> Any:
     if mode.linker == "c":
         from relwrite.backends.c import CLinker
 
-        linker = CLinker(fgraph)
-    else:
-        linker = NumpyLinker(fgraph)
-    return Function(fgraph, single, linker=linker, trust_input=trust_input)
+        return CLinker(fgraph)
+    return NumpyLinker(fgraph)

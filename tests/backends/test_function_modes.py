@@ -262,3 +262,57 @@ def test_relwrite_no_c_falls_back_to_numpy_with_one_warning(tmp_path):
     assert report["compiled"] == 0
     assert max(report["errors"]) <= 1e-12
     assert len(report["warnings"]) == 1 and "RELWRITE_NO_C" in report["warnings"][0], report["warnings"]
+
+
+# -- warm compiles ------------------------------------------------------------------------------------------
+
+
+def _chain(name: str = "x"):
+    from relwrite.graph import ops as o
+    from relwrite.graph.basic import vector
+
+    x = vector(name)
+    return x, o.exp(x) * 2.0 + 1.0
+
+
+def test_a_graph_compiled_before_is_neither_rewritten_nor_linked_again(monkeypatch):
+    import numpy as np
+
+    from relwrite.backends import function as compiling
+
+    first = compiling.function(*_chain(), mode="fast_compile")
+    monkeypatch.setattr(compiling, "_linker", lambda *a: pytest.fail("linked again"))
+    x, out = _chain()
+    again = compiling.function([x], out, mode="fast_compile")
+    assert again.linker is first.linker
+    np.testing.assert_array_equal(again(np.array([0.0, 1.0])), first(np.array([0.0, 1.0])))
+
+
+@pytest.mark.parametrize(
+    "change",
+    ["another input name", "another mode", "cache off", "a RELWRITE_ setting", "the database's contents"],
+)
+def test_what_a_compiled_graph_depends_on_is_part_of_its_cache_key(change, monkeypatch):
+    from relwrite.backends import function as compiling
+    from relwrite.engine.db import optdb
+    from relwrite.engine.graph_rewriters import MergeRewriter
+
+    first = compiling.function(*_chain(), mode="fast_compile")
+    kwargs: dict = {"mode": "fast_compile"}
+    name = "x"
+    if change == "another input name":
+        name = "y"
+    elif change == "another mode":
+        kwargs["mode"] = "o2"
+    elif change == "cache off":
+        kwargs["cache"] = False
+    elif change == "a RELWRITE_ setting":
+        monkeypatch.setenv("RELWRITE_TEST_SETTING", "1")
+    else:
+        optdb.register("extra_merge", MergeRewriter(), "fast_compile", position=99)  # removed below
+    try:
+        x, out = _chain(name)
+        assert compiling.function([x], out, **kwargs).linker is not first.linker
+    finally:
+        if "extra_merge" in optdb:
+            optdb.remove("extra_merge")
