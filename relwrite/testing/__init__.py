@@ -1,5 +1,5 @@
 """Tools for testing rewrites: hypothesis strategies for types, arrays, expression graphs and inputs,
-and soundness checks for rules (`check_relation`)."""
+soundness checks for rules (`check_relation`), and comparison up to operand order (`ac_text`)."""
 
 try:
     import hypothesis  # noqa: F401
@@ -11,6 +11,7 @@ except ModuleNotFoundError as exc:  # an install without relwrite's dependencies
         name="hypothesis",
     ) from None
 
+from relwrite.testing.compare import ac_text
 from relwrite.testing.soundness import (
     Binding,
     SoundnessError,
@@ -31,6 +32,7 @@ __all__ = [
     "Binding",
     "SoundnessError",
     "SoundnessReport",
+    "ac_text",
     "arrays",
     "check_relation",
     "expression_graphs",

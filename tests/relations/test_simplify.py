@@ -26,7 +26,7 @@ from relwrite.graph.printing import pprint
 from relwrite.relations import Rule, catalogue, simplify
 from relwrite.relations.docs import rewrite_example_graphs
 from relwrite.relations.pattern import can_replace, to_graph
-from relwrite.testing import check_relation
+from relwrite.testing import ac_text, check_relation
 
 RULES = [r for r in vars(simplify).values() if isinstance(r, Rule)]
 BY_NAME = {r.name: r for r in RULES}
@@ -48,17 +48,6 @@ def evaluate(graph: Variable, **values: np.ndarray) -> np.ndarray:
     inputs = sorted((v for v in graph_inputs([graph]) if not isinstance(v, Constant)), key=lambda v: v.name)
     with np.errstate(all="ignore"):
         return function(inputs, graph)(*(values[v.name] for v in inputs))
-
-
-def ac_text(graph: Variable) -> str:
-    """`graph` written with the operands of every add and mul sorted: equal for AC-equal graphs."""
-    node = graph.owner
-    if node is None:
-        return pprint(graph)
-    args = [ac_text(i) for i in node.inputs]
-    if node.op in (o.add, o.mul):
-        args.sort()
-    return f"{node.op}({', '.join(args)})"
 
 
 def float32_types(types: dict[str, str]) -> dict[str, str]:

@@ -24,7 +24,7 @@ from relwrite.graph.printing import pprint
 from relwrite.relations import Rule, catalogue, special_functions
 from relwrite.relations.docs import rewrite_example_graphs
 from relwrite.relations.pattern import to_graph
-from relwrite.testing import check_relation
+from relwrite.testing import ac_text, check_relation
 
 RULES = [r for r in vars(special_functions).values() if isinstance(r, Rule)]
 BY_NAME = {r.name: r for r in RULES}
@@ -39,17 +39,6 @@ def evaluate(graph: Variable, **values: np.ndarray) -> np.ndarray:
         return function(inputs, graph)(
             *(np.full((1,) * v.ndim, values[v.name], dtype=v.dtype) for v in inputs)
         )
-
-
-def ac_text(graph: Variable) -> str:
-    """`graph` written with the operands of every add and mul sorted: equal for AC-equal graphs."""
-    node = graph.owner
-    if node is None:
-        return pprint(graph)
-    args = [ac_text(i) for i in node.inputs]
-    if node.op in (o.add, o.mul):
-        args.sort()
-    return f"{node.op}({', '.join(args)})"
 
 
 # -- the module's rules ----------------------------------------------------------------------------

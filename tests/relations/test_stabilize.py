@@ -17,7 +17,7 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import graph_inputs
 from relwrite.relations import Rule, catalogue, stabilize
 from relwrite.relations.pattern import to_graph
-from relwrite.testing import input_values
+from relwrite.testing import ac_text, input_values
 
 RULES = [r for r in vars(stabilize).values() if isinstance(r, Rule)]
 RULES_BY_NAME = {r.name: r for r in RULES}
@@ -107,17 +107,6 @@ def test_examples_rewrite_and_come_back(name, text):
     assert pprint(rhs) != pprint(lhs)
     assert back is not None, f"{name} run backward on {pprint(rhs)} gives nothing"
     assert ac_text(back) == ac_text(lhs)  # the same left side, its sum's terms in any order
-
-
-def ac_text(graph) -> str:
-    """`graph` written with the operands of every add and mul sorted: equal for AC-equal graphs."""
-    node = graph.owner
-    if node is None:
-        return pprint(graph)
-    args = [ac_text(i) for i in node.inputs]
-    if node.op in (o.add, o.mul):
-        args.sort()
-    return f"{node.op}({', '.join(args)})"
 
 
 @pytest.mark.parametrize("name, text", EXAMPLES)

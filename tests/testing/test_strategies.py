@@ -210,3 +210,17 @@ def test_input_values_keep_static_lengths_even_when_they_clash(values):
 @given(input_values([vector("x"), vector("y")], elements=st.just(1.5), min_len=5, max_len=5))
 def test_input_values_pass_elements_and_lengths_through(values):
     assert all(v.shape == (5,) and np.all(v == 1.5) for v in values)
+
+
+def test_ac_text_ignores_the_order_of_sums_and_products_only():
+    from relwrite.graph import ops as o
+    from relwrite.graph.basic import vector
+    from relwrite.testing import ac_text
+
+    x, y, z = vector("x"), vector("y"), vector("z")
+    assert ac_text(o.exp(x + y * z)) == ac_text(o.exp(z * y + x))
+    assert ac_text(x - y) != ac_text(y - x)
+    deep = x
+    for _ in range(50_000):
+        deep = o.exp(deep)
+    assert ac_text(deep).startswith("exp(exp(")
