@@ -302,6 +302,23 @@ def _needs_copying(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]
     return tuple(copy)
 
 
+def _last_reads(program: list[tuple], first_scratch: int, kept: set[int]) -> list[tuple[int, ...]]:
+    """For each step of a Composite's program, the scratch slots it reads (or writes) for the last time.
+
+    Inputs and constants (below `first_scratch`) belong to the caller; `kept`
+    slots are outputs.  A value never read again is dropped after its step.
+    """
+    last: dict[int, int] = {}
+    for step, (_, ins, outs, _) in enumerate(program):
+        for slot in (*ins, *outs):
+            if slot >= first_scratch and slot not in kept:
+                last[slot] = step
+    freed: list[list[int]] = [[] for _ in program]
+    for slot, step in last.items():
+        freed[step].append(slot)
+    return [tuple(slots) for slots in freed]
+
+
 @numpy_impl.register
 def _composite(op: ops.Composite, node: Apply) -> Impl:
     """Runs the inner graph on the full arrays, each inner node through its own implementation."""
@@ -321,6 +338,7 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
         program.append((impl.fn, tuple(slots[v] for v in inner.inputs), out_slots, len(out_slots) > 1))
     scratch = len(slots) - len(op.inputs) - len(constants)
     output_slots = tuple(slots[v] for v in op.outputs)
+    freed = _last_reads(program, first_scratch=len(op.inputs) + len(constants), kept=set(output_slots))
     copy = _needs_copying(op, impls)
     copying = any(copy)
     dtypes = tuple(_numpy_dtype(v.dtype) for v in op.outputs)
@@ -336,6 +354,9 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
                     values[slot] = value
             else:
                 values[outs[0]] = result
+            for slot in freed[step]:  # intermediates go after their last use: memory stays near one array
+                values[slot] = None
+            args = result = None
         results = [values[s] for s in output_slots]
         if copying:
             for k, value in enumerate(results):
