@@ -316,3 +316,17 @@ def test_what_a_compiled_graph_depends_on_is_part_of_its_cache_key(change, monke
     finally:
         if "extra_merge" in optdb:
             optdb.remove("extra_merge")
+
+
+@pytest.mark.parametrize("value", [1.5, np.float64(1.5), np.array(1.5), 2, True, np.float32(1.5)])
+def test_scalar_inputs_of_every_kind_give_the_same_result(value):
+    x = rw.float64("x")
+    f = function([x], x * 2.0, mode="fast_compile")
+    assert f(value) == float(value) * 2.0
+
+
+@pytest.mark.parametrize("value", [1.5, np.float64(1.5)])
+def test_a_scalar_that_does_not_convert_exactly_is_refused_by_name(value):
+    i = rw.tensor("i", dtype="int64", shape=())
+    with pytest.raises(TypeError, match="input 'i'"):
+        function([i], i + 1, mode="fast_compile")(value)

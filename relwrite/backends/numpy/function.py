@@ -75,6 +75,9 @@ def _convert(value: Any, type_: TensorType, label: str) -> np.ndarray:
     return array
 
 
+_SCALAR_TYPES = (float, int, bool)
+
+
 def _input_checker(var: Variable, position: int) -> Callable[[Any], np.ndarray]:
     """A converter for one input, with a fast path for an ndarray that already fits."""
     type_, label = var.type, _label(var, position)
@@ -83,6 +86,21 @@ def _input_checker(var: Variable, position: int) -> Callable[[Any], np.ndarray]:
 
     def convert(value: Any) -> np.ndarray:
         return _convert(value, type_, label)
+
+    if ndim == 0:  # scalars: Python and numpy scalars whose own dtype is the input's need no checks
+
+        def check_scalar(value: Any) -> np.ndarray:
+            kind = type(value)
+            if kind is np.ndarray:
+                if value.ndim == 0 and value.dtype is dtype:
+                    return value
+            elif kind in _SCALAR_TYPES or isinstance(value, np.generic):
+                array = np.asarray(value)
+                if array.dtype is dtype:
+                    return array
+            return convert(value)
+
+        return check_scalar
 
     if not fixed:  # the common case, kept to one comparison chain (this runs on every call)
 
