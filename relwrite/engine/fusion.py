@@ -48,6 +48,15 @@ from relwrite.graph.ops import Composite, Elemwise
 from relwrite.graph.types import TensorType
 
 
+def fusable(op: object) -> bool:
+    """Whether nodes of `op` may join a fused group: elementwise ops, and Composites whose outputs have
+    the shapes of what they read (inlined, an output broadcast against an input it never reads would
+    lose that input's shape)."""
+    if isinstance(op, Composite):
+        return op.output_inputs == op.inputs_read
+    return isinstance(op, Elemwise)
+
+
 def _inlined(var: Variable) -> bool:
     """Whether `var` is written into the inner graph rather than passed in (a 0-d constant)."""
     return isinstance(var, Constant) and var.ndim == 0
@@ -77,7 +86,7 @@ class _Group:
         def push_inputs(node: Apply) -> None:
             for var in node.inputs:
                 owner = var.owner
-                if owner is not None and owner not in queued and isinstance(owner.op, Elemwise):
+                if owner is not None and owner not in queued and fusable(owner.op):
                     queued.add(owner)
                     heapq.heappush(heap, (-self.position[owner], len(queued), owner))
 
@@ -158,7 +167,9 @@ class _Group:
                 outer_outputs.extend(
                     out for out in node.outputs if any(c not in self.members for c, _ in clients.get(out, ()))
                 )
-            op = Composite([inner[v] for v in outer_inputs], [inner[v] for v in outer_outputs])
+            op = Composite(
+                [inner[v] for v in outer_inputs], [inner[v] for v in outer_outputs], own_shapes=True
+            )
             new = op.make_node(*outer_inputs).outputs
         except TypeError:
             return None
@@ -199,7 +210,7 @@ class FusionRewriter(GraphRewriter):
         reorder_time = 0.0
         t1 = time.perf_counter()
         for root in reversed(order):
-            if root not in fgraph.apply_nodes or not isinstance(root.op, Elemwise):
+            if root not in fgraph.apply_nodes or not fusable(root.op):
                 continue
             group = _Group(fgraph, root, position)
             group.grow()

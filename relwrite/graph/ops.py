@@ -583,16 +583,18 @@ class Composite(Elemwise):
 
     Every inner node must be an `Elemwise`; the inner inputs are 0-d
     placeholders whose dtypes the outer inputs must match.  Two composites are
-    equal when their inner graphs are structurally the same.  Each output
-    has the broadcast shape of the inputs it depends on (`output_inputs`),
-    which may be narrower than the whole group's: a backend looping over
-    the group's full shape checks at run time that those agree, and runs the
-    inner graph op by op where they do not.
+    equal when their inner graphs are structurally the same.  Every output
+    has the broadcast shape of all the inputs, as an elementwise op's does;
+    with `own_shapes` (what fusion builds) each output has the broadcast
+    shape of the inputs it depends on, which may be narrower: a backend
+    looping over the full shape checks at run time that those agree, and
+    runs the inner graph op by op where they do not.  `output_inputs` gives,
+    per output, the inputs whose shapes make its shape.
     """
 
     __props__ = ("signature",)
 
-    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable]):
+    def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], own_shapes: bool = False):
         from relwrite.graph.basic import io_toposort
 
         inputs, outputs = list(inputs), list(outputs)
@@ -623,13 +625,18 @@ class Composite(Elemwise):
             tuple(v.dtype for v in inputs),
             tuple(lines),
             tuple(index[v] for v in outputs),
+            own_shapes,
         )
         super().__init__(signature=sig)
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "outputs", outputs)
         object.__setattr__(self, "nodes", nodes)
         object.__setattr__(self, "nin", len(inputs))
-        object.__setattr__(self, "output_inputs", _inputs_read(inputs, nodes, outputs))
+        read = _inputs_read(inputs, nodes, outputs)
+        object.__setattr__(self, "inputs_read", read)
+        everything = tuple(range(len(inputs)))
+        object.__setattr__(self, "output_inputs", read if own_shapes else (everything,) * len(outputs))
+        object.__setattr__(self, "own_shapes", own_shapes)
 
     def make_node(self, *inputs: Variable) -> Apply:
         inputs = as_variables(inputs)

@@ -281,7 +281,7 @@ def test_seed_queries_and_registration():
     fast_run = optdb.query(OptimizationQuery(include=["fast_run"]))
     fast_compile = optdb.query(OptimizationQuery(include=["fast_compile"]))
     fast_run_no_inplace = optdb.query(OptimizationQuery(include=["fast_run"], exclude=["inplace"]))
-    assert [step.name for step in fast_compile.rewriters] == ["merge1", "canonicalize"]
+    assert [step.name for step in fast_compile.rewriters] == ["merge1", "canonicalize", "stabilize"]
     assert [step.name for step in fast_run_no_inplace.rewriters] == [step.name for step in fast_run.rewriters]
 
     simplify = Simplify()

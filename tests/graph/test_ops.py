@@ -551,9 +551,13 @@ def test_nested_composites_are_equal_only_when_the_inner_composites_are():
 def test_composite_make_node():
     op = ops.Composite(*_inner_graph())
     node = op.make_node(vector("x", shape=(3,)), matrix("y"))
-    # each output has the broadcast shape of the inputs it reads: exp(a) + b * 2 both, -a only x
+    assert [o.type for o in node.outputs] == [TensorType("float64", (None, 3))] * 2
+    assert op.inputs_read == ((0, 1), (0,)) and op.output_inputs == ((0, 1), (0, 1))
+    # with own shapes each output has the broadcast shape of the inputs it reads: -a only x's
+    own = ops.Composite(*_inner_graph(), own_shapes=True)
+    assert own != op and own.output_inputs == ((0, 1), (0,))
+    node = own.make_node(vector("x", shape=(3,)), matrix("y"))
     assert [o.type for o in node.outputs] == [TensorType("float64", (None, 3)), TensorType("float64", (3,))]
-    assert op.output_inputs == ((0, 1), (0,))
     assert op.nin == 2
     with pytest.raises(TypeError, match="input 1 must have dtype float64") as info:
         op.make_node(vector(), vector(dtype="float32"))

@@ -221,6 +221,6 @@ def test_ac_text_ignores_the_order_of_sums_and_products_only():
     assert ac_text(o.exp(x + y * z)) == ac_text(o.exp(z * y + x))
     assert ac_text(x - y) != ac_text(y - x)
     deep = x
-    for _ in range(50_000):
+    for _ in range(3_000):  # past the recursion limit; the text itself grows quadratically
         deep = o.exp(deep)
     assert ac_text(deep).startswith("exp(exp(")

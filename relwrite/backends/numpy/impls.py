@@ -279,13 +279,13 @@ def _cast(op: ops.Cast, node: Apply) -> Impl:
 # -- fused elementwise ----------------------------------------------------------------------
 
 
-def _needs_copying(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]:
-    """Which inner outputs must be copied into a fresh array of their own.
+def _needs_expanding(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]:
+    """Which inner outputs must be put into a fresh array of their output's shape.
 
-    Those whose buffer may be an inner input, a constant or the buffer of an
-    earlier output (views share the buffer of the input they read).  Each
-    result already has its output's shape: the broadcast shape of the inputs
-    it depends on (`Composite.output_inputs`).
+    Those the op broadcasts against inputs they do not read (an elementwise
+    op's outputs all have the shape of all its inputs, unless `own_shapes`),
+    and those whose buffer may be an inner input, a constant or the buffer of
+    an earlier output (views share the buffer of the input they read).
     """
     origin: dict[Variable, Variable] = {v: v for v in op.inputs}
     for inner, impl in zip(op.nodes, impls):
@@ -294,12 +294,12 @@ def _needs_copying(op: ops.Composite, impls: Sequence[Impl]) -> tuple[bool, ...]
                 origin.setdefault(var, var)
         for out in inner.outputs:
             origin[out] = origin[inner.inputs[0]] if impl.view else out
-    copy, taken = [], set(op.inputs)
-    for var in op.outputs:
+    expand, taken = [], set(op.inputs)
+    for var, read, shaped_by in zip(op.outputs, op.inputs_read, op.output_inputs):
         source = origin[var]
-        copy.append(isinstance(source, Constant) or source in taken)
+        expand.append(read != shaped_by or isinstance(source, Constant) or source in taken)
         taken.add(source)
-    return tuple(copy)
+    return tuple(expand)
 
 
 def _last_reads(program: list[tuple], first_scratch: int, kept: set[int]) -> list[tuple[int, ...]]:
@@ -339,8 +339,9 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
     scratch = len(slots) - len(op.inputs) - len(constants)
     output_slots = tuple(slots[v] for v in op.outputs)
     freed = _last_reads(program, first_scratch=len(op.inputs) + len(constants), kept=set(output_slots))
-    copy = _needs_copying(op, impls)
-    copying = any(copy)
+    expand = _needs_expanding(op, impls)
+    expanding = any(expand)
+    shaped_by = op.output_inputs
     dtypes = tuple(_numpy_dtype(v.dtype) for v in op.outputs)
 
     def evaluate_inner(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> list[Any]:
@@ -358,10 +359,12 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
                 values[slot] = None
             args = result = None
         results = [values[s] for s in output_slots]
-        if copying:
+        if expanding:
             for k, value in enumerate(results):
-                if copy[k]:
-                    results[k] = np.array(value, dtype=dtypes[k])
+                if expand[k]:
+                    shape = np.broadcast_shapes(*(arrays[i].shape for i in shaped_by[k]))
+                    results[k] = np.empty(shape, dtype=dtypes[k])
+                    np.copyto(results[k], value)
         return results
 
     if len(op.outputs) > 1:
@@ -370,7 +373,7 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
     # The output's own node may write into `out` when it can take any of its inputs' buffers.
     final = op.outputs[0].owner
     accepts_out = (
-        final is not None and not copy[0] and set(impls[-1].inplace_inputs) == set(range(len(final.inputs)))
+        final is not None and not expand[0] and set(impls[-1].inplace_inputs) == set(range(len(final.inputs)))
     )
     if not accepts_out:
         return Impl(lambda *arrays: evaluate_inner(arrays, None)[0])

@@ -232,8 +232,11 @@ def _composite(data):
             [
                 (ops.exp(i0) * i1 + 1.0, lambda a, b: np.exp(a) * b + 1.0),
                 (ops.maximum(i0, ops.neg(i1)), lambda a, b: np.maximum(a, -b)),
-                (ops.sqr(i0), lambda a, b: np.square(a)),  # an output has the shape of what it reads
-                (i1, lambda a, b: np.array(b)),
+                (
+                    ops.sqr(i0),
+                    lambda a, b: np.broadcast_to(np.square(a), np.broadcast_shapes(a.shape, b.shape)),
+                ),
+                (i1, lambda a, b: np.broadcast_to(b, np.broadcast_shapes(a.shape, b.shape))),
             ]
         )
     )
@@ -456,7 +459,7 @@ def test_multi_output_composite_gives_one_fresh_array_per_output():
     first, second, third = evaluate(node, [x, y])
     np.testing.assert_array_equal(first, x + y)
     np.testing.assert_array_equal(second, x + y)
-    np.testing.assert_array_equal(third, x)  # the shape of the input it reads, in a buffer of its own
+    np.testing.assert_array_equal(third, np.broadcast_to(x, (2, 2)))
     assert not np.shares_memory(first, second)
     assert not np.shares_memory(third, x)
 
@@ -511,6 +514,17 @@ def test_an_op_without_implementation_is_reported_by_name():
     node = Mystery().make_node(scalar("x"))
     with pytest.raises(NotImplementedError, match="Mystery"):
         evaluate(node, [np.array(1.0)])
+
+
+def test_with_own_shapes_each_output_has_the_shape_of_what_it_reads():
+    i0, i1 = scalar("i0"), scalar("i1")
+    composite = ops.Composite([i0, i1], [i0 + i1, ops.exp(i0), i0], own_shapes=True)
+    x, y = np.array([1.0, 2.0]), np.array([[10.0], [20.0]])
+    total, exp_x, same_x = evaluate(composite.make_node(variable_for(x), variable_for(y)), [x, y])
+    np.testing.assert_array_equal(total, x + y)
+    np.testing.assert_array_equal(exp_x, np.exp(x))
+    np.testing.assert_array_equal(same_x, x)
+    assert not np.shares_memory(same_x, x)
 
 
 def test_a_fused_chain_keeps_no_intermediate_past_its_last_use():
