@@ -323,8 +323,10 @@ class FunctionGraph:
             self.outputs[i] = new_var
         else:
             node.inputs[i] = new_var
-        self.add_client(new_var, (node, i))
-        pruned = self._unlink([(old, (node, i))])
+        pruned: list[Apply] = []
+        if old != new_var:  # equal constants (they hash by value) share one clients entry: nothing moves
+            self.add_client(new_var, (node, i))
+            pruned = self._unlink([(old, (node, i))])
         self._changed()
         if self._undo_log is not None:
             self._undo_log.append((node, i, old))

@@ -78,3 +78,22 @@ def test_replace_then_revert_restores_the_graph_exactly(graph, data):
     fgraph.revert(mark)
     fgraph.check_integrity()
     assert fgraph.fingerprint(by_identity=True) == original
+
+
+def test_reading_a_constant_equal_to_one_the_node_reads_elsewhere_keeps_both_clients():
+    """Equal constants share one clients entry (they hash by value): replacing one by the other moves nothing.
+
+    Found by the fuzzer: gemm(Transpose, 1.0, x, x, 1.0) lost the client at position 4 when merge
+    replaced the second 1.0 by the first.
+    """
+    from relwrite.graph import ops as o
+    from relwrite.graph.basic import constant, vector
+
+    x = vector("x")
+    first, second = constant(1.0), constant(1.0)
+    assert first is not second and first == second
+    out = o.add(x, first, o.exp(x), second)
+    fgraph = FunctionGraph([x], [out], clone=False)
+    fgraph.change_node_input(out.owner, 3, first)
+    fgraph.check_integrity()
+    assert sorted(i for _, i in fgraph.clients[first]) == [1, 3]
