@@ -5,11 +5,12 @@ loaded with ctypes.  The compiler comes from ``$RELWRITE_CC`` (default: `gcc`,
 then `cc` on the PATH).  Flags follow what was measured on this project's
 target machines: `-O3 -fno-math-errno -fno-trapping-math` lets gcc vectorize
 loops that call libm, and glibc's vector math library (libmvec) supplies the
-SIMD variants; `-march=x86-64-v3` is added only when the CPU has every feature
-of that level.  `-ffast-math` is never used: gcc then links `crtfastmath.o`,
-which makes the whole process flush denormals to zero.  `-ffp-contract=off`
-keeps `a*b + c` as two roundings and `-fwrapv` makes signed overflow wrap, as
-numpy computes them.
+SIMD variants; `-march=x86-64-v4` (AVX-512, at its full 512-bit width) or
+`-march=x86-64-v3` is added only when the CPU has every feature of that
+level.  `-ffast-math` is never used: gcc then links `crtfastmath.o`, which
+makes the whole process flush denormals to zero.  `-ffp-contract=off` keeps
+`a*b + c` as two roundings and `-fwrapv` makes signed overflow wrap, as numpy
+computes them.
 
 Every compiler run has a time limit (``$RELWRITE_COMPILE_TIMEOUT`` seconds,
 default 120): the compiler runs in its own process group, and on timeout the
@@ -63,6 +64,11 @@ X86_64_V3_FLAGS = frozenset(
     "cx16 lahf_lm popcnt pni ssse3 sse4_1 sse4_2 avx avx2 bmi1 bmi2 f16c fma abm movbe xsave".split()  # noqa: SIM905
 )
 
+X86_64_V4_FLAGS = X86_64_V3_FLAGS | frozenset(
+    # AVX-512: foundation, byte/word, conflict detection, doubleword/quadword, vector length extensions.
+    "avx512f avx512bw avx512cd avx512dq avx512vl".split()  # noqa: SIM905
+)
+
 VECTOR_MATH_FUNCTIONS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow")
 """libm functions that generated loops call and that libmvec may provide SIMD variants of."""
 
@@ -77,6 +83,13 @@ _BASE_FLAGS = (
     "-ffp-contract=off",
     "-fwrapv",
 )
+
+
+_TARGET_FLAGS = {
+    "x86-64-v3": ("-march=x86-64-v3",),
+    # the whole 512-bit width: gcc's generic tuning would stay at 256 bits
+    "x86-64-v4": ("-march=x86-64-v4", "-mprefer-vector-width=512"),
+}
 
 
 class CompilerUnavailableError(RuntimeError):
@@ -187,7 +200,7 @@ def _cpu_flags() -> frozenset[str]:
 
 
 def _supports_x86_64_v3(version_line: str) -> bool:
-    """Whether the compiler knows `-march=x86-64-v3` (gcc 11, clang 12 and later)."""
+    """Whether the compiler knows `-march=x86-64-v3` and `-v4` (gcc 11, clang 12 and later)."""
     numbers = re.findall(r"(\d+)\.\d+(?:\.\d+)?", version_line)
     if not numbers:
         return False
@@ -203,8 +216,11 @@ def _vector_math(target: str) -> frozenset[str]:
         libmvec = ctypes.CDLL("libmvec.so.1")
     except OSError:
         return frozenset()
-    # gcc calls the SSE variant ('b') in loop epilogues, and the AVX2 one ('d') when built for x86-64-v3.
-    variants = (("b", 2), ("d", 4)) if target == "x86-64-v3" else (("b", 2),)
+    # gcc calls the SSE variant ('b') in loop epilogues, the AVX2 one ('d') when built for x86-64-v3,
+    # and the AVX-512 one ('e') too for x86-64-v4.
+    variants = {"x86-64-v3": (("b", 2), ("d", 4)), "x86-64-v4": (("b", 2), ("d", 4), ("e", 8))}.get(
+        target, (("b", 2),)
+    )
     found = set()
     for name in VECTOR_MATH_FUNCTIONS:
         params = "vv" if name == "pow" else "v"
@@ -237,9 +253,10 @@ def find_toolchain() -> Toolchain:
     version = run.stdout.strip().splitlines()[0]
     resolved = shutil.which(command) or command
     target = "generic"
-    if platform.machine() == "x86_64" and _cpu_flags() >= X86_64_V3_FLAGS and _supports_x86_64_v3(version):
-        target = "x86-64-v3"
-    flags = _BASE_FLAGS + (("-march=x86-64-v3",) if target == "x86-64-v3" else ())
+    if platform.machine() == "x86_64" and _supports_x86_64_v3(version):
+        cpu = _cpu_flags()
+        target = "x86-64-v4" if cpu >= X86_64_V4_FLAGS else "x86-64-v3" if cpu >= X86_64_V3_FLAGS else target
+    flags = _BASE_FLAGS + _TARGET_FLAGS.get(target, ())
     # -z defs turns a missing symbol into a link error here rather than a load error later.
     link_flags = (("-Wl,-z,defs",) if sys.platform.startswith("linux") else ()) + ("-lm",)
     return Toolchain(

@@ -58,14 +58,17 @@ def test_flags_never_use_fast_math():
 
 
 @requires_c
-def test_x86_64_v3_only_when_the_cpu_has_every_feature(monkeypatch):
+def test_x86_64_v3_and_v4_only_when_the_cpu_has_every_feature(monkeypatch):
     monkeypatch.setattr(compiler, "_cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f"}))
     chain = find_toolchain.__wrapped__()
-    assert chain.target == "generic" and "-march=x86-64-v3" not in chain.flags
+    assert chain.target == "generic" and not [f for f in chain.flags if f.startswith("-march")]
     if platform.machine() == "x86_64":
-        monkeypatch.setattr(compiler, "_cpu_flags", lambda: compiler.X86_64_V3_FLAGS)
+        monkeypatch.setattr(compiler, "_cpu_flags", lambda: compiler.X86_64_V3_FLAGS | {"avx512f"})
         chain = find_toolchain.__wrapped__()
         assert chain.target == "x86-64-v3" and "-march=x86-64-v3" in chain.flags
+        monkeypatch.setattr(compiler, "_cpu_flags", lambda: compiler.X86_64_V4_FLAGS)
+        chain = find_toolchain.__wrapped__()
+        assert chain.target == "x86-64-v4" and "-march=x86-64-v4" in chain.flags
 
 
 @pytest.mark.parametrize(
