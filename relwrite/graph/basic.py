@@ -47,6 +47,15 @@ class Variable:
         self.index = index
         self.name = name
 
+    # -- pickling and copying -------------------------------------------
+
+    def __reduce__(self) -> tuple:
+        """Pickle (and deep-copy) without recursion over the graph: a computed variable travels with its
+        ancestors as a flat node table (`GraphTable`); graph inputs and constants as themselves."""
+        if self.owner is None:
+            return _ownerless, (type(self), self.type, self.name, getattr(self, "data", None))
+        return GraphTable.output, (GraphTable.of([self]), 0)
+
     # -- type shortcuts -------------------------------------------------
     @property
     def dtype(self) -> str:
@@ -343,6 +352,61 @@ class Op:
         """A TypeError naming this op and its input types."""
         types = ", ".join(str(v.type) for v in inputs)
         return TypeError(f"{self}: {why} (inputs: {types})")
+
+
+def _ownerless(kind: type, type_: TensorType, name: str | None, data: Any) -> Variable:
+    return Constant(type_, data, name) if issubclass(kind, Constant) else kind(type_, None, None, name)
+
+
+class GraphTable:
+    """A graph as a flat table, what pickling sends instead of nested nodes (graphs may be 100,000 deep).
+
+    `leaves` are the ownerless variables read (pickled as themselves, so a
+    graph input keeps its identity within one pickle); `nodes` are
+    (op, input references, output (type, name) pairs) in topological order,
+    an input reference being ("leaf", k) or (node, output index); `outputs`
+    are references too.
+    """
+
+    def __init__(self, leaves: list[Variable], nodes: list[tuple], outputs: list[tuple]):
+        self.leaves, self.nodes, self.outputs = leaves, nodes, outputs
+
+    @staticmethod
+    def of(outputs: Sequence[Variable]) -> GraphTable:
+        refs: dict[Variable, tuple] = {}
+        leaves: list[Variable] = []
+
+        def ref(var: Variable) -> tuple:
+            found = refs.get(var)
+            if found is None or (var.owner is None and leaves[found[1]] is not var):
+                found = refs[var] = ("leaf", len(leaves))
+                leaves.append(var)
+            return found
+
+        nodes = []
+        for node in toposort_nodes([v.owner for v in outputs if v.owner is not None], lambda v: False):
+            inputs = tuple(ref(v) for v in node.inputs)
+            for j, out in enumerate(node.outputs):
+                refs[out] = (len(nodes), j)
+            nodes.append((node.op, inputs, tuple((out.type, out.name) for out in node.outputs)))
+        return GraphTable(leaves, nodes, [ref(v) for v in outputs])
+
+    def build(self) -> list[Variable]:
+        """The graph's output variables, rebuilt node by node."""
+        built: list[list[Variable]] = []
+
+        def at(reference: tuple) -> Variable:
+            kind, index = reference
+            return self.leaves[index] if kind == "leaf" else built[kind][index]
+
+        for op, inputs, outputs in self.nodes:
+            node = Apply(op, [at(r) for r in inputs], [Variable(t, name=n) for t, n in outputs])
+            built.append(node.outputs)
+        return [at(r) for r in self.outputs]
+
+    @staticmethod
+    def output(table: GraphTable, k: int) -> Variable:
+        return table.build()[k]
 
 
 def _ops():

@@ -586,6 +586,17 @@ class FunctionGraph:
                 new.attach_feature(feature.clone())
         return new, equiv
 
+    def __reduce__(self) -> tuple:
+        """Pickle (and deep-copy) as its inputs, a flat table of its nodes and its features.
+
+        A feature whose class builds with no arguments comes back fresh
+        (re-attached: it hears of the graph anew, its history starts empty);
+        another is pickled as it is and re-attached.
+        """
+        table = basic.GraphTable.of([*self.inputs, *self.outputs])
+        features = [_fresh_feature(f) for f in self._features]
+        return _rebuilt_fgraph, (table, len(self.inputs), features)
+
     def clone(self, check_integrity: bool = True) -> FunctionGraph:
         return self.clone_get_equiv(check_integrity)[0]
 
@@ -676,3 +687,25 @@ def _describe_client(client: Any) -> str:
 def _client_key(client: Client) -> tuple[int, int]:
     node, index = client
     return (0 if node == "output" else id(node), index)
+
+
+def _fresh_feature(feature: Any) -> Any:
+    """The feature's class when it builds with no arguments (a fresh one is attached), else the feature."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(type(feature)).parameters.values()
+    except (TypeError, ValueError):
+        return feature
+    required = [
+        p for p in parameters if p.default is p.empty and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+    ]
+    return type(feature) if not required else feature
+
+
+def _rebuilt_fgraph(table: basic.GraphTable, n_inputs: int, features: list[Any]) -> FunctionGraph:
+    variables = table.build()
+    fgraph = FunctionGraph(variables[:n_inputs], variables[n_inputs:], clone=False)
+    for feature in features:
+        fgraph.attach_feature(feature() if isinstance(feature, type) else feature)
+    return fgraph

@@ -62,6 +62,9 @@ class TensorType:
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("TensorType is immutable")
 
+    def __reduce__(self) -> tuple:
+        return TensorType, (self.dtype, self.shape)
+
     @property
     def ndim(self) -> int:
         return len(self.shape)

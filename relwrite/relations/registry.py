@@ -18,7 +18,9 @@ from __future__ import annotations
 import importlib
 import inspect
 import operator
+import pickle
 import re
+import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -170,8 +172,29 @@ class Rule:
         """The values of the rule's forward answers for `term` (the right sides), lazily."""
         return (a.value for a in answers(self, term))
 
+    def __reduce__(self) -> tuple:
+        """Pickle by reference (its relation is code): a catalogue rule by name, another rule as the
+        module attribute holding it; a rule held by neither cannot be pickled, and says so."""
+        try:
+            if get_rule(self.name) is self:
+                return get_rule, (self.name,)
+        except KeyError:
+            pass
+        for module in list(sys.modules.values()):
+            for attribute, value in list(getattr(module, "__dict__", {}).items()):
+                if value is self:
+                    return _module_attribute, (module.__name__, attribute)
+        raise pickle.PicklingError(
+            f"rule {self.name} is neither in the catalogue nor a module attribute: define it at the top "
+            "level of a module to pickle it"
+        )
+
     def __repr__(self) -> str:
         return f"<Rule {self.name} [{', '.join(sorted(self.tags))}]>"
+
+
+def _module_attribute(module: str, attribute: str) -> Any:
+    return getattr(importlib.import_module(module), attribute)
 
 
 def _semantics(name: str, tags: frozenset[str], semantics: str | None) -> str:

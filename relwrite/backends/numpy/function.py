@@ -7,6 +7,7 @@ once per call, with errors that name the input.
 
 from __future__ import annotations
 
+import pickle
 import reprlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -151,6 +152,12 @@ class Function:
             if var.name is not None:
                 self._positions.setdefault(var.name, []).append(i)
 
+    def __reduce__(self) -> tuple:
+        """Pickle as the compiled graph and the linker's kind: loading links it again, not rewriting it
+        (the C linker's modules come back from the disk cache, without compiling)."""
+        linker = "numpy" if type(self.linker) is NumpyLinker else type(self.linker).__name__
+        return _relinked, (self.fgraph, self.single_output, linker, self.trust_input)
+
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
         if self.trust_input and not kwargs:
             outputs = self.linker(*args)
@@ -217,3 +224,13 @@ def function_graph(
     except MissingInputError as exc:
         raise MissingInputError(f"function: {exc}; add it to the inputs") from None
     return fgraph, single
+
+
+def _relinked(fgraph: FunctionGraph, single_output: bool, linker: str, trust_input: bool) -> Function:
+    if linker == "CLinker":
+        from relwrite.backends.c import CLinker
+
+        return Function(fgraph, single_output, linker=CLinker(fgraph), trust_input=trust_input)
+    if linker != "numpy":
+        raise pickle.UnpicklingError(f"a compiled function with an unknown linker {linker!r}")
+    return Function(fgraph, single_output, trust_input=trust_input)
