@@ -9,7 +9,9 @@ compiler works.  `Mode(linker=..., query=...)` builds any other pairing.
 
 from __future__ import annotations
 
+import inspect
 import os
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -70,6 +72,7 @@ def function(
     mode: str | Mode = "fast_run",
     trust_input: bool = False,
     cache: bool = True,
+    profile: bool | str = False,
 ) -> Function:
     """Compile the graph from `inputs` to `outputs`: rewrite a copy with the mode's query, then link it.
 
@@ -82,8 +85,15 @@ def function(
     names and types, mode, rewrite database contents and ``RELWRITE_*``
     settings) is not rewritten or linked again: its compiled form is reused
     (warm compile), unless `cache` is False.
+
+    With `profile` (True, or a message naming the function), the function
+    records where its compile time and its calls' time go: `f.profile`
+    (`relwrite.backends.profile.FunctionProfile`; `f.profile.summary()`).
+    A profiled function is always compiled afresh.
     """
     mode = get_mode(mode)
+    if profile:
+        return _profiled(inputs, outputs, mode, trust_input, profile)
     fgraph, single = function_graph(inputs, outputs)
     rewriter = (mode.db or optdb).query(mode.query)
     key = _compile_key(fgraph, mode, rewriter) if cache else None
@@ -99,6 +109,34 @@ def function(
         _compiled.move_to_end(key)
     fgraph, linker = compiled
     return Function(fgraph, single, linker=linker, trust_input=trust_input)
+
+
+def _profiled(
+    inputs: Variable | Sequence[Variable],
+    outputs: Variable | Sequence[Variable],
+    mode: Mode,
+    trust_input: bool,
+    profile: bool | str,
+) -> Function:
+    from relwrite.backends.profile import FunctionProfile, ProfiledFunction
+    from relwrite.graph.features import ReplaceValidate
+
+    if isinstance(profile, str):
+        message = profile
+    else:
+        caller = inspect.stack(context=0)[2]
+        message = f"{caller.filename}:{caller.lineno}"
+    record = FunctionProfile(message)
+    fgraph, single = function_graph(inputs, outputs)
+    start = time.perf_counter()
+    record.rewrite_profile = (mode.db or optdb).query(mode.query).rewrite(fgraph)
+    record.rewrite_time = time.perf_counter() - start
+    record.validate_time = sum(f.validate_time for f in fgraph.features if isinstance(f, ReplaceValidate))
+    start = time.perf_counter()
+    linker = _linker(mode, fgraph)
+    record.link_time = time.perf_counter() - start
+    record.apply_nodes = len(fgraph.apply_nodes)
+    return ProfiledFunction(fgraph, single, linker=linker, trust_input=trust_input, profile=record)
 
 
 def _compile_key(fgraph: FunctionGraph, mode: Mode, rewriter: Any) -> tuple:

@@ -177,9 +177,9 @@ def _(profile: SequenceProfile) -> list[str]:
     lines = [
         f"SequentialRewriter  {profile.name}  time {profile.time:.3f}s for "
         f"{profile.nodes_before}/{profile.nodes_after} nodes before/after rewriting",
-        "  time - (name, class, index)",
+        "  time - (name, class, index), in the order they ran",
     ]
-    for name, cls, index, seconds, sub in sorted(profile.steps, key=lambda s: -s[3]):
+    for name, cls, index, seconds, sub in sorted(profile.steps, key=lambda s: s[2]):
         lines.append(f"  {seconds:.6f}s - ({name!r}, {cls!r}, {index})")
         lines.extend("    " + line for line in _lines(sub))
     return lines

@@ -7,6 +7,7 @@ op -> nodes index current, and `ChangeTracker` remembers what changed.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -132,6 +133,9 @@ class ReplaceValidate(Feature):
     error is re-raised.  Attaches a `History` when the graph has none.
     """
 
+    validate_time = 0.0
+    """Seconds spent validating replacements while attached (function profiles report it)."""
+
     def on_attach(self, fgraph: FunctionGraph) -> None:
         if not hasattr(fgraph, "checkpoint"):
             fgraph.attach_feature(History())
@@ -154,10 +158,13 @@ class ReplaceValidate(Feature):
     def clone(self) -> ReplaceValidate:
         return ReplaceValidate()
 
-    @staticmethod
-    def validate(fgraph: FunctionGraph) -> None:
+    def validate(self, fgraph: FunctionGraph) -> None:
         """Run every feature's `on_validate(fgraph)`; they raise InconsistencyError to reject."""
-        fgraph.execute_callbacks("on_validate")
+        start = time.perf_counter()
+        try:
+            fgraph.execute_callbacks("on_validate")
+        finally:
+            self.validate_time += time.perf_counter() - start
 
     def replace_all_validate(
         self,
