@@ -920,7 +920,7 @@ static void rw_{P}_add_outer({T} *restrict out, ptrdiff_t m, ptrdiff_t n, const 
 """
 
 
-def _vector_math_declarations(functions: frozenset[str]) -> str:
+def vector_math_declarations(functions: frozenset[str]) -> str:
     """Declarations that let gcc call libmvec's SIMD variants of these functions in vectorized loops."""
     lines = []
     for name in sorted(functions):
@@ -973,6 +973,6 @@ def kernels_source(kernels: Sequence[Kernel], vector_math: frozenset[str]) -> st
     """A graph's module: its elementwise kernels, which call the driver `rw_set_driver` hands them."""
     return (
         _KERNELS_HEADER.format(version=GENERATOR_VERSION)
-        + _vector_math_declarations(vector_math)
+        + vector_math_declarations(vector_math)
         + "".join(k.source for k in kernels)
     )

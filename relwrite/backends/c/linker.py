@@ -48,6 +48,7 @@ from relwrite.backends.c.codegen import (
     kernels_source,
     ndarray_layout,
     runtime_source,
+    vector_math_declarations,
 )
 from relwrite.backends.c.compiler import (
     CFallbackWarning,
@@ -56,6 +57,7 @@ from relwrite.backends.c.compiler import (
     ModuleCache,
     default_cache,
 )
+from relwrite.backends.c.reductions import REDUCTION_OPS, reduction_impl, reductions_source
 from relwrite.backends.numpy.impls import Impl
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.graph import ops
@@ -135,6 +137,18 @@ def _blas_module() -> ctypes.CDLL | None:
         return None
     module.rw_set_blas((ctypes.c_void_p * len(BLAS_FUNCTIONS))(*blas.addresses))
     return module
+
+
+@cache
+def _reductions_module() -> ctypes.CDLL | None:
+    """The reductions and softmax module (graph-independent: built once per machine); None if it fails."""
+    runtime = _runtime()
+    declarations = vector_math_declarations(runtime.cache.toolchain.vector_math & {"exp", "log"})
+    try:
+        return runtime.cache.load(reductions_source(declarations), (GENERATOR_VERSION, "reductions"))
+    except _LOAD_ERRORS as exc:
+        _warn_once("reductions-module", f"relwrite: the reductions module failed, they run with NumPy: {exc}")
+        return None
 
 
 def _forced_off() -> bool:
@@ -302,8 +316,18 @@ class CLinker(NumpyLinker):
             )
             return {}
         compiled = self._blas_nodes(nodes, impls)
+        compiled.update(self._reduction_nodes(nodes, impls))
         compiled.update(self._composite_nodes(nodes, impls, cache or runtime.cache, runtime.driver))
         return compiled
+
+    @staticmethod
+    def _reduction_nodes(nodes: Sequence[Apply], impls: Sequence[Impl]) -> dict[int, Impl]:
+        chosen = [i for i, node in enumerate(nodes) if isinstance(node.op, REDUCTION_OPS)]
+        module = _reductions_module() if chosen else None
+        if module is None:
+            return {}
+        found = {i: reduction_impl(module, nodes[i], impls[i]) for i in chosen}
+        return {i: impl for i, impl in found.items() if impl is not None}
 
     @staticmethod
     def _blas_nodes(nodes: Sequence[Apply], impls: Sequence[Impl]) -> dict[int, Impl]:

@@ -11,12 +11,12 @@ from relwrite.backends.c import c_available
 from relwrite.backends.c.codegen import (
     Unsupported,
     _literal,
-    _vector_math_declarations,
     blas_kernel_name,
     blas_source,
     composite_kernel,
     kernels_source,
     ndarray_layout,
+    vector_math_declarations,
 )
 from relwrite.backends.c.compiler import ModuleCache, find_toolchain
 from relwrite.graph import ops
@@ -98,7 +98,7 @@ def test_a_composite_is_one_loop_over_restrict_pointers():
 
 
 def test_vector_math_is_declared_simd_in_double_and_float():
-    text = _vector_math_declarations(frozenset({"exp", "pow"}))
+    text = vector_math_declarations(frozenset({"exp", "pow"}))
     assert 'double exp(double) __attribute__((simd("notinbranch")));' in text
     assert 'float expf(float) __attribute__((simd("notinbranch")));' in text
     assert 'double pow(double, double) __attribute__((simd("notinbranch")));' in text

@@ -1,0 +1,180 @@
+"""C kernels for reductions and softmax: Sum and Mean over a block of adjacent axes, Softmax and
+LogSoftmax along the last axis, for float32 and float64.  (Max stays NumPy's: its NaN-propagating
+loop does not vectorize here, and NumPy's is faster.)
+
+One graph-independent module, built once per machine into the module cache.
+An array is read as (A, R, B): the axes before the reduced block, the block,
+the axes after it.  With B = 1 a row is reduced with eight running partial
+results (the loop vectorizes; sums are added in another order than NumPy's
+pairwise summation, so they may differ in the last bits: relative 1e-12 for
+float64, 1e-5 for float32, over well-conditioned data); with B > 1 rows are
+combined element by element, in NumPy's order.  Softmax and LogSoftmax make two passes over a row (its
+maximum, then exp and the sum) and one over the result; a row holding an
+infinity or a NaN, an empty reduction, another dtype, reduced axes that are not
+adjacent or a softmax along another axis run with NumPy, so every edge case
+gives NumPy's result or error.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from relwrite.backends.numpy.impls import Impl
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply
+
+TYPES = {"float64": ("double", "f64"), "float32": ("float", "f32")}
+
+_REDUCTION_TEMPLATE = r"""
+int rw_sum_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_t R, ptrdiff_t B) {{
+    for (ptrdiff_t a = 0; a < A; a++) {{
+        const {T} *x = in + a * R * B;
+        {T} *y = out + a * B;
+        if (B == 1) {{
+            {T} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+            ptrdiff_t r = 0;
+            for (; r + 8 <= R; r += 8)
+                for (int k = 0; k < 8; k++) acc[k] += x[r + k];
+            for (; r < R; r++) acc[0] += x[r];
+            y[0] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+        }} else {{
+            for (ptrdiff_t b = 0; b < B; b++) y[b] = x[b];
+            for (ptrdiff_t r = 1; r < R; r++)
+                for (ptrdiff_t b = 0; b < B; b++) y[b] += x[r * B + b];
+        }}
+    }}
+    return 0;
+}}
+
+/* The row's maximum in eight lanes, and whether every element is finite (v * 0 is 0 for a finite v,
+   NaN for an infinity or a NaN): the maximum is meaningful only then. */
+static {T} rw_row_max_{S}(const {T} *restrict x, ptrdiff_t n, int *finite) {{
+    {T} m[8], z[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+    for (int k = 0; k < 8; k++) m[k] = x[0];
+    ptrdiff_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) {{
+            {T} v = x[i + k];
+            m[k] = v > m[k] ? v : m[k];
+            z[k] += v * 0;
+        }}
+    for (; i < n; i++) {{
+        m[0] = x[i] > m[0] ? x[i] : m[0];
+        z[0] += x[i] * 0;
+    }}
+    {T} best = m[0], zero = z[0];
+    for (int k = 1; k < 8; k++) {{
+        best = m[k] > best ? m[k] : best;
+        zero += z[k];
+    }}
+    *finite = zero == 0;
+    return best;
+}}
+
+int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
+    for (ptrdiff_t row = 0; row < rows; row++) {{
+        const {T} *x = in + row * n;
+        {T} *y = out + row * n;
+        int finite;
+        {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
+        if (!finite) return 1;
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = {EXP}(x[i] - m);
+        for (ptrdiff_t i = 0; i < n; i++) s += y[i];
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = y[i] / s;
+    }}
+    return 0;
+}}
+
+int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
+    for (ptrdiff_t row = 0; row < rows; row++) {{
+        const {T} *x = in + row * n;
+        {T} *y = out + row * n;
+        int finite;
+        {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
+        if (!finite) return 1;
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = {EXP}(x[i] - m);
+        for (ptrdiff_t i = 0; i < n; i++) s += y[i];
+        {T} shift = {LOG}(s);
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = (x[i] - m) - shift;
+    }}
+    return 0;
+}}
+"""
+
+
+def reductions_source(vector_math_declarations: str) -> str:
+    """The module's C source (`vector_math_declarations` lets gcc call libmvec's SIMD exp)."""
+    parts = ["#include <math.h>\n#include <stddef.h>\n", vector_math_declarations]
+    for ctype, suffix in TYPES.values():
+        exp, log = ("exp", "log") if ctype == "double" else ("expf", "logf")
+        parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, EXP=exp, LOG=log))
+    return "".join(parts)
+
+
+_AXES_KERNELS = {ops.Sum: "sum", ops.Mean: "sum"}
+_ROW_KERNELS = {ops.Softmax: "softmax", ops.LogSoftmax: "log_softmax"}
+REDUCTION_OPS = (*_AXES_KERNELS, *_ROW_KERNELS)
+"""The op classes this module has kernels for."""
+
+
+def reduction_impl(module: ctypes.CDLL, node: Apply, reference: Impl) -> Impl | None:
+    """A C implementation of `node` around `reference` (NumPy's), or None when the node has none."""
+    op, dtype = node.op, node.outputs[0].dtype
+    if dtype not in TYPES or node.inputs[0].dtype != dtype:
+        return None
+    suffix = TYPES[dtype][1]
+    if type(op) in _AXES_KERNELS:
+        kernel = _c_function(module, f"rw_{_AXES_KERNELS[type(op)]}_{suffix}", 5)
+        return Impl(_axes_run(kernel, op.axis, np.dtype(dtype), isinstance(op, ops.Mean), reference.fn))
+    if type(op) in _ROW_KERNELS:
+        kernel = _c_function(module, f"rw_{_ROW_KERNELS[type(op)]}_{suffix}", 4)
+        return Impl(_rows_run(kernel, op.axis, np.dtype(dtype), reference.fn))
+    return None
+
+
+def _c_function(module: ctypes.CDLL, name: str, n_sizes: int) -> Callable[..., int]:
+    sizes = [ctypes.c_ssize_t] * (n_sizes - 2)
+    return ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, *sizes)((name, module))
+
+
+def _axes_run(
+    kernel: Callable[..., int], axis: Any, dtype: np.dtype, mean: bool, reference: Callable[..., Any]
+) -> Callable[[np.ndarray], Any]:
+    def run(x: np.ndarray) -> Any:
+        ndim = x.ndim
+        axes = sorted({a % ndim for a in axis}) if axis is not None else list(range(ndim))
+        if not axes or x.dtype != dtype or axes != list(range(axes[0], axes[-1] + 1)):
+            return reference(x)
+        shape = x.shape
+        outer = int(np.prod(shape[: axes[0]], dtype=np.int64))
+        reduced = int(np.prod(shape[axes[0] : axes[-1] + 1], dtype=np.int64))
+        inner = int(np.prod(shape[axes[-1] + 1 :], dtype=np.int64))
+        if reduced == 0 or outer * inner == 0:
+            return reference(x)
+        x = np.ascontiguousarray(x)
+        out = np.empty(shape[: axes[0]] + shape[axes[-1] + 1 :], dtype)
+        kernel(x.ctypes.data, out.ctypes.data, outer, reduced, inner)
+        if mean:
+            out /= reduced
+        return out
+
+    return run
+
+
+def _rows_run(
+    kernel: Callable[..., int], axis: int, dtype: np.dtype, reference: Callable[..., Any]
+) -> Callable[[np.ndarray], Any]:
+    def run(x: np.ndarray) -> Any:
+        if x.ndim == 0 or axis % x.ndim != x.ndim - 1 or x.dtype != dtype or x.size == 0:
+            return reference(x)
+        x = np.ascontiguousarray(x)
+        out = np.empty(x.shape, dtype)
+        if kernel(x.ctypes.data, out.ctypes.data, x.size // x.shape[-1], x.shape[-1]) != 0:
+            return reference(x)  # a row whose maximum is not finite: NumPy's result
+        return out
+
+    return run
