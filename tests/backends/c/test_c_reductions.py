@@ -88,6 +88,6 @@ def test_the_linker_runs_the_kernels_and_they_win_on_rows():
     assert kinds == {ops.Softmax, ops.Sum}  # Max stays NumPy's
 
 
-def test_an_empty_reduction_gives_numpys_result_and_max_numpys_error():
+def test_an_empty_reduction_gives_numpys_result():
     c_linker, _ = linked(ops.Sum(0), "float64", 2)
     np.testing.assert_array_equal(c_linker(np.empty((0, 3)))[0], np.zeros(3))
