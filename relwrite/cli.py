@@ -8,6 +8,7 @@ import importlib
 import importlib.metadata
 import importlib.util
 import io
+import json
 import os
 import secrets
 import sys
@@ -232,6 +233,7 @@ def _explore(args: argparse.Namespace) -> int:
 def _rewrite(args: argparse.Namespace) -> int:
     from relwrite import FunctionGraph, pprint
     from relwrite.engine import mode_query, optdb, print_profile
+    from relwrite.graph.basic import Constant, graph_inputs
 
     try:
         query = mode_query(args.mode)
@@ -243,14 +245,95 @@ def _rewrite(args: argparse.Namespace) -> int:
     if both:
         raise CommandError(f"tag {both[0]!r} is given to both --include and --exclude")
     output = _parse_expression(args.expr, args.var)
-    fgraph = FunctionGraph(outputs=[output], clone=False)
-    print("before:", pprint(fgraph.outputs[0]))
+    inputs = sorted((v for v in graph_inputs([output]) if not isinstance(v, Constant)), key=lambda v: v.name)
+    values = _eval_values(args.eval, inputs)
+    before_text = pprint(output)
+    before_values = _evaluated(inputs, output, values) if values is not None else None
+    fgraph = FunctionGraph(outputs=[output], clone=True)
     profile = optdb.query(query).rewrite(fgraph)
-    print("after: ", pprint(fgraph.outputs[0]))
+    after = fgraph.outputs[0]
+    applied = _applied(profile)
+    if values is not None:  # the rewritten graph reads copies of the inputs: matched by name
+        copies = {v.name: v for v in fgraph.inputs}
+        after_values = _evaluated([copies[v.name] for v in inputs], after, values)
+    c_source = _c_source(fgraph) if args.show_c else None
+    if args.json:
+        document: dict[str, Any] = {"input": before_text, "output": pprint(after), "mode": args.mode}
+        document["rules"] = applied
+        if values is not None:
+            document["eval"] = {"before": before_values.tolist(), "after": after_values.tolist()}
+        if c_source is not None:
+            document["c"] = c_source
+        print(json.dumps(document, indent=2))
+        return 0
+    print("before:", before_text)
+    print("after: ", pprint(after))
+    print("rules applied:", ", ".join(f"{name} x{count}" for name, count in applied.items()) or "none")
+    if values is not None:
+        print("evaluated before:", np.array2string(before_values, separator=", "))
+        print("evaluated after: ", np.array2string(after_values, separator=", "))
+    if c_source is not None:
+        print()
+        print(c_source or "/* no elementwise kernel: the result runs no generated C */")
     if args.profile:
         print()
         print_profile(profile)
     return 0
+
+
+def _eval_values(specs: Sequence[str], inputs: Sequence[Any]) -> list[np.ndarray] | None:
+    """The `--eval NAME=V1,V2,...` values, one array per input of the expression (None: no --eval)."""
+    if not specs:
+        return None
+    by_name = {v.name: v for v in inputs}
+    given: dict[str, np.ndarray] = {}
+    for spec in specs:
+        name, sep, text = spec.partition("=")
+        if not sep or name not in by_name:
+            known = ", ".join(by_name) or "none"
+            raise CommandError(
+                f"--eval {spec!r}: expected NAME=VALUES for a variable of the expression: {known}"
+            )
+        var = by_name[name]
+        if var.ndim > 1:
+            raise CommandError(f"--eval {name}: {var.type} values cannot be written on the command line")
+        try:
+            numbers = [float(t) for t in text.split(",")]
+            if not var.ndim and len(numbers) != 1:
+                raise ValueError
+            array = np.array(numbers if var.ndim else numbers[0], dtype=var.type.numpy_dtype)
+        except (ValueError, OverflowError):
+            expected = "a number" if not var.ndim else "a comma-separated list of numbers"
+            raise CommandError(f"--eval {name}: {text!r} is not {expected}") from None
+        error = var.type.value_error(array)
+        if error is not None:
+            raise CommandError(f"--eval {name}: {error}")
+        given[name] = array
+    missing = [name for name in by_name if name not in given]
+    if missing:
+        raise CommandError(f"--eval: no values for {', '.join(missing)}")
+    return [given[v.name] for v in inputs]
+
+
+def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray]) -> np.ndarray:
+    from relwrite.backends.numpy import function
+
+    with np.errstate(all="ignore"):
+        return np.asarray(function(list(inputs), output)(*values))
+
+
+def _c_source(fgraph: Any) -> str:
+    """The C the compiled result runs: every fused elementwise kernel (generated here, no compiler needed)."""
+    from relwrite.backends.c.codegen import Unsupported, composite_kernel
+    from relwrite.graph.ops import Composite
+
+    sources = []
+    for k, node in enumerate(n for n in fgraph.toposort() if isinstance(n.op, Composite)):
+        try:
+            sources.append(composite_kernel(node.op, f"rw_k{k}").source.strip())
+        except Unsupported as exc:
+            sources.append(f"/* {node.op}: runs with NumPy ({exc}) */")
+    return "\n\n".join(sources)
 
 
 def _rules(args: argparse.Namespace) -> int:
@@ -481,6 +564,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--exclude", action="append", default=[], metavar="TAG", help="leave out the rewrites with TAG"
     )
     rewrite.add_argument("--profile", action="store_true", help="print the rewriting profile")
+    rewrite.add_argument(
+        "--eval",
+        action="append",
+        default=[],
+        metavar="NAME=VALUES",
+        help="evaluate before and after rewriting with these values (x=1.5 or x=1,2,3), one per variable",
+    )
+    rewrite.add_argument("--show-c", action="store_true", help="print the generated C of the result")
+    rewrite.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     rewrite.set_defaults(run=_rewrite)
 
     explore = commands.add_parser(

@@ -1,0 +1,67 @@
+"""`relwrite rewrite`: the rules that fired, --eval before and after, --show-c, --json."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from relwrite.cli import main
+
+STABILIZED = ["rewrite", "log(1 + exp(x))", "--var", "x:vector"]
+
+
+def test_the_rules_that_fired_are_listed_with_their_counts(capsys):
+    assert main(["rewrite", "x * 1 + 0 * y + x", "--include", "unsafe"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    (rules,) = [line for line in lines if line.startswith("rules applied:")]
+    assert "collect_terms x1" in rules and "mul_one x1" in rules
+
+
+def test_nothing_to_do_says_so(capsys):
+    assert main(["rewrite", "x"]) == 0
+    assert "rules applied: none" in capsys.readouterr().out
+
+
+def test_eval_shows_the_values_before_and_after(capsys):
+    assert main([*STABILIZED, "--eval", "x=1,800"]) == 0
+    out = capsys.readouterr().out
+    assert "evaluated before: [1.31326169,        inf]" in out
+    assert "evaluated after:  [  1.31326169, 800.        ]" in out
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--eval", "q=1"], "--eval 'q=1': expected NAME=VALUES for a variable of the expression: x"),
+        (["--eval", "x=1,a"], "--eval x: '1,a' is not a comma-separated list of numbers"),
+        (["--eval", "x"], "--eval 'x': expected NAME=VALUES"),
+    ],
+)
+def test_bad_eval_values_are_one_line_naming_the_variable(argv, message, capsys):
+    assert main([*STABILIZED, *argv]) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_eval_needs_every_variable_and_a_scalar_takes_one_number(capsys):
+    assert main(["rewrite", "x + y", "--eval", "x=1"]) == 2
+    assert "--eval: no values for y" in capsys.readouterr().err
+    assert main(["rewrite", "x + y", "--eval", "x=1,2", "--eval", "y=1"]) == 2
+    assert "--eval x: '1,2' is not a number" in capsys.readouterr().err
+
+
+def test_show_c_prints_the_kernels_of_the_result(capsys):
+    assert main(["rewrite", "log(1 + exp(x)) * 2", "--var", "x:vector", "--show-c"]) == 0
+    out = capsys.readouterr().out
+    assert "int rw_k0(" in out and "log1p(exp(" in out
+    assert main([*STABILIZED, "--show-c"]) == 0  # one node: NumPy runs it, no kernel is generated
+    assert "no elementwise kernel" in capsys.readouterr().out
+
+
+def test_json_is_one_document_with_every_part(capsys):
+    assert main([*STABILIZED, "--eval", "x=1,800", "--show-c", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["input"] == "log((1.0 + exp(x)))" and document["output"] == "softplus(x)"
+    assert document["rules"] == {"softplus": 1} and document["mode"] == "fast_run"
+    assert document["eval"]["after"] == [pytest.approx(1.3132616875182228), 800.0]
+    assert document["c"] == ""  # softplus alone: no fused kernel
