@@ -159,6 +159,18 @@ class Variable:
     def max(self, axis: int | Sequence[int] | None = None) -> Variable:
         return _ops().Max(axis)(self)
 
+    def min(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return _ops().Min(axis)(self)
+
+    def prod(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return _ops().Prod(axis)(self)
+
+    def argmax(self, axis: int | None = None) -> Variable:
+        return _ops().Argmax(axis)(self)
+
+    def argmin(self, axis: int | None = None) -> Variable:
+        return _ops().Argmin(axis)(self)
+
     def reshape(self, *shape: int | Sequence[int]) -> Variable:
         if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
             shape = tuple(shape[0])

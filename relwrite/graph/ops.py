@@ -383,6 +383,53 @@ class Max(Reduce):
     numpy_name = "max"
 
 
+class Min(Reduce):
+    """Minimum over axes."""
+
+    numpy_name = "min"
+
+
+class Prod(Reduce):
+    """Product over axes (NumPy's result dtype: small integers widen)."""
+
+    numpy_name = "prod"
+
+
+class Argmax(Op):
+    """The index of the maximum along `axis` (None: of the flattened array), as numpy.argmax; int64."""
+
+    __props__ = ("axis",)
+    numpy_name = "argmax"
+
+    def __init__(self, axis: int | None = None):
+        if axis is not None and (not isinstance(axis, (int, np.integer)) or isinstance(axis, bool)):
+            raise TypeError(f"{type(self).__name__}: axis must be an int or None, got {axis!r}")
+        super().__init__(axis=None if axis is None else int(axis))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != 1:
+            raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
+        (x,) = inputs
+        if x.type.numpy_dtype.kind not in "biuf":
+            raise self.type_error(inputs, f"needs numbers, got {x.dtype}")
+        if self.axis is None:
+            shape: tuple = ()
+        else:
+            (axis,) = _resolve_axes(self, inputs, (self.axis,))
+            shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
+        return Apply(self, inputs, [Variable(TensorType("int64", shape))])
+
+    def __str__(self) -> str:
+        return f"{type(self).__name__}{{axis={self.axis}}}"
+
+
+class Argmin(Argmax):
+    """The index of the minimum along `axis` (None: of the flattened array), as numpy.argmin; int64."""
+
+    numpy_name = "argmin"
+
+
 class Softmax(Op):
     """exp(x) / sum(exp(x)) along `axis`, computed with the max shift."""
 
@@ -431,6 +478,22 @@ def mean(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
 
 def max(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
     return Max(axis)(x)
+
+
+def min(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return Min(axis)(x)
+
+
+def prod(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
+    return Prod(axis)(x)
+
+
+def argmax(x: Any, axis: int | None = None) -> Variable:
+    return Argmax(axis)(x)
+
+
+def argmin(x: Any, axis: int | None = None) -> Variable:
+    return Argmin(axis)(x)
 
 
 def softmax(x: Any, axis: int = -1) -> Variable:

@@ -3,7 +3,8 @@
 The language is a subset of Python expressions, read with `ast` and a
 whitelist (never evaluated): names, int and float literals, `+ - * / ** @`,
 unary `-` and `+`, one comparison `< <= > >= == !=`, calls to the ops in
-`FUNCTIONS`, `x.T`, and the methods `x.sum(axis=...)`, `.mean`, `.max`, `.dot(y)`.
+`FUNCTIONS`, `x.T`, and the methods `x.sum(axis=...)`, `.mean`, `.max`, `.min`, `.prod`,
+`.argmax`, `.argmin`, `.dot(y)`.
 It reads back what `relwrite.graph.printing.pprint` writes:
 
 - an unparenthesised chain `a + b + c` (or `a * b * c`) is one variadic node,
@@ -69,7 +70,10 @@ FUNCTIONS: dict[str, Function] = {
     "switch": Function(ops.switch, 3),
     "add": Function(ops.add, None),
     "mul": Function(ops.mul, None),
-    **{name: Function(getattr(ops, name), 1, takes_axis=True) for name in ("sum", "mean", "max")},
+    **{
+        name: Function(getattr(ops, name), 1, takes_axis=True)
+        for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
+    },
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),
@@ -79,7 +83,10 @@ FUNCTIONS: dict[str, Function] = {
 
 # Methods take the receiver as their first operand.
 METHODS: dict[str, Function] = {
-    **{name: FUNCTIONS[name] for name in ("sum", "mean", "max", "dot", "reshape")},
+    **{
+        name: FUNCTIONS[name]
+        for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "dot", "reshape")
+    },
     "astype": FUNCTIONS["cast"],
 }
 

@@ -19,9 +19,19 @@ from unification import var
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant
 from relwrite.graph.types import broadcast_shapes
-from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, operandso, replaceableo, whereo
+from relwrite.relations.goals import (
+    Goal,
+    along,
+    conj,
+    involutiono,
+    mappingo,
+    nodeo,
+    operandso,
+    replaceableo,
+    whereo,
+)
 from relwrite.relations.operands import same_graph
-from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
+from relwrite.relations.predicates import fits, float_var, is_float, literal_value, operands_regroupable
 from relwrite.relations.registry import Rule, relation, rule
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -290,6 +300,45 @@ def sum_neg(lhs: Any, rhs: Any) -> Goal:
             operandso(rhs, o.neg, (summed,)),
         ),
         whereo(summed, reduction_keeps_dtype),
+        replaceableo(lhs, rhs),
+    )
+
+
+def swapped_extremum(op: Any) -> o.Reduce | None:
+    """Max(axis) <-> Min(axis) (its own inverse); None for any other op."""
+    if type(op) is o.Max:
+        return o.Min(op.axis)
+    if type(op) is o.Min:
+        return o.Max(op.axis)
+    return None
+
+
+@relation(
+    CANON,
+    tracks=(o.Max, o.Min),
+    semantics="reassociates",
+    examples=("max(neg(x))", "min(neg(X), axis=1)"),
+    types={"x": "vector", "X": "matrix"},
+)
+def extremum_of_neg(lhs: Any, rhs: Any) -> Goal:
+    """max(-x, axis) -> -min(x, axis) and min(-x, axis) -> -max(x, axis): one negation of the result
+    instead of one per element.
+
+    Floats only (-min wraps around for the smallest integer); NaN propagates
+    both ways.  Among equal zeros of both signs the extremum NumPy returns is
+    the first one met, so the sign of a zero result may differ.
+    """
+    reduction, other, negated, x, inner = (var(prefix=p) for p in ("op", "other", "negated", "x", "inner"))
+    return conj(
+        along(
+            lhs,
+            nodeo(lhs, o.Reduce, reduction, (negated,)),
+            operandso(negated, o.neg, (x,)),
+            involutiono(reduction, other, swapped_extremum),
+            nodeo(inner, o.Reduce, other, (x,)),
+            operandso(rhs, o.neg, (inner,)),
+        ),
+        whereo(x, is_float),
         replaceableo(lhs, rhs),
     )
 

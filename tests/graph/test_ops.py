@@ -86,6 +86,10 @@ CLASSES_TESTED_SEPARATELY = {
     ops.Sum,
     ops.Mean,
     ops.Max,
+    ops.Min,
+    ops.Prod,
+    ops.Argmax,
+    ops.Argmin,
     ops.LogSumExp,
     ops.Softmax,
     ops.LogSoftmax,
@@ -582,3 +586,23 @@ def test_composite_errors():
         ops.Composite([a], [ops.add(a, scalar("b"))])
     with pytest.raises(TypeError, match="output b is not computed from the inputs"):
         ops.Composite([a], [scalar("b")])
+
+
+@pytest.mark.parametrize("kind", [ops.Min, ops.Prod])
+def test_min_and_prod_reduce_like_sum_with_numpys_dtypes(kind):
+    x = matrix("x", dtype="int8")
+    node = kind((0,)).make_node(x)
+    assert node.outputs[0].type == TensorType(
+        np.dtype(getattr(np, kind.numpy_name)(np.zeros((1, 1), "int8"), axis=0).dtype).name, (None,)
+    )
+
+
+@pytest.mark.parametrize("kind", [ops.Argmax, ops.Argmin])
+def test_argmax_and_argmin_give_int64_indices_and_name_a_bad_axis(kind):
+    x = matrix("x")
+    assert kind(1).make_node(x).outputs[0].type == TensorType("int64", (None,))
+    assert kind(None).make_node(x).outputs[0].type == TensorType("int64", ())
+    with pytest.raises(TypeError, match="axis 2 is out of range"):
+        kind(2).make_node(x)
+    with pytest.raises(TypeError, match="axis must be an int or None"):
+        kind((0, 1))

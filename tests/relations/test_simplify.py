@@ -139,6 +139,8 @@ NEAR_MISSES = [
     ("pow_of_pow", "pow(pow(x, y), 2)", {"x": "vector", "y": "vector"}),
     ("sum_neg", "sum(neg(x))", {"x": "vector:int8"}),  # the sum widens: -(-128) wraps first
     ("sum_neg", "sum(neg(x))", {"x": "vector:bool"}),
+    ("extremum_of_neg", "max(neg(x))", {"x": "vector:int64"}),  # -min wraps at the smallest integer
+    ("extremum_of_neg", "sum(neg(x))", {"x": "vector"}),
     ("sum_sum", "sum(mean(X, axis=0))", {"X": "matrix"}),
 ]
 

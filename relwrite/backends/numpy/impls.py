@@ -444,7 +444,13 @@ def _ger(op: ops.Ger, node: Apply) -> Impl:
 
 # -- reductions and softmax ----------------------------------------------------------------------
 
-_REDUCTIONS: dict[type[Op], Callable[..., Any]] = {ops.Sum: np.sum, ops.Mean: np.mean, ops.Max: np.max}
+_REDUCTIONS: dict[type[Op], Callable[..., Any]] = {
+    ops.Sum: np.sum,
+    ops.Mean: np.mean,
+    ops.Max: np.max,
+    ops.Min: np.min,
+    ops.Prod: np.prod,
+}
 
 
 def _reduce_impl(reduction: Callable[..., Any], op: ops.Reduce, node: Apply) -> Impl:
@@ -454,6 +460,12 @@ def _reduce_impl(reduction: Callable[..., Any], op: ops.Reduce, node: Apply) -> 
 
 for _op_class, _reduction in _REDUCTIONS.items():
     numpy_impl.register(_op_class, partial(_reduce_impl, _reduction))
+
+
+@numpy_impl.register
+def _argmax(op: ops.Argmax, node: Apply) -> Impl:
+    find, axis = getattr(np, op.numpy_name), op.axis
+    return Impl(lambda x: np.asarray(find(x, axis=axis), dtype=np.int64))
 
 
 def _shifted(x: np.ndarray, dtype: np.dtype, axis: int) -> np.ndarray:

@@ -314,6 +314,21 @@ def _reduction_case(cls, reference):
 case(ops.Sum)(_reduction_case(ops.Sum, np.sum))
 case(ops.Mean)(_reduction_case(ops.Mean, np.mean))
 case(ops.Max)(_reduction_case(ops.Max, np.max))
+case(ops.Min)(_reduction_case(ops.Min, np.min))
+case(ops.Prod)(_reduction_case(ops.Prod, np.prod))
+
+
+def _arg_case(cls, reference):
+    def draw(data):
+        x = data.draw(arrays(data.draw(st.sampled_from((*DTYPES, "bool"))), data.draw(small_shapes)))
+        axis = data.draw(st.sampled_from([None, *range(-x.ndim, x.ndim)]))
+        return node_on(cls(axis), [x]), [x], lambda v: reference(v, axis=axis), True
+
+    return draw
+
+
+case(ops.Argmax)(_arg_case(ops.Argmax, np.argmax))
+case(ops.Argmin)(_arg_case(ops.Argmin, np.argmin))
 
 
 @case(ops.LogSumExp)
