@@ -294,8 +294,12 @@ def _ref_special(function: Callable[[float], float]) -> Callable[[Any], Any]:
 
 
 def _ref_log1mexp(x: Any) -> Any:
+    """The plain formula (the wide walks arbitrate its rounding), NaN for x > 0 where it is undefined:
+    1 - exp(x) is negative there even where exp(x) rounds to 1 (x = 1e-300)."""
     xf = np.asarray(x).astype(_float_dtype_of(x))
-    return np.log(np.subtract(xf.dtype.type(1), np.exp(xf)))  # the plain formula: the wide walks arbitrate
+    with np.errstate(invalid="ignore", divide="ignore"):
+        values = np.log(np.subtract(xf.dtype.type(1), np.exp(xf)))
+    return np.where(xf > 0, xf.dtype.type(np.nan), values)
 
 
 def _ref_fill(model: Any, value: Any) -> Any:

@@ -247,3 +247,17 @@ def test_the_wide_power_follows_c99_at_infinities():
             for b in specials:
                 expected, got = np.float64(a) ** np.float64(b), float(power(a, b))
                 assert got == expected or (np.isnan(got) and np.isnan(expected)), (a, b, got, expected)
+
+
+def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
+    """log(1 - exp(1e-300)) is the log of a negative number: NaN, though exp(1e-300) rounds to 1."""
+    from relwrite.backends.numpy import function
+    from relwrite.graph.basic import vector
+
+    values = np.array([1e-300, 0.0, -1.0, -1e-300, 2.0])
+    x = vector("x")
+    with np.errstate(all="ignore"):
+        reference = fuzz._ref_log1mexp(values)
+        got = function([x], ops.log1mexp(x))(values)
+    np.testing.assert_array_equal(np.isnan(reference), [True, False, False, False, True])
+    np.testing.assert_allclose(got, reference, rtol=1e-12, equal_nan=True)
