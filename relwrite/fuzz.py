@@ -485,7 +485,15 @@ def _make_ctors() -> dict[str, _Ctor]:
         lambda a, p: np.asarray(a[0]).astype(p["dtype"]),
         lambda a, p, _: f'{a[0]}.astype("{p["dtype"]}")',
     )
-    for name, reduction in (("sum", np.sum), ("mean", np.mean), ("max", np.max)):
+    for name, reduction in (
+        ("sum", np.sum),
+        ("mean", np.mean),
+        ("max", np.max),
+        ("min", np.min),
+        ("prod", np.prod),
+        ("argmax", np.argmax),
+        ("argmin", np.argmin),
+    ):
         fn = getattr(rw, name)
         ctors[name] = _Ctor(
             lambda a, p, fn=fn: fn(a[0], axis=p["axis"]),
@@ -772,8 +780,8 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         result = np.array(np.broadcast_to(args[1], np.broadcast_shapes(args[0].shape, args[1].shape)))
     elif kind is ops.Cast:
         result = args[0].astype(np.longdouble if wide else op.dtype)
-    elif kind in (ops.Sum, ops.Mean, ops.Max):
-        result = {ops.Sum: np.sum, ops.Mean: np.mean, ops.Max: np.max}[kind](args[0], axis=op.axis)
+    elif kind in _REDUCTIONS:
+        result = _REDUCTIONS[kind](args[0], axis=op.axis)
     elif kind is ops.LogSumExp:
         result = _ref_logsumexp(args[0], op.axis)
     elif isinstance(op, ops.Softmax):
@@ -782,6 +790,17 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         result = _shape_op_value(op, args[0])
     result = np.asarray(result)
     return [_widen(result, precision) if wide else result]
+
+
+_REDUCTIONS = {
+    ops.Sum: np.sum,
+    ops.Mean: np.mean,
+    ops.Max: np.max,
+    ops.Min: np.min,
+    ops.Prod: np.prod,
+    ops.Argmax: np.argmax,
+    ops.Argmin: np.argmin,
+}
 
 
 def _wide_fold(ufunc: np.ufunc, args: Sequence[Any], precision: str) -> np.ndarray:
@@ -1022,6 +1041,12 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
         return _mp_map(lambda t: _mp_div(mp.mpf(t), mp.mpf(count)), total)
     if kind is ops.Max:
         return _mp_reduce_max(args[0], op.axis)
+    if kind is ops.Min:
+        return -_mp_reduce_max(-args[0], op.axis)
+    if kind is ops.Prod:
+        return np.prod(args[0], axis=op.axis)
+    if kind in (ops.Argmax, ops.Argmin):  # an index: found on the values rounded to float64
+        return _REDUCTIONS[kind](_mp_map(float, args[0]).astype(np.float64), axis=op.axis)
     if kind is ops.LogSumExp:
         total = np.sum(_mp_map(_mp_elementwise(ops.Exp), args[0]), axis=op.axis)
         return _mp_map(_mp_elementwise(ops.Log), total)
@@ -1930,7 +1955,9 @@ class _Drawer:
         else:
             count = int(self.rng.integers(1, ndim + 1))
             axis = tuple(int(x) for x in self.rng.choice(ndim, size=count, replace=False))
-        name = str(self.rng.choice(["sum", "mean", "max", "logsumexp"]))
+        name = str(self.rng.choice(["sum", "mean", "max", "min", "prod", "argmax", "argmin", "logsumexp"]))
+        if name in ("argmax", "argmin") and isinstance(axis, tuple):
+            axis = axis[0]
         op = name if self.rng.random() < 0.6 or name == "logsumexp" else f".{name}"
         return self.add(Step("call", op, (Ref(a),), {"axis": axis}))
 
@@ -2136,7 +2163,7 @@ class _Drawer:
                 return self._ref(self.add(Step("call", "reshape", (obj,), {"shape": tuple(rest)})))
             return None
         name = node.func.id if isinstance(node.func, ast.Name) else ""
-        if name in ("sum", "mean", "max", "softmax", "log_softmax"):
+        if name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "softmax", "log_softmax"):
             default = -1 if "softmax" in name else None
             return self._ref(
                 self.add(Step("call", name, tuple(args), {"axis": keywords.get("axis", default)}))

@@ -260,4 +260,7 @@ def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
         reference = fuzz._ref_log1mexp(values)
         got = function([x], ops.log1mexp(x))(values)
     np.testing.assert_array_equal(np.isnan(reference), [True, False, False, False, True])
-    np.testing.assert_allclose(got, reference, rtol=1e-12, equal_nan=True)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(reference))
+    # below zero the plain formula loses what the op keeps (-1e-300: -inf against -690.8); the wide walks
+    # arbitrate there, so only the domain is the reference's to say
+    assert got[3] == pytest.approx(np.log(1e-300))
