@@ -56,6 +56,12 @@ class Variable:
             return _ownerless, (type(self), self.type, self.name, getattr(self, "data", None))
         return GraphTable.output, (GraphTable.of([self]), 0)
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the variable's graph as a picture (text without Graphviz)."""
+        from relwrite.graph.printing import picture_html
+
+        return picture_html(self)
+
     # -- type shortcuts -------------------------------------------------
     @property
     def dtype(self) -> str:

@@ -586,6 +586,12 @@ class FunctionGraph:
                 new.attach_feature(feature.clone())
         return new, equiv
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the graph as a picture (text without Graphviz)."""
+        from relwrite.graph.printing import picture_html
+
+        return picture_html(self, "FunctionGraph")
+
     def __reduce__(self) -> tuple:
         """Pickle (and deep-copy) as its inputs, a flat table of its nodes and its features.
 

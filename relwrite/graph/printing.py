@@ -515,48 +515,168 @@ _DOT_STYLES = {
     "input": 'style=filled, fillcolor="#b8e0b8"',
     "constant": 'style=filled, fillcolor="#e0e0e0"',
     "output": 'style=filled, fillcolor="#b8d0f0"',
-    "inner": "",
+    "changed": 'style=filled, fillcolor="#f8c890"',
 }
 
 
-def to_dot(obj: Any, name: str = "relwrite") -> str:
-    """Graphviz DOT text for the graph: apply nodes as boxes, variables as ellipses.
+def to_dot(obj: Any, name: str = "relwrite", before: Any = None, expand: bool = False) -> str:
+    """Graphviz DOT text for the graph: each node a box labelled by its op and its result's type.
 
-    Inputs, constants and outputs are filled in different colours; an edge into
-    a node with several inputs is labelled with the input's position, and an
-    edge out of a node with several outputs with the output's index.
+    Inputs, constants and outputs are ellipses filled in different colours;
+    a value computed by one node and read by another is the edge between the
+    two.  An edge into a node with several inputs is labelled with the
+    input's position, an edge out of a node with several outputs with the
+    output's index.  A fused node shows the expression it computes over its
+    inputs `#0`, `#1`...; with `expand` its inner graph is drawn too, in a
+    box of its own.  With `before` (an earlier state of the graph: variables
+    or anything with `.outputs`), the nodes whose expression `before` does
+    not compute are filled orange: what a rewrite changed.
     """
-    outputs = _as_outputs(obj)
-    output_ids = {id(v) for v in outputs}
-    var_ids: dict[int, str] = {}
-    lines = [f"digraph {_dot_string(name)} {{", "  node [fontname=Helvetica];"]
-
-    def variable(var: Variable) -> str:
-        if id(var) not in var_ids:
-            var_ids[id(var)] = f"v{len(var_ids)}"
-            if id(var) in output_ids:
-                kind = "output"
-            elif isinstance(var, Constant):
-                kind = "constant"
-            elif var.owner is None:
-                kind = "input"
-            else:
-                kind = "inner"
-            label = _leaf_text(var) if var.owner is None or var.name else str(var.type)
-            style = ", " + _DOT_STYLES[kind] if _DOT_STYLES[kind] else ""
-            lines.append(f"  {var_ids[id(var)]} [label={_dot_string(label)}, shape=ellipse{style}];")
-        return var_ids[id(var)]
-
-    for number, node in enumerate(io_toposort([], outputs)):
-        apply_id = f"a{number}"
-        lines.append(f"  {apply_id} [label={_dot_string(str(node.op))}, shape=box];")
-        for position, var in enumerate(node.inputs):
-            label = f" [label={position}]" if len(node.inputs) > 1 else ""
-            lines.append(f"  {variable(var)} -> {apply_id}{label};")
-        for index, var in enumerate(node.outputs):
-            label = f" [label={index}]" if len(node.outputs) > 1 else ""
-            lines.append(f"  {apply_id} -> {variable(var)}{label};")
-    for var in outputs:
-        variable(var)
+    lines = [f"digraph {_dot_string(name)} {{", "  node [fontname=Helvetica]; edge [fontname=Helvetica];"]
+    lines += _dot_body(_as_outputs(obj), "", before, expand)
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def to_dot_pair(before: Any, after: Any, name: str = "rewrite") -> str:
+    """DOT text drawing two graphs side by side, `before` and `after`, what changed filled orange."""
+    lines = [f"digraph {_dot_string(name)} {{", "  node [fontname=Helvetica]; edge [fontname=Helvetica];"]
+    for prefix, graph, earlier in (("b", before, None), ("a", after, before)):
+        lines.append(f"  subgraph cluster_{prefix} {{")
+        lines.append(f"    label={_dot_string('before' if prefix == 'b' else 'after')};")
+        lines += ["  " + line for line in _dot_body(_as_outputs(graph), prefix, earlier, False)]
+        lines.append("  }")
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _dot_body(outputs: list[Variable], prefix: str, before: Any, expand: bool) -> list[str]:
+    """The DOT statements of one graph; identifiers start with `prefix` (so two graphs can share a page)."""
+    from relwrite.graph.terms import structural_hash
+
+    old: set[int] | None = None
+    if before is not None:
+        memo: dict = {}
+        old = {structural_hash(v, memo, depth=_FULL_DEPTH) for v in _subterms(_as_outputs(before))}
+        new_memo: dict = {}
+    output_ids = {id(v): k for k, v in enumerate(outputs)}
+    leaf_ids: dict[int, str] = {}
+    node_ids: dict[Apply, str] = {}
+    lines: list[str] = []
+
+    def leaf(var: Variable) -> str:
+        if id(var) not in leaf_ids:
+            leaf_ids[id(var)] = f"{prefix}v{len(leaf_ids)}"
+            kind = "output" if id(var) in output_ids else "constant" if isinstance(var, Constant) else "input"
+            style = ", " + _DOT_STYLES[kind]
+            lines.append(
+                f"  {leaf_ids[id(var)]} [label={_dot_string(_leaf_text(var))}, shape=ellipse{style}];"
+            )
+        return leaf_ids[id(var)]
+
+    for number, node in enumerate(io_toposort([], outputs)):
+        node_id = node_ids[node] = f"{prefix}a{number}"
+        changed = old is not None and any(
+            structural_hash(out, new_memo, depth=_FULL_DEPTH) not in old for out in node.outputs
+        )
+        style = ", " + _DOT_STYLES["changed"] if changed else ""
+        lines.append(f"  {node_id} [label={_dot_string(_node_label(node))}, shape=box{style}];")
+        for position, var in enumerate(node.inputs):
+            source = node_ids.get(var.owner) if var.owner is not None else None
+            parts = [str(var.index)] if source is not None and len(var.owner.outputs) > 1 else []
+            parts += [str(position)] if len(node.inputs) > 1 else []
+            label = f" [label={_dot_string(' -> '.join(parts))}]" if parts else ""
+            lines.append(f"  {source or leaf(var)} -> {node_id}{label};")
+        if expand and isinstance(node.op, ops.Composite):
+            lines += _dot_inner(node, node_id)
+    for k, var in enumerate(outputs):
+        if var.owner is None:
+            leaf(var)
+            continue
+        out_id = f"{prefix}o{k}"
+        label = var.name or f"output {k}"
+        lines.append(f"  {out_id} [label={_dot_string(label)}, shape=ellipse, {_DOT_STYLES['output']}];")
+        index = f" [label={var.index}]" if len(var.owner.outputs) > 1 else ""
+        lines.append(f"  {node_ids[var.owner]} -> {out_id}{index};")
+    return lines
+
+
+_FULL_DEPTH = 1 << 30  # structural hashes over whole subgraphs (iterative: any depth)
+
+
+def _subterms(outputs: list[Variable]) -> list[Variable]:
+    return [out for node in io_toposort([], outputs) for out in node.outputs]
+
+
+def _node_label(node: Apply) -> str:
+    """The op, or a fused node's expression over its inputs #0, #1..., and the result's type."""
+    result = node.outputs[0].type
+    shape = (
+        "("
+        + ", ".join("?" if d is None else str(d) for d in result.shape)
+        + ("," if result.ndim == 1 else "")
+        + ")"
+    )
+    if not isinstance(node.op, ops.Composite):
+        return f"{node.op}\n{result.dtype} {shape}"
+    expressions = []
+    for index in range(len(node.outputs)):
+        pieces = _composite_parts(node.op, index)
+        expressions.append("".join(p if isinstance(p, str) else f"#{p.index}" for p in pieces))
+    return "fused\n" + "\n".join(expressions) + f"\n{result.dtype} {shape}"
+
+
+def _dot_inner(node: Apply, node_id: str) -> list[str]:
+    """A fused node's inner graph, in a box of its own, its inputs named #0, #1..."""
+    op = node.op
+    lines = [f"  subgraph cluster_{node_id} {{", f"    label={_dot_string(str(op))}; style=dashed;"]
+    names = {v: f"{node_id}_i{k}" for k, v in enumerate(op.inputs)}
+    for k, var in enumerate(op.inputs):
+        lines.append(f'    {names[var]} [label="#{k}", shape=ellipse];')
+    for number, inner in enumerate(op.nodes):
+        inner_id = f"{node_id}_n{number}"
+        lines.append(f"    {inner_id} [label={_dot_string(str(inner.op))}, shape=box];")
+        for var in inner.inputs:
+            if var in names:
+                lines.append(f"    {names[var]} -> {inner_id};")
+            elif isinstance(var, Constant):
+                const_id = f"{inner_id}_c{len(lines)}"
+                lines.append(
+                    f"    {const_id} [label={_dot_string(_leaf_text(var))}, shape=ellipse, "
+                    f"{_DOT_STYLES['constant']}];"
+                )
+                lines.append(f"    {const_id} -> {inner_id};")
+        for out in inner.outputs:
+            names[out] = inner_id
+    lines.append("  }")
+    return lines
+
+
+PICTURE_NODE_LIMIT = 500
+"""Graphs with more nodes render as text in notebooks: Graphviz's layout would take too long."""
+
+
+def picture_html(obj: Any, title: str = "") -> str:
+    """HTML showing a graph in a notebook: Graphviz's SVG when the `dot` program runs, else its text.
+
+    `obj` is what `to_dot` takes.  The text is `pprint`'s (with `title` above it).
+    """
+    import html
+    import shutil
+    import subprocess
+
+    outputs = _as_outputs(obj)
+    heading = f"<b>{html.escape(title)}</b><br>" if title else ""
+    dot = shutil.which("dot")
+    if dot is not None and sum(1 for _ in io_toposort([], outputs)) <= PICTURE_NODE_LIMIT:
+        try:
+            run = subprocess.run(
+                [dot, "-Tsvg"], input=to_dot(outputs), capture_output=True, text=True, timeout=10, check=True
+            )
+            svg = run.stdout[run.stdout.find("<svg") :]
+            if svg:
+                return heading + svg
+        except (OSError, subprocess.SubprocessError):
+            pass
+    text = "\n".join(pprint(v) for v in outputs)
+    return f"{heading}<pre>{html.escape(text)}</pre>"

@@ -2,6 +2,7 @@
 
 import io
 import re
+import shutil
 
 import pytest
 
@@ -394,15 +395,15 @@ def test_to_dot_structure():
     assert text.startswith('digraph "relwrite" {\n')
     assert text.endswith("}\n")
     assert len(re.findall(r"shape=box", text)) == 3
-    assert len(re.findall(r"shape=ellipse", text)) == 6  # x, y, 1.0, two inner results, the output
+    assert len(re.findall(r"shape=ellipse", text)) == 4  # x, y, 1.0 and the output: results are edges
     assert re.search(r'v\d+ \[label="x", shape=ellipse, style=filled, fillcolor="#b8e0b8"\]', text)
     assert re.search(r'v\d+ \[label="1.0", shape=ellipse, style=filled, fillcolor="#e0e0e0"\]', text)
-    assert re.search(
-        r'\[label="TensorType\(float64, \(\)\)", shape=ellipse, style=filled, fillcolor="#b8d0f0"\]', text
-    )
-    assert re.search(r"v\d+ -> a\d+ \[label=1\];", text)  # the mul's second input
-    exp_box = re.search(r'(a\d+) \[label="exp", shape=box\]', text).group(1)
-    assert re.search(rf"v\d+ -> {exp_box};", text)  # a single input is not labelled
+    assert re.search(r'o0 \[label="output 0", shape=ellipse, style=filled, fillcolor="#b8d0f0"\]', text)
+    assert re.search(r'v\d+ -> a\d+ \[label="1"\];', text)  # the mul's second input
+    exp_box = re.search(r'(a\d+) \[label="exp\\nfloat64 \(\)", shape=box\]', text).group(1)
+    add_box = re.search(r'(a\d+) \[label="add\\nfloat64 \(\)", shape=box\]', text).group(1)
+    assert f"{add_box} -> {exp_box};" in text  # a result is the edge to its reader, a single input unlabelled
+    assert f"{exp_box} -> o0;" in text
 
 
 def test_to_dot_escapes_labels_and_labels_outputs_of_multi_output_nodes():
@@ -410,8 +411,9 @@ def test_to_dot_escapes_labels_and_labels_outputs_of_multi_output_nodes():
     first, second = ops.Composite([a, b], [a + b, a * b])(float64('say "hi"'), float64("y"))
     text = to_dot([first, second])
     assert r'label="say \"hi\""' in text
-    assert re.search(r"a0 -> v\d+ \[label=0\];", text)
-    assert re.search(r"a0 -> v\d+ \[label=1\];", text)
+    assert re.search(r"a0 -> o0 \[label=0\];", text)
+    assert re.search(r"a0 -> o1 \[label=1\];", text)
+    assert "fused\\n(#0 + #1)\\n(#0 * #1)" in text  # a fused node shows what it computes
 
 
 def test_to_dot_leaf_output_is_drawn():
@@ -422,8 +424,54 @@ def test_to_dot_leaf_output_is_drawn():
 def test_to_dot_long_chain_is_linear(chain):
     text = to_dot(chain)
     assert text.count("shape=box") == CHAIN_LENGTH
-    assert text.count("shape=ellipse") == CHAIN_LENGTH + 1 + CHAIN_LENGTH // 2  # results, x, the 1.0s
+    assert text.count("shape=ellipse") == 1 + CHAIN_LENGTH // 2 + 1  # x, the 1.0s, the output
     assert len(text) < 200 * CHAIN_LENGTH
+
+
+def test_to_dot_fills_what_a_rewrite_changed_and_draws_before_and_after():
+    from relwrite.engine import rewrite_graph
+    from relwrite.graph.printing import to_dot_pair
+
+    x, y = vector("x"), vector("y")
+    before = ops.log(1.0 + ops.exp(x)) * y
+    after = rewrite_graph(before, include=["canonicalize", "stabilize"], clone=True)
+    text = to_dot(after, before=before)
+    changed = re.findall(r'label="([^"]*)", shape=box, style=filled, fillcolor="#f8c890"', text)
+    assert [label.split("\\n")[0] for label in changed] == ["softplus", "mul"]  # y is read by a new node
+    pair = to_dot_pair(before, after)
+    assert "subgraph cluster_b {" in pair and "subgraph cluster_a {" in pair
+    assert pair.count('fillcolor="#f8c890"') == 2  # only in the after graph
+
+
+def test_to_dot_expands_a_fused_node_into_its_inner_graph():
+    a, b = scalar("a"), scalar("b")
+    fused = ops.Composite([a, b], [ops.exp(a) * b + 2.0])(vector("x"), vector("y"))
+    text = to_dot(fused, expand=True)
+    assert "subgraph cluster_a0 {" in text
+    assert re.search(r'a0_n\d \[label="exp", shape=box\]', text)
+    assert 'a0_i0 [label="#0", shape=ellipse];' in text
+
+
+def test_notebooks_show_graphs_as_html_text_without_graphviz(monkeypatch):
+    import shutil
+
+    from relwrite.backends.function import function
+    from relwrite.graph.fg import FunctionGraph
+
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    x = vector("x")
+    out = ops.exp(x) + 1.0
+    assert out._repr_html_() == "<pre>(exp(x) + 1.0)</pre>"
+    assert "<b>FunctionGraph</b>" in FunctionGraph([x], [out])._repr_html_()
+    compiled = function([x], out, mode="fast_compile")
+    assert "<pre>" in compiled._repr_html_() and repr(compiled).startswith("<compiled function (x)")
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz's dot program is not installed")
+def test_notebooks_show_graphs_as_svg_with_graphviz():
+    x = vector("x")
+    html = (ops.exp(x) + 1.0)._repr_html_()
+    assert html.startswith("<svg") and "exp" in html
 
 
 def test_pprint_shows_a_fused_node_as_its_expression_over_its_inputs():

@@ -152,6 +152,17 @@ class Function:
             if var.name is not None:
                 self._positions.setdefault(var.name, []).append(i)
 
+    def __repr__(self) -> str:
+        inputs = ", ".join(str(v) for v in self.fgraph.inputs)
+        outputs = len(self.fgraph.outputs)
+        return f"<compiled function ({inputs}) -> {outputs} output(s), {type(self.linker).__name__}>"
+
+    def _repr_html_(self) -> str:
+        """A notebook shows the compiled graph as a picture (text without Graphviz)."""
+        from relwrite.graph.printing import picture_html
+
+        return picture_html(self.fgraph, f"compiled function ({type(self.linker).__name__})")
+
     def __reduce__(self) -> tuple:
         """Pickle as the compiled graph and the linker's kind: loading links it again, not rewriting it
         (the C linker's modules come back from the disk cache, without compiling)."""

@@ -85,6 +85,17 @@ class Form:
             text += f"  assuming {', '.join(sorted(self.assumptions))}"
         return text + ("  (unsafe)" if self.unsafe else "")
 
+    def _repr_html_(self) -> str:
+        """A notebook shows the form as a picture with its cost, derivation and assumptions."""
+        import html
+
+        from relwrite.graph.printing import picture_html
+
+        notes = f"cost {self.cost:.4g}; derivation: {self.derivation}"
+        if self.assumptions:
+            notes += f"; assuming {', '.join(sorted(self.assumptions))}"
+        return picture_html(self.expr) + f"<p>{html.escape(notes)}</p>"
+
 
 @dataclass(frozen=True)
 class ParetoPoint:
