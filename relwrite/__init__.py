@@ -79,7 +79,7 @@ from relwrite.graph.ops import (
     zeros_like,
 )
 from relwrite.graph.parse import parse
-from relwrite.graph.printing import dprint, pprint, to_dot
+from relwrite.graph.printing import dprint, pprint, to_dot, to_dot_pair
 from relwrite.graph.types import TensorType
 
 __version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it
@@ -159,6 +159,7 @@ __all__ = [
     "tanh",
     "tensor",
     "to_dot",
+    "to_dot_pair",
     "transpose",
     "true_div",
     "vector",
