@@ -521,6 +521,18 @@ def _make_ctors() -> dict[str, _Ctor]:
             lambda a, p, _, n=name: f"rw.{n}({a[0]}, axis={p['axis']})",
             elementwise=False,
         )
+    ctors["concatenate"] = _Ctor(
+        lambda a, p: rw.concatenate(list(a), axis=p["axis"]),
+        lambda a, p: np.concatenate(a, axis=p["axis"]),
+        lambda a, p, _: f"rw.concatenate([{', '.join(a)}], axis={p['axis']})",
+        elementwise=False,
+    )
+    ctors["stack"] = _Ctor(
+        lambda a, p: rw.stack(list(a), axis=p["axis"]),
+        lambda a, p: np.stack(a, axis=p["axis"]),
+        lambda a, p, _: f"rw.stack([{', '.join(a)}], axis={p['axis']})",
+        elementwise=False,
+    )
     ctors["dot"] = _Ctor(
         lambda a, p: rw.dot(*a), lambda a, p: _product(*a), _fn_text("dot"), elementwise=False
     )
@@ -782,6 +794,8 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         result = args[0].astype(np.longdouble if wide else op.dtype)
     elif kind in _REDUCTIONS:
         result = _REDUCTIONS[kind](args[0], axis=op.axis)
+    elif kind is ops.Join:
+        result = np.concatenate(args, axis=op.axis)
     elif kind is ops.LogSumExp:
         result = _ref_logsumexp(args[0], op.axis)
     elif isinstance(op, ops.Softmax):
@@ -1047,6 +1061,8 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
         return np.prod(args[0], axis=op.axis)
     if kind in (ops.Argmax, ops.Argmin):  # an index: found on the values rounded to float64
         return _REDUCTIONS[kind](_mp_map(float, args[0]).astype(np.float64), axis=op.axis)
+    if kind is ops.Join:
+        return np.concatenate(args, axis=op.axis)
     if kind is ops.LogSumExp:
         total = np.sum(_mp_map(_mp_elementwise(ops.Exp), args[0]), axis=op.axis)
         return _mp_map(_mp_elementwise(ops.Log), total)
@@ -1961,6 +1977,37 @@ class _Drawer:
         op = name if self.rng.random() < 0.6 or name == "logsumexp" else f".{name}"
         return self.add(Step("call", op, (Ref(a),), {"axis": axis}))
 
+    def call_join(self) -> int | None:
+        """concatenate (along an axis, other lengths equal) or stack (equal shapes) of 2-3 operands."""
+        first = self.pick(lambda i: len(self.shapes[i]) > 0)
+        if first is None:
+            return None
+        shape = self.shapes[first]
+        stacking = self.rng.random() < 0.3
+        axis = int(self.rng.integers(-len(shape) - stacking, len(shape) + stacking))
+        along = axis % (len(shape) + stacking)
+        operands = [first]
+        for _ in range(int(self.rng.integers(1, 3))):
+            wanted = (
+                shape if stacking else tuple(self.length() if d == along else n for d, n in enumerate(shape))
+            )
+            fits = (
+                (lambda i: self.shapes[i] == shape)
+                if stacking
+                else (
+                    lambda i, s=shape: (
+                        len(self.shapes[i]) == len(s)
+                        and all(n == m for d, (n, m) in enumerate(zip(self.shapes[i], s)) if d != along)
+                    )
+                )
+            )
+            found = self.operand(fits, None, wanted)
+            if found is None:
+                return None
+            operands.append(found)
+        name = "stack" if stacking else "concatenate"
+        return self.add(Step("call", name, tuple(Ref(i) for i in operands), {"axis": axis}))
+
     def call_softmax(self) -> int | None:
         a = self.operand(
             lambda i: len(self.shapes[i]) > 0, None, self.random_shape(int(self.rng.integers(1, 3)))
@@ -2197,6 +2244,7 @@ _CALL_WEIGHTS = {
     "cast": 5,
     "reduce": 7,
     "softmax": 3,
+    "join": 2,
     "dot": 4,
     "blas": 4,
     "shape": 7,

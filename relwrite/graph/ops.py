@@ -8,6 +8,7 @@ broadcast static shapes as numpy would.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from functools import cache, reduce
 from typing import Any
@@ -466,6 +467,59 @@ class LogSumExp(Reduce):
     """
 
     numpy_name = "exp"  # the result has the dtype of exp(x)
+
+
+class Join(Op):
+    """Arrays joined along `axis`, as numpy.concatenate: one rank, equal lengths on the other axes."""
+
+    __props__ = ("axis",)
+
+    def __init__(self, axis: int = 0):
+        if not isinstance(axis, (int, np.integer)) or isinstance(axis, bool):
+            raise TypeError(f"{type(self).__name__}: axis must be an int, got {axis!r}")
+        super().__init__(axis=int(axis))
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if not inputs:
+            raise self.type_error(inputs, "takes one or more inputs")
+        ndim = inputs[0].ndim
+        if ndim == 0 or any(v.ndim != ndim for v in inputs):
+            raise self.type_error(inputs, "joins inputs of one rank, at least 1")
+        (axis,) = _resolve_axes(self, inputs, (self.axis,))
+        shape: list[int | None] = []
+        for d in range(ndim):
+            lengths = [v.shape[d] for v in inputs]
+            if d == axis:
+                shape.append(None if None in lengths else builtins.sum(lengths))
+                continue
+            known = {length for length in lengths if length is not None}
+            if len(known) > 1:
+                raise self.type_error(inputs, f"lengths {sorted(known)} differ on axis {d}")
+            shape.append(known.pop() if known else None)
+        dtype = np.result_type(*(v.type.numpy_dtype for v in inputs)).name
+        return Apply(self, inputs, [Variable(TensorType(dtype, tuple(shape)))])
+
+    def __str__(self) -> str:
+        return f"Join{{axis={self.axis}}}"
+
+
+def concatenate(tensors: Sequence[Any], axis: int = 0) -> Variable:
+    """numpy.concatenate: `tensors` joined along an existing `axis`."""
+    return Join(axis)(*tensors)
+
+
+def stack(tensors: Sequence[Any], axis: int = 0) -> Variable:
+    """numpy.stack: `tensors` (one shape) joined along a new `axis`."""
+    tensors = as_variables(list(tensors))
+    if not tensors:
+        raise TypeError("stack: needs one or more tensors")
+    ndim = tensors[0].ndim
+    if not -ndim - 1 <= axis <= ndim:
+        raise TypeError(f"stack: axis {axis} is out of range for {ndim + 1} dimension(s)")
+    position = axis % (ndim + 1)
+    order = [*range(position), "x", *range(position, ndim)]
+    return Join(position)(*(DimShuffle(v.ndim, tuple(order))(v) for v in tensors))
 
 
 def sum(x: Any, axis: int | Sequence[int] | None = None) -> Variable:

@@ -74,6 +74,7 @@ FUNCTIONS: dict[str, Function] = {
         name: Function(getattr(ops, name), 1, takes_axis=True)
         for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
     },
+    "join": Function(lambda *xs, axis=0: ops.Join(axis)(*xs), None, takes_axis=True),
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),

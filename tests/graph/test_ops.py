@@ -90,6 +90,7 @@ CLASSES_TESTED_SEPARATELY = {
     ops.Prod,
     ops.Argmax,
     ops.Argmin,
+    ops.Join,
     ops.LogSumExp,
     ops.Softmax,
     ops.LogSoftmax,
@@ -606,3 +607,18 @@ def test_argmax_and_argmin_give_int64_indices_and_name_a_bad_axis(kind):
         kind(2).make_node(x)
     with pytest.raises(TypeError, match="axis must be an int or None"):
         kind((0, 1))
+
+
+def test_join_infers_lengths_and_names_what_cannot_join():
+    x, y = vector("x", shape=(2,)), vector("y", shape=(3,))
+    assert ops.Join(0).make_node(x, y).outputs[0].type == TensorType("float64", (5,))
+    assert ops.Join(0).make_node(x, vector("z")).outputs[0].type == TensorType("float64", (None,))
+    a, b = matrix("a", shape=(2, 4)), matrix("b", shape=(None, 4))
+    assert ops.Join(-2).make_node(a, b).outputs[0].type == TensorType("float64", (None, 4))
+    with pytest.raises(TypeError, match=r"lengths \[3, 4\] differ on axis 1"):
+        ops.Join(0).make_node(a, matrix("c", shape=(1, 3)))
+    with pytest.raises(TypeError, match="one rank"):
+        ops.Join(0).make_node(x, a)
+    with pytest.raises(TypeError, match="one or more inputs"):
+        ops.Join(0).make_node()
+    assert ops.stack([x, x], axis=-1).type == TensorType("float64", (2, 2))

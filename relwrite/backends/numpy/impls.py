@@ -463,6 +463,12 @@ for _op_class, _reduction in _REDUCTIONS.items():
 
 
 @numpy_impl.register
+def _join(op: ops.Join, node: Apply) -> Impl:
+    dtype, axis = _dtype(node), op.axis
+    return Impl(lambda *arrays: np.concatenate(arrays, axis=axis).astype(dtype, copy=False))
+
+
+@numpy_impl.register
 def _argmax(op: ops.Argmax, node: Apply) -> Impl:
     find, axis = getattr(np, op.numpy_name), op.axis
     return Impl(lambda x: np.asarray(find(x, axis=axis), dtype=np.int64))

@@ -327,6 +327,16 @@ def _arg_case(cls, reference):
     return draw
 
 
+@case(ops.Join)
+def _join_case(data):
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(small_shapes.filter(len))))
+    axis = data.draw(st.integers(-x.ndim, x.ndim - 1))
+    length = data.draw(st.integers(0, 3))
+    other_shape = tuple(length if d == axis % x.ndim else n for d, n in enumerate(x.shape))
+    y = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), st.just(other_shape)))
+    return node_on(ops.Join(axis), [x, y]), [x, y], lambda a, b: np.concatenate([a, b], axis=axis), True
+
+
 case(ops.Argmax)(_arg_case(ops.Argmax, np.argmax))
 case(ops.Argmin)(_arg_case(ops.Argmin, np.argmin))
 
