@@ -521,6 +521,12 @@ def _make_ctors() -> dict[str, _Ctor]:
             lambda a, p, _, n=name: f"rw.{n}({a[0]}, axis={p['axis']})",
             elementwise=False,
         )
+    ctors["assert_op"] = _Ctor(
+        lambda a, p: rw.assert_op(*a, message="checked"),
+        lambda a, p: np.array(a[0]) if all(np.all(c) for c in a[1:]) else None,
+        lambda a, p, _: f"rw.assert_op({', '.join(a)}, message='checked')",
+        elementwise=False,
+    )
     ctors["concatenate"] = _Ctor(
         lambda a, p: rw.concatenate(list(a), axis=p["axis"]),
         lambda a, p: np.concatenate(a, axis=p["axis"]),
@@ -796,6 +802,8 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         result = _REDUCTIONS[kind](args[0], axis=op.axis)
     elif kind is ops.Join:
         result = np.concatenate(args, axis=op.axis)
+    elif kind is ops.Assert:
+        result = args[0]
     elif kind is ops.LogSumExp:
         result = _ref_logsumexp(args[0], op.axis)
     elif isinstance(op, ops.Softmax):
@@ -1063,6 +1071,8 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
         return _REDUCTIONS[kind](_mp_map(float, args[0]).astype(np.float64), axis=op.axis)
     if kind is ops.Join:
         return np.concatenate(args, axis=op.axis)
+    if kind is ops.Assert:
+        return args[0]
     if kind is ops.LogSumExp:
         total = np.sum(_mp_map(_mp_elementwise(ops.Exp), args[0]), axis=op.axis)
         return _mp_map(_mp_elementwise(ops.Log), total)
@@ -1977,6 +1987,16 @@ class _Drawer:
         op = name if self.rng.random() < 0.6 or name == "logsumexp" else f".{name}"
         return self.add(Step("call", op, (Ref(a),), {"axis": axis}))
 
+    def call_assert(self) -> int | None:
+        """A value checked against a condition that holds: a True constant, or x == x on integers."""
+        a = self.pick()
+        if a is None:
+            return None
+        if self.dtype(a).startswith(("int", "uint", "bool")) and self.rng.random() < 0.5:
+            condition = self.add(Step("call", "eq", (Ref(a), Ref(a))))
+            return self.add(Step("call", "assert_op", (Ref(a), Ref(condition))))
+        return self.add(Step("call", "assert_op", (Ref(a), True)))
+
     def call_join(self) -> int | None:
         """concatenate (along an axis, other lengths equal) or stack (equal shapes) of 2-3 operands."""
         first = self.pick(lambda i: len(self.shapes[i]) > 0)
@@ -2245,6 +2265,7 @@ _CALL_WEIGHTS = {
     "reduce": 7,
     "softmax": 3,
     "join": 2,
+    "assert": 1,
     "dot": 4,
     "blas": 4,
     "shape": 7,

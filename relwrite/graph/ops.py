@@ -469,6 +469,37 @@ class LogSumExp(Reduce):
     numpy_name = "exp"  # the result has the dtype of exp(x)
 
 
+class Assert(Op):
+    """`x` unchanged, once every condition holds everywhere; else an AssertionError with `message`.
+
+    Not elementwise: fusion never folds the check into a loop, and only the
+    `remove_all_assert` rule (unsafe, opt-in) or a condition known to be
+    true drops it.
+    """
+
+    __props__ = ("message",)
+    op_name = "assert_op"
+
+    def __init__(self, message: str = "assertion failed"):
+        if not isinstance(message, str):
+            raise TypeError(f"Assert: message must be a str, got {message!r}")
+        super().__init__(message=message)
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) < 2:
+            raise self.type_error(inputs, "takes the checked value and one or more conditions")
+        return Apply(self, inputs, [Variable(inputs[0].type)])
+
+    def __str__(self) -> str:
+        return f"Assert{{{self.message!r}}}"
+
+
+def assert_op(x: Any, *conditions: Any, message: str = "assertion failed") -> Variable:
+    """`x`, checked at run time: every condition must hold everywhere (AssertionError naming `message`)."""
+    return Assert(message)(x, *conditions)
+
+
 class Join(Op):
     """Arrays joined along `axis`, as numpy.concatenate: one rank, equal lengths on the other axes."""
 

@@ -57,6 +57,7 @@ class Function:
     arity: int | None
     takes_axis: bool = False
     static: str | None = None
+    takes_message: bool = False  # a `message="..."` keyword (assert_op)
 
 
 _ONE_OPERAND = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
@@ -75,6 +76,7 @@ FUNCTIONS: dict[str, Function] = {
         for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
     },
     "join": Function(lambda *xs, axis=0: ops.Join(axis)(*xs), None, takes_axis=True),
+    "assert_op": Function(ops.assert_op, None, takes_message=True),
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),
@@ -353,6 +355,12 @@ class _Parser:
         for keyword in node.keywords:
             if keyword.arg is None:
                 raise self.error(f"{name}: unsupported **arguments", keyword.value)
+            if keyword.arg == "message" and function.takes_message:
+                value = keyword.value
+                if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
+                    raise self.error(f"{name}: the message must be one string", value)
+                kwargs["message"] = value.value
+                continue
             if keyword.arg != "axis" or not function.takes_axis:
                 raise self.error(f"{name}: unexpected keyword {keyword.arg!r}", keyword.value)
             kwargs["axis"] = self.axis(keyword.value)

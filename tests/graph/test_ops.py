@@ -91,6 +91,7 @@ CLASSES_TESTED_SEPARATELY = {
     ops.Argmax,
     ops.Argmin,
     ops.Join,
+    ops.Assert,
     ops.LogSumExp,
     ops.Softmax,
     ops.LogSoftmax,
@@ -622,3 +623,12 @@ def test_join_infers_lengths_and_names_what_cannot_join():
     with pytest.raises(TypeError, match="one or more inputs"):
         ops.Join(0).make_node()
     assert ops.stack([x, x], axis=-1).type == TensorType("float64", (2, 2))
+
+
+def test_assert_keeps_its_value_type_and_needs_a_condition():
+    x = vector("x", shape=(3,))
+    assert ops.assert_op(x, x > 0, message="positive").type == x.type
+    with pytest.raises(TypeError, match="one or more conditions"):
+        ops.Assert().make_node(x)
+    with pytest.raises(TypeError, match="message must be a str"):
+        ops.Assert(3)

@@ -463,6 +463,19 @@ for _op_class, _reduction in _REDUCTIONS.items():
 
 
 @numpy_impl.register
+def _assert(op: ops.Assert, node: Apply) -> Impl:
+    message = op.message
+
+    def run(x: np.ndarray, *conditions: np.ndarray) -> np.ndarray:
+        for condition in conditions:
+            if not np.all(condition):
+                raise AssertionError(message)
+        return x
+
+    return Impl(run, view=True)
+
+
+@numpy_impl.register
 def _join(op: ops.Join, node: Apply) -> Impl:
     dtype, axis = _dtype(node), op.axis
     return Impl(lambda *arrays: np.concatenate(arrays, axis=axis).astype(dtype, copy=False))

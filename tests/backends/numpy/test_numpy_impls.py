@@ -337,6 +337,20 @@ def _join_case(data):
     return node_on(ops.Join(axis), [x, y]), [x, y], lambda a, b: np.concatenate([a, b], axis=axis), True
 
 
+@case(ops.Assert)
+def _assert_case(data):
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(small_shapes)))
+    holds = np.ones(data.draw(small_shapes), dtype=bool)
+    return node_on(ops.Assert("checked"), [x, holds]), [x, holds], lambda a, c: a, True
+
+
+def test_a_failing_assertion_is_an_error_naming_its_message():
+    x = np.array([1.0, -1.0])
+    node = node_on(ops.Assert("x must be positive"), [x, x > 0])
+    with pytest.raises(EvaluationError, match="AssertionError: x must be positive"):
+        evaluate(node, [x, x > 0])
+
+
 case(ops.Argmax)(_arg_case(ops.Argmax, np.argmax))
 case(ops.Argmin)(_arg_case(ops.Argmin, np.argmin))
 
