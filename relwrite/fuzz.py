@@ -302,6 +302,13 @@ def _ref_log1mexp(x: Any) -> Any:
     return np.where(xf > 0, xf.dtype.type(np.nan), values)
 
 
+def _ref_assert(value: Any, *conditions: Any) -> Any:
+    """The checked value, or the AssertionError relwrite raises where a condition fails."""
+    if not all(np.all(c) for c in conditions):
+        raise AssertionError("checked")
+    return np.array(value)
+
+
 def _ref_fill(model: Any, value: Any) -> Any:
     model = np.asarray(model)
     shape = np.broadcast_shapes(model.shape, np.shape(value))
@@ -523,7 +530,7 @@ def _make_ctors() -> dict[str, _Ctor]:
         )
     ctors["assert_op"] = _Ctor(
         lambda a, p: rw.assert_op(*a, message="checked"),
-        lambda a, p: np.array(a[0]) if all(np.all(c) for c in a[1:]) else None,
+        lambda a, p: _ref_assert(*a),
         lambda a, p, _: f"rw.assert_op({', '.join(a)}, message='checked')",
         elementwise=False,
     )

@@ -399,8 +399,9 @@ def model_absorbed(model: Variable, value: Variable, rest: tuple[Variable, ...])
 
 def _fill_cut(name: str, op: o.Elemwise, position: int | None) -> Rule:
     """f(fill(model, value), c) -> f(value, c) for a variadic op (`position` None) or at one operand."""
-    if position is None:
-        lhs, rhs = (op, (o.fill, "model", "value"), "*rest"), (op, "value", "*rest")
+    if position is None:  # the value moves to the front: only where the operands' order cannot matter
+        lhs = {"pattern": (op, (o.fill, "model", "value"), "*rest"), "constraint": operands_regroupable}
+        rhs = (op, "value", "*rest")
         example = f"{op}(fill(m, x), y)"
     else:
         args = ["*rest"]

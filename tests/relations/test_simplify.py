@@ -140,6 +140,12 @@ NEAR_MISSES = [
     ("sum_neg", "sum(neg(x))", {"x": "vector:int8"}),  # the sum widens: -(-128) wraps first
     ("sum_neg", "sum(neg(x))", {"x": "vector:bool"}),
     ("extremum_of_neg", "max(neg(x))", {"x": "vector:int64"}),  # -min wraps at the smallest integer
+    # fuzzer: moving the fill's value first makes True + True a bool sum (True) before int8 widens it
+    (
+        "add_fill_cut",
+        "add(fill(m, b), n, fill(m, b), y)",
+        {"m": "(2,)", "b": "bool", "n": "(2,):int8", "y": "(2,)"},
+    ),
     ("extremum_of_neg", "sum(neg(x))", {"x": "vector"}),
     ("sum_sum", "sum(mean(X, axis=0))", {"X": "matrix"}),
 ]
