@@ -351,6 +351,22 @@ def _rules(args: argparse.Namespace) -> int:
         if tag not in known:
             raise CommandError(f"unknown tag {tag!r}; known tags: {', '.join(sorted(known))}")
     chosen = [r for r in rules if all(tag in r.tags for tag in args.tag) and (args.name or "") in r.name]
+    if args.json:
+        document = [
+            {
+                "name": r.name,
+                "tags": sorted(r.tags),
+                "semantics": r.semantics,
+                "directions": describe(r).directions,
+                "backward": r.backward,
+                "assumptions": [str(a) for a in r.assumptions],
+                "examples": list(r.examples),
+                "doc": r.doc,
+            }
+            for r in chosen
+        ]
+        print(json.dumps(document, indent=2))
+        return 0
     for r in chosen:
         d = describe(r)
         print(r.name)
@@ -485,16 +501,26 @@ def _check(args: argparse.Namespace) -> int:
     if args.max_examples is not None:
         options["max_examples"] = args.max_examples
     rules = f"{len(relations)} rule{'s' if len(relations) != 1 else ''}"
-    print(f"checking {rules} of {source} (seed {seed})", flush=True)
+    if not args.json:
+        print(f"checking {rules} of {source} (seed {seed})", flush=True)
     width = max(len(name) for name, _ in relations)
-    failed = 0
+    failed, results = 0, []
     with _hypothesis_files_kept_out_of_cwd():
         for name, rel in relations:
             outcome, message, seconds = _check_one(check_relation, name, rel, options)
             failed += outcome == "FAIL"
+            results.append(
+                {"rule": name, "outcome": outcome, "seconds": round(seconds, 3), "message": message}
+            )
+            if args.json:
+                continue
             print(f"  {name:<{width}}  {outcome}  {seconds:7.2f} s", flush=True)
             if message:
                 print(_indented(message, "      "), flush=True)
+    if args.json:
+        document = {"source": source, "seed": seed, "passed": len(relations) - failed, "failed": failed}
+        print(json.dumps({**document, "rules": results}, indent=2))
+        return 1 if failed else 0
     reproduce = f"; to reproduce, add --seed {seed}" if failed and args.seed is None else ""
     print(f"{len(relations) - failed} passed, {failed} failed{reproduce}")
     return 1 if failed else 0
@@ -602,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
     rules.add_argument("--tag", action="append", default=[], help="only rules with TAG (repeatable)")
     rules.add_argument("--name", metavar="SUBSTRING", help="only rules whose name contains SUBSTRING")
     rules.add_argument("--markdown", action="store_true", help="print the catalogue page docs/catalogue.md")
+    rules.add_argument("--json", action="store_true", help="print the chosen rules as one JSON list")
     rules.set_defaults(run=_rules)
 
     check = commands.add_parser("check", help="run the soundness checks of the catalogue or of a module")
@@ -616,6 +643,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--seed", type=int, metavar="N", help="start hypothesis from seed N, to reproduce a counterexample"
     )
+    check.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     check.set_defaults(run=_check)
     return parser
 

@@ -65,3 +65,17 @@ def test_json_is_one_document_with_every_part(capsys):
     assert document["rules"] == {"softplus": 1} and document["mode"] == "fast_run"
     assert document["eval"]["after"] == [pytest.approx(1.3132616875182228), 800.0]
     assert document["c"] == ""  # softplus alone: no fused kernel
+
+
+def test_rules_json_lists_the_chosen_rules_with_their_facts(capsys):
+    assert main(["rules", "--name", "neg_neg", "--json"]) == 0
+    (entry,) = json.loads(capsys.readouterr().out)
+    assert entry["name"] == "neg_neg" and entry["semantics"] == "exact" and entry["backward"] is True
+    assert "canonicalize" in entry["tags"] and entry["examples"] == ["-(-x)"]
+
+
+def test_check_json_reports_each_rule_and_the_seed(capsys):
+    assert main(["check", "--rule", "neg_neg", "--max-examples", "5", "--seed", "3", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["seed"] == 3 and document["passed"] == 1 and document["failed"] == 0
+    assert [r["rule"] for r in document["rules"]] == ["neg_neg"] and document["rules"][0]["outcome"] == "PASS"
