@@ -343,6 +343,48 @@ def extremum_of_neg(lhs: Any, rhs: Any) -> Goal:
     )
 
 
+def summed_parts(parts: tuple) -> Variable | None:
+    """(Sum, Join, parts) -> sum(part 1) + sum(part 2) + ... for a total sum of parts of one dtype."""
+    reduction, join, pieces = parts
+    if not (isinstance(reduction, o.Sum) and reduction.axis is None and isinstance(join, o.Join)):
+        return None
+    if not isinstance(pieces, tuple) or not all(isinstance(p, Variable) for p in pieces):
+        return None
+    if len({p.dtype for p in pieces}) != 1:
+        return None
+    ndim = pieces[0].ndim
+    along = join.axis % ndim
+    for d in range(ndim):  # the join's own check: lengths off its axis must agree, or it raises
+        if d != along and (len({p.shape[d] for p in pieces}) != 1 or pieces[0].shape[d] is None):
+            return None
+    sums = [o.Sum(None)(p) for p in pieces]
+    return sums[0] if len(sums) == 1 else o.add(*sums)
+
+
+@relation(
+    CANON,
+    tracks=(o.Sum,),
+    semantics="reassociates",
+    backward="the sums do not say which arrays were joined along which axis",
+    examples=("sum(join(x, y, axis=0))", "sum(join(X, Y, X, axis=1))"),
+    types={"x": "vector", "y": "vector", "X": "(2,None)", "Y": "(2,None)"},
+)
+def sum_of_join(lhs: Any, rhs: Any) -> Goal:
+    """sum(join(x, y, ...)) -> sum(x) + sum(y) + ...: the total of joined arrays without the join's copy.
+
+    Parts of one dtype only (a join converts mixed parts first), whose
+    lengths off the join's axis static shapes prove equal (else the join
+    raises, and the sums would not); the terms are added in another order.
+    """
+    reduction, joined, join, pieces = (var(prefix=p) for p in ("op", "joined", "join", "parts"))
+    return conj(
+        nodeo(lhs, o.Sum, reduction, (joined,)),
+        nodeo(joined, o.Join, join, pieces),
+        mappingo((reduction, join, pieces), rhs, summed_parts),
+        replaceableo(lhs, rhs),
+    )
+
+
 def merged_sum(parts: tuple) -> o.Sum | None:
     """The one sum doing what sum(sum(x, inner.axis), outer.axis) does: (inner, outer, x) -> Sum."""
     inner, outer, x = parts

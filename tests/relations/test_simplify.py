@@ -140,6 +140,13 @@ NEAR_MISSES = [
     ("sum_neg", "sum(neg(x))", {"x": "vector:int8"}),  # the sum widens: -(-128) wraps first
     ("sum_neg", "sum(neg(x))", {"x": "vector:bool"}),
     ("extremum_of_neg", "max(neg(x))", {"x": "vector:int64"}),  # -min wraps at the smallest integer
+    (
+        "sum_of_join",
+        "sum(join(X, Y, axis=1))",
+        {"X": "matrix", "Y": "matrix"},
+    ),  # rows may differ: join raises
+    ("sum_of_join", "sum(join(x, n, axis=0))", {"x": "vector", "n": "vector:int8"}),  # the join converts n
+    ("sum_of_join", "sum(join(x, y, axis=0), axis=0)", {"x": "vector", "y": "vector"}),
     # fuzzer: moving the fill's value first makes True + True a bool sum (True) before int8 widens it
     (
         "add_fill_cut",
