@@ -75,15 +75,22 @@ static {T} rw_row_max_{S}(const {T} *restrict x, ptrdiff_t n, int *finite) {{
     return best;
 }}
 
+/* One row's exp(x - max) into y, and their sum; 0 when the row holds an infinity or a NaN. */
+static int rw_row_exp_{S}(const {T} *restrict x, {T} *restrict y, ptrdiff_t n, {T} *max, {T} *sum) {{
+    int finite;
+    {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
+    if (!finite) return 0;
+    for (ptrdiff_t i = 0; i < n; i++) y[i] = {EXP}(x[i] - m);
+    for (ptrdiff_t i = 0; i < n; i++) s += y[i];
+    *max = m;
+    *sum = s;
+    return 1;
+}}
+
 int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
     for (ptrdiff_t row = 0; row < rows; row++) {{
-        const {T} *x = in + row * n;
-        {T} *y = out + row * n;
-        int finite;
-        {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
-        if (!finite) return 1;
-        for (ptrdiff_t i = 0; i < n; i++) y[i] = {EXP}(x[i] - m);
-        for (ptrdiff_t i = 0; i < n; i++) s += y[i];
+        {T} *y = out + row * n, m, s;
+        if (!rw_row_exp_{S}(in + row * n, y, n, &m, &s)) return 1;
         for (ptrdiff_t i = 0; i < n; i++) y[i] = y[i] / s;
     }}
     return 0;
@@ -92,12 +99,8 @@ int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, pt
 int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
     for (ptrdiff_t row = 0; row < rows; row++) {{
         const {T} *x = in + row * n;
-        {T} *y = out + row * n;
-        int finite;
-        {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
-        if (!finite) return 1;
-        for (ptrdiff_t i = 0; i < n; i++) y[i] = {EXP}(x[i] - m);
-        for (ptrdiff_t i = 0; i < n; i++) s += y[i];
+        {T} *y = out + row * n, m, s;
+        if (!rw_row_exp_{S}(x, y, n, &m, &s)) return 1;
         {T} shift = {LOG}(s);
         for (ptrdiff_t i = 0; i < n; i++) y[i] = (x[i] - m) - shift;
     }}
