@@ -22,6 +22,7 @@ from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.db import Query, RewriteDatabase, mode_query, optdb
 from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
+from relwrite.graph.memory import collection_paused
 
 LINKERS = ("c", "numpy")
 
@@ -99,8 +100,9 @@ def function(
     key = _compile_key(fgraph, mode, rewriter) if cache else None
     compiled = _compiled.get(key) if key is not None else None
     if compiled is None:
-        rewriter.rewrite(fgraph)
-        compiled = fgraph, _linker(mode, fgraph)
+        with collection_paused():
+            rewriter.rewrite(fgraph)
+            compiled = fgraph, _linker(mode, fgraph)
         if key is not None:
             _compiled[key] = compiled
             if len(_compiled) > COMPILED_CACHE_SIZE:
@@ -128,13 +130,14 @@ def _profiled(
         message = f"{caller.filename}:{caller.lineno}"
     record = FunctionProfile(message)
     fgraph, single = function_graph(inputs, outputs)
-    start = time.perf_counter()
-    record.rewrite_profile = (mode.db or optdb).query(mode.query).rewrite(fgraph)
-    record.rewrite_time = time.perf_counter() - start
+    with collection_paused():
+        start = time.perf_counter()
+        record.rewrite_profile = (mode.db or optdb).query(mode.query).rewrite(fgraph)
+        record.rewrite_time = time.perf_counter() - start
+        start = time.perf_counter()
+        linker = _linker(mode, fgraph)
+        record.link_time = time.perf_counter() - start
     record.validate_time = sum(f.validate_time for f in fgraph.features if isinstance(f, ReplaceValidate))
-    start = time.perf_counter()
-    linker = _linker(mode, fgraph)
-    record.link_time = time.perf_counter() - start
     record.apply_nodes = len(fgraph.apply_nodes)
     return ProfiledFunction(fgraph, single, linker=linker, trust_input=trust_input, profile=record)
 

@@ -26,6 +26,7 @@ from relwrite.engine.profile import MergeProfile, SequenceProfile, WalkProfile
 from relwrite.graph.basic import Apply, Constant, Op, Variable, toposort_nodes
 from relwrite.graph.features import AlreadyThere, Feature, ReplaceValidate
 from relwrite.graph.fg import Clients, FunctionGraph, InconsistencyError
+from relwrite.graph.memory import collection_paused
 from relwrite.graph.types import TensorType
 
 __all__ = [
@@ -67,8 +68,9 @@ class GraphRewriter:
         """Rewrite `fgraph` in place; returns the rewriter's profile."""
         if not isinstance(fgraph, FunctionGraph):
             raise TypeError(f"{self}: expected a FunctionGraph, got {type(fgraph).__name__}")
-        self.add_requirements(fgraph)
-        return self.apply(fgraph)
+        with collection_paused():
+            self.add_requirements(fgraph)
+            return self.apply(fgraph)
 
     __call__ = rewrite
 
@@ -288,6 +290,7 @@ class UndoLog(Feature):
                 [*(c for c in have if c in wanted), *(c for c in want if c not in had)]
             )
         fgraph._changed()
+        fgraph.forget_levels()
         for node in dropped:
             _tell(fgraph, "on_prune", node)
         for node in added:

@@ -136,6 +136,7 @@ class FunctionGraph:
         self._version = 0
         self._toposort_cache: tuple[int, dict, list[Apply]] | None = None
         self._undo_log: list[tuple[Node, int, Variable]] | None = None
+        self._levels: dict[Apply, int] | None = {}
         for var in inputs:
             self.add_input(var)
         for var in outputs:
@@ -215,8 +216,10 @@ class FunctionGraph:
                 continue
             owner = var.owner
             if owner is not None:
-                if owner in self.apply_nodes and not any(self.clients.get(o) for o in owner.outputs):
+                if owner in self.apply_nodes and not self._any_output_read(owner, var.index):
                     del self.apply_nodes[owner]
+                    if self._levels is not None:
+                        self._levels.pop(owner, None)
                     for out in owner.outputs:
                         self.variables.pop(out, None)
                         self.clients.pop(out, None)
@@ -228,6 +231,17 @@ class FunctionGraph:
         if pruned:
             self._changed()
         return pruned
+
+    def _any_output_read(self, node: Apply, start: int) -> bool:
+        """Whether any output of `node` has a client, looking from output `start` on (then wrapping).
+
+        A node's outputs are replaced in order, so the next one is the likely
+        reader: replacing each output of a K-output node costs O(K), not O(K^2).
+        """
+        outputs = node.outputs
+        return any(
+            self.clients.get(outputs[k % len(outputs)]) for k in range(start + 1, start + 1 + len(outputs))
+        )
 
     def _notify_pruned(self, pruned: list[Apply], reason: str | None) -> None:
         for node in pruned:
@@ -273,8 +287,11 @@ class FunctionGraph:
         for var in missing:
             if var not in self._input_set:
                 self.add_input(var)
+        levels = self._levels
         for node in new_nodes:
             self.apply_nodes[node] = None
+            if levels is not None:
+                levels[node] = 1 + max((levels.get(v.owner, 0) for v in node.inputs if v.owner), default=0)
             for out in node.outputs:
                 self.setup_var(out)
             for i, var in enumerate(node.inputs):
@@ -323,6 +340,7 @@ class FunctionGraph:
             self.outputs[i] = new_var
         else:
             node.inputs[i] = new_var
+            self._raise_levels(node, new_var)
         pruned: list[Apply] = []
         if old != new_var:  # equal constants (they hash by value) share one clients entry: nothing moves
             self.add_client(new_var, (node, i))
@@ -417,45 +435,72 @@ class FunctionGraph:
 
         `readers` narrows the nodes that would read `new_var` (default: every client of `var`).
 
-        Only the replacement's freshly built nodes are walked; the existing
-        variables they read are safe when they are near ancestors of `var`
-        (an ancestor cannot also depend on `var`), which is what rewrites build
-        replacements from.  Anything else gets a full walk towards the inputs.
+        Walks from `new_var` towards the inputs, but never below the lowest
+        reader's level: a node whose level is no higher cannot depend on a
+        reader, so the walk covers only the region between them (rewrites
+        build replacements from near ancestors: usually a handful of nodes).
         """
         if readers is None:
             readers = {node for node, _ in self.clients[var] if node != "output"}
         if not readers or new_var.owner is None:
             return False
-        frontier: list[Variable] = []
-        seen: set[int] = set()
+        levels = self.levels()
+        floor = min(levels[node] for node in readers)
+        seen: set[Apply] = set()
         stack = [new_var]
         while stack:
             v = stack.pop()
-            if v.owner is None or v is var or id(v) in seen:
+            node = v.owner
+            if node is None or v is var or node in seen:
                 continue
-            seen.add(id(v))
-            if v.owner in self.apply_nodes:
-                frontier.append(v)
-            else:
-                stack.extend(v.owner.inputs)
-        if not frontier:
-            return False
-        near: set[Variable] = set()
-        level = [var]
-        for _ in range(3):
-            level = [i for v in level if v.owner is not None for i in v.owner.inputs if i not in near]
-            near.update(level)
-        stack = [v for v in frontier if v not in near]
-        visited: set[Apply] = set()
-        while stack:
-            node = stack.pop().owner
-            if node is None or node in visited:
-                continue
+            seen.add(node)
             if node in readers:
                 return True
-            visited.add(node)
-            stack.extend(v for v in node.inputs if v is not var and v not in near)
+            level = levels.get(node)
+            if level is None or level > floor:  # a node being imported, or one a reader may lie under
+                stack.extend(node.inputs)
         return False
+
+    # -- levels ------------------------------------------------------------------------------
+    def levels(self) -> dict[Apply, int]:
+        """Each node's level: above the level of every node it reads (inputs and constants are 0).
+
+        Kept up to date as the graph changes (a node reading a higher
+        replacement rises, and its readers with it), so that cycle checks
+        prune the walk; recomputed from a toposort when bookkeeping was
+        rebuilt behind the graph's back (`forget_levels`).
+        """
+        if self._levels is None:
+            order = toposort_nodes([o.owner for o in self.outputs if o.owner is not None], lambda v: False)
+            levels: dict[Apply, int] = {}
+            for node in order:
+                levels[node] = 1 + max((levels.get(v.owner, 0) for v in node.inputs if v.owner), default=0)
+            self._levels = levels
+        return self._levels
+
+    def forget_levels(self) -> None:
+        """Drop the node levels (recomputed when next needed): for code that edits nodes' inputs directly."""
+        self._levels = None
+
+    def _raise_levels(self, node: Apply, new_var: Variable) -> None:
+        """Lift `node` above `new_var` (which it now reads), and its readers above it, as far as needed."""
+        levels = self._levels
+        if levels is None or new_var.owner is None:
+            return
+        stack = [(node, levels.get(new_var.owner, 0) + 1)]
+        limit = len(self.apply_nodes) + 1  # no acyclic graph has a higher level
+        while stack:
+            reader, level = stack.pop()
+            if levels.get(reader, 0) >= level:
+                continue
+            if level > limit:  # an unchecked change closed a cycle: levels mean nothing now
+                self._levels = None
+                return
+            levels[reader] = level
+            for out in reader.outputs:
+                stack.extend(
+                    (client, level + 1) for client, _ in self.clients.get(out, ()) if client != "output"
+                )
 
     def remove_output(self, output_idx: int, reason: str | None = None) -> None:
         """Drop output `output_idx`, pruning what only it needed."""
@@ -640,6 +685,15 @@ class FunctionGraph:
             have = self.clients.get(var)
             if have is None or sorted(map(_client_key, have)) != sorted(map(_client_key, clients)):
                 fail(f"clients of {var} are {have}, expected {clients}")
+        levels = self._levels
+        for node in nodes if levels is not None else ():
+            below = [
+                v.owner
+                for v in node.inputs
+                if v.owner is not None and levels.get(v.owner, 0) >= levels.get(node, 0)
+            ]
+            if below:
+                fail(f"level of {node} ({levels.get(node)}) is not above that of {below[0]}, which it reads")
         if set(self.clients) != expected_vars:
             fail(f"clients has entries for variables outside the graph: {set(self.clients) - expected_vars}")
 

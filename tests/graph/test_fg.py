@@ -1,5 +1,6 @@
 """FunctionGraph invariants on random expression graphs: cloning, ordering, replace and revert."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,15 +70,52 @@ def test_replace_then_revert_restores_the_graph_exactly(graph, data):
         if data.draw(st.booleans(), label="wrap new_var in a new node"):
             new_var = ops.identity(new_var)  # a node the graph does not have yet: it gets imported
         before = fgraph.fingerprint(by_identity=True)
+        readers = {node for node, _ in fgraph.clients[var] if node != "output"}
         try:
             fgraph.replace(var, new_var, reason="test")
         except InconsistencyError:
             assert fgraph.fingerprint(by_identity=True) == before
+            assert readers & _ancestor_nodes(new_var, stop=var), "refused a replacement that closes no cycle"
         fgraph.check_integrity()
         _assert_valid_order(fgraph)
     fgraph.revert(mark)
     fgraph.check_integrity()
     assert fgraph.fingerprint(by_identity=True) == original
+
+
+def _ancestor_nodes(var, stop):
+    """Every node `var` depends on, not looking through `stop`."""
+    seen, stack = set(), [var]
+    while stack:
+        v = stack.pop()
+        if v.owner is not None and v is not stop and v.owner not in seen:
+            seen.add(v.owner)
+            stack.extend(v.owner.inputs)
+    return seen
+
+
+def test_cycle_checks_on_a_deep_chain_walk_only_between_the_levels_involved():
+    """A 100,000-node chain: a cycle far above the replaced variable is found, an acyclic replacement
+    that reads a high node lifts the readers' levels, and neither recurses over the depth."""
+    from relwrite.graph.basic import vector
+
+    x = vector("x")
+    chain = [x]
+    for _ in range(100_000):
+        chain.append(ops.exp(chain[-1]))
+    branch = [x]
+    for _ in range(20):
+        branch.append(ops.cos(branch[-1]))
+    fgraph = FunctionGraph([x], [chain[-1], branch[-1]], clone=False)
+    with pytest.raises(InconsistencyError):
+        fgraph.replace(chain[5], ops.sin(chain[90_000]))
+    fgraph.check_integrity()
+    fgraph.replace(branch[10], ops.sin(chain[90_000]))  # the rest of the branch now sits above the chain
+    assert fgraph.levels()[branch[-1].owner] > fgraph.levels()[chain[90_000].owner] + 10
+    fgraph.check_integrity()
+    fgraph.forget_levels()
+    assert fgraph.levels()[chain[-1].owner] == 100_000
+    fgraph.check_integrity()
 
 
 def test_reading_a_constant_equal_to_one_the_node_reads_elsewhere_keeps_both_clients():
