@@ -7,7 +7,7 @@ from relwrite.backends.c.compiler import (
     CompileTimeoutError,
     ModuleCache,
 )
-from relwrite.backends.c.linker import CLinker, c_available
+from relwrite.backends.c.linker import CLinker, c_available, prebuild
 
 __all__ = [
     "CFallbackWarning",
@@ -17,4 +17,5 @@ __all__ = [
     "CompilerUnavailableError",
     "ModuleCache",
     "c_available",
+    "prebuild",
 ]

@@ -321,6 +321,7 @@ class ModuleCache:
         self.compiles = 0
         self._loaded: dict[str, ctypes.CDLL] = {}
         self._lock = threading.Lock()
+        self._key_locks: dict[str, threading.Lock] = {}
 
     def key(self, source: str, extra_key: Sequence[str] = ()) -> str:
         """The module's name: a hash of everything that determines the compiled code."""
@@ -363,8 +364,15 @@ class ModuleCache:
         key = self.key(source, extra_key)
         with self._lock:
             module = self._loaded.get(key)
+            if module is not None:
+                return module
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:  # one build per module; different modules build at once (from threads)
+            module = self._loaded.get(key)
             if module is None:
-                module = self._loaded[key] = self._load(key, source)
+                module = self._load(key, source)
+                with self._lock:
+                    self._loaded[key] = module
             return module
 
     def _load(self, key: str, source: str) -> ctypes.CDLL:
@@ -417,7 +425,8 @@ class ModuleCache:
         os.close(fd)
         try:
             command = [chain.command, *chain.flags, "-o", tmp, "-x", "c", "-", *chain.link_flags]
-            self.compiles += 1
+            with self._lock:
+                self.compiles += 1
             timeout = compile_timeout() if self.timeout is None else self.timeout
             run = _run_compiler(command, source, timeout)
             if run.returncode != 0:

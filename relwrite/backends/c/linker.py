@@ -26,8 +26,10 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 import warnings
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
@@ -101,13 +103,23 @@ def _function(module: ctypes.CDLL, name: str, n_args: int) -> Callable[..., int]
 
 @cache
 def _runtime() -> _Runtime:
-    """Compile (once, then from the cache) and load the runtime module, probing that the chain works."""
+    """Compile (once, then from the cache) and load the runtime module, probing that the chain works.
+
+    The other graph-independent modules (BLAS, reductions) start building in
+    a background thread at the same time: a first compile then pays for the
+    slowest of them, not their sum.
+    """
     try:
         module_cache = default_cache()
         try:
             layout = ndarray_layout()
         except RuntimeError as exc:
             raise CompilerUnavailableError(str(exc)) from None
+        threading.Thread(
+            target=_build_quietly,
+            args=(module_cache, _machine_modules(module_cache, layout)),
+            name="relwrite-prebuild",
+        ).start()
         module = module_cache.load(runtime_source(layout), (GENERATOR_VERSION,))
         if _function(module, "rw_probe", 1)(np.empty((2, 3))) != 2003:
             raise CompilerUnavailableError("a compiled probe misread an ndarray")
@@ -117,25 +129,59 @@ def _runtime() -> _Runtime:
     return _Runtime(module_cache, layout, driver, "")
 
 
+def _blas_build(layout: ArrayLayout) -> tuple[str, tuple[str, ...]] | None:
+    """The BLAS module's source and cache key parts for this process's CBLAS (None: no CBLAS)."""
+    blas = find_blas()
+    if blas is None:
+        return None
+    return blas_source(layout, blas.int_bits), (GENERATOR_VERSION, f"blas-int{blas.int_bits}")
+
+
+def _reductions_build(module_cache: ModuleCache) -> tuple[str, tuple[str, ...]]:
+    """The reductions module's source (with the vector math the toolchain has) and cache key parts."""
+    declarations = vector_math_declarations(module_cache.toolchain.vector_math & {"exp", "log"})
+    return reductions_source(declarations), (GENERATOR_VERSION, "reductions")
+
+
+def _machine_modules(module_cache: ModuleCache, layout: ArrayLayout) -> list[tuple[str, tuple[str, ...]]]:
+    """The graph-independent modules besides the runtime: built once per machine."""
+    builds = [_blas_build(layout), _reductions_build(module_cache)]
+    return [build for build in builds if build is not None]
+
+
+def _build_quietly(module_cache: ModuleCache, builds: list[tuple[str, tuple[str, ...]]]) -> None:
+    """Build modules ahead of need, one thread each; failures are left for the use to report."""
+
+    def build(source: str, extra_key: tuple[str, ...]) -> None:
+        with suppress(*_LOAD_ERRORS):
+            module_cache.load(source, extra_key)
+
+    threads = [threading.Thread(target=build, args=b, name="relwrite-prebuild") for b in builds[1:]]
+    for thread in threads:
+        thread.start()
+    if builds:
+        build(*builds[0])
+    for thread in threads:
+        thread.join()
+
+
 @cache
 def _blas_module() -> ctypes.CDLL | None:
     """The BLAS module, pointed at the process's CBLAS; None (after one warning) when either is missing."""
     runtime = _runtime()
-    blas = find_blas()
-    if blas is None:
+    build = _blas_build(runtime.layout)
+    if build is None:
         _warn_once(
             "no-blas",
             "relwrite: no CBLAS found (numpy's OpenBLAS or scipy-openblas32); BLAS ops run with NumPy",
         )
         return None
     try:
-        module = runtime.cache.load(
-            blas_source(runtime.layout, blas.int_bits), (GENERATOR_VERSION, f"blas-int{blas.int_bits}")
-        )
+        module = runtime.cache.load(*build)
     except _LOAD_ERRORS as exc:
         _warn_once("blas-module", f"relwrite: the BLAS module failed, BLAS ops run with NumPy: {exc}")
         return None
-    module.rw_set_blas((ctypes.c_void_p * len(BLAS_FUNCTIONS))(*blas.addresses))
+    module.rw_set_blas((ctypes.c_void_p * len(BLAS_FUNCTIONS))(*find_blas().addresses))
     return module
 
 
@@ -143,12 +189,25 @@ def _blas_module() -> ctypes.CDLL | None:
 def _reductions_module() -> ctypes.CDLL | None:
     """The reductions and softmax module (graph-independent: built once per machine); None if it fails."""
     runtime = _runtime()
-    declarations = vector_math_declarations(runtime.cache.toolchain.vector_math & {"exp", "log"})
     try:
-        return runtime.cache.load(reductions_source(declarations), (GENERATOR_VERSION, "reductions"))
+        return runtime.cache.load(*_reductions_build(runtime.cache))
     except _LOAD_ERRORS as exc:
         _warn_once("reductions-module", f"relwrite: the reductions module failed, they run with NumPy: {exc}")
         return None
+
+
+def prebuild() -> bool:
+    """Build (or load from the disk cache) every graph-independent module now, at once; whether C works here.
+
+    A first `function` call does this itself; call it ahead (at start-up, or
+    once per machine in a set-up script) so that compiles pay only for
+    their own kernels.
+    """
+    if not c_available():
+        return False
+    _blas_module()
+    _reductions_module()
+    return True
 
 
 def _forced_off() -> bool:

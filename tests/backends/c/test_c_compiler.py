@@ -330,3 +330,58 @@ def test_two_processes_compiling_the_same_module_at_once_both_succeed(tmp_path):
         assert out.split()[0] == "42"
     assert sum(int(out.split()[1]) for out, _ in outputs) >= 1
     assert len(list(tmp_path.glob("*.so"))) == 1 and leftovers(tmp_path) == []
+
+
+@requires_c
+def test_threads_build_different_modules_at_once_and_each_module_once(tmp_path):
+    """Two modules asked for from threads compile side by side (each compiler run waits, within a
+    bound, until the other has started: they overlap only if the cache lets them), and threads
+    asking for the same module share one build."""
+    import threading
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    real = find_toolchain()
+    script = tmp_path / "cc"
+    script.write_text(
+        '#!/bin/sh\nif [ "$1" = "--version" ]; then exec ' + real.command + ' "$@"; fi\n'
+        f'touch "{marks}/start.$$"\n'
+        f'for i in $(seq 100); do [ $(ls "{marks}" | grep -c start) -ge 2 ] '
+        f'&& touch "{marks}/overlap" && break; sleep 0.1; done\n'
+        f'exec {real.command} "$@"\n'
+    )
+    script.chmod(0o755)
+    cache = ModuleCache(tmp_path / "cache", dataclasses.replace(real, command=str(script)))
+    cache.directory.mkdir()
+    sources = [SOURCE, SOURCE.replace("42", "43")]
+    results: list[int] = []
+    threads = [
+        threading.Thread(target=lambda s=s: results.append(cache.load(s).rw_answer())) for s in sources * 2
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(results) == [42, 42, 43, 43]
+    assert cache.compiles == 2
+    assert (marks / "overlap").exists()
+
+
+@requires_c
+def test_prebuild_builds_the_machine_modules_once(tmp_path):
+    """`prebuild()` in a fresh process fills an empty cache directory with the runtime, BLAS and
+    reductions modules; a second process finds them all and compiles nothing."""
+    program = (
+        "import relwrite.backends.c as c\n"
+        "from relwrite.backends.c.compiler import default_cache\n"
+        "assert c.prebuild()\n"
+        "print(default_cache().compiles)\n"
+    )
+    env = dict(os.environ, RELWRITE_CACHE_DIR=str(tmp_path))
+    env.pop("RELWRITE_NO_C", None)
+    runs = [
+        subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, check=True)
+        for _ in range(2)
+    ]
+    assert int(runs[0].stdout) >= 2 and int(runs[1].stdout) == 0
+    assert len(list(tmp_path.glob("rw_*.so"))) == int(runs[0].stdout)

@@ -39,6 +39,7 @@ SCRIPT = textwrap.dedent(
         from relwrite.backends.c.blas import find_blas
         from relwrite.backends.c.codegen import GENERATOR_VERSION, blas_source, ndarray_layout, runtime_source
         from relwrite.backends.c.compiler import default_cache
+        from relwrite.backends.c.linker import _reductions_build
         from relwrite.graph import ops
         from relwrite.graph.basic import matrix, scalar, vector
         from relwrite.graph.fg import FunctionGraph
@@ -77,6 +78,7 @@ SCRIPT = textwrap.dedent(
                 blas_source(ndarray_layout(), find_blas().int_bits),
                 (GENERATOR_VERSION, f"blas-int{find_blas().int_bits}"),
             ),
+            "reductions": cache.key(*_reductions_build(cache)),
         }
         (roles["graph"],) = set(cache._loaded) - set(roles.values())
         report["compiles"] = cache.compiles
@@ -181,7 +183,7 @@ def garble_manifest(path: Path, other: Path) -> None:
 FAULTS = [truncate, garbage, empty, swap, swap_with_manifest, drop_manifest, garble_manifest]
 DAMAGE = [("graph", fault) for fault in FAULTS]
 DAMAGE += [("runtime", fault) for fault in (truncate, garbage, swap, drop_manifest)]  # graph-independent
-DAMAGE += [("blas", fault) for fault in (truncate, swap)]
+DAMAGE += [(role, fault) for role in ("blas", "reductions") for fault in (truncate, swap)]
 
 
 @pytest.mark.parametrize(
@@ -342,6 +344,6 @@ def test_four_processes_compiling_the_same_new_graph_at_once_all_succeed_and_agr
     for report in reports:
         assert_correct_with_c(report)
         assert report["modules"] == reports[0]["modules"]
-    assert sum(report["compiles"] for report in reports) == 3  # runtime, BLAS, graph: each compiled once
-    assert len(list(cache.glob("rw_*.so"))) == 3
+    assert sum(report["compiles"] for report in reports) == 4  # runtime, BLAS, reductions, graph: each once
+    assert len(list(cache.glob("rw_*.so"))) == 4
     assert_consistent(cache)
