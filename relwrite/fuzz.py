@@ -578,6 +578,19 @@ def _make_ctors() -> dict[str, _Ctor]:
     ctors[".T"] = _Ctor(
         lambda a, p: a[0].T, lambda a, p: np.transpose(a[0]), lambda a, p, _: f"{a[0]}.T", False
     )
+    ctors["index"] = _Ctor(
+        lambda a, p: a[0][p["key"]],
+        lambda a, p: np.asarray(a[0][_ref_key(p["key"])]),
+        lambda a, p, _: f"{a[0]}[{_key_text(p['key'])}]",
+        elementwise=False,
+    )
+    for name in ("inc_subtensor", "set_subtensor"):
+        ctors[name] = _Ctor(
+            lambda a, p, n=name: getattr(rw, n)(a[0][p["key"]], a[1]),
+            lambda a, p, n=name: _ref_update(a[0], a[1], p["key"], n == "set_subtensor"),
+            lambda a, p, _, n=name: f"rw.{n}({a[0]}[{_key_text(p['key'])}], {a[1]})",
+            elementwise=False,
+        )
     ctors["dimshuffle"] = _Ctor(
         lambda a, p: a[0].dimshuffle(*p["order"]),
         lambda a, p: _ref_dimshuffle(a[0], p["order"]),
@@ -816,7 +829,7 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
     elif isinstance(op, ops.Softmax):
         result = _ref_softmax(args[0], op.axis, isinstance(op, ops.LogSoftmax))
     else:
-        result = _shape_op_value(op, args[0])
+        result = _shape_op_value(op, args)
     result = np.asarray(result)
     return [_widen(result, precision) if wide else result]
 
@@ -849,7 +862,62 @@ def _wide_fold(ufunc: np.ufunc, args: Sequence[Any], precision: str) -> np.ndarr
     return _widen(np.asarray(acc), precision)
 
 
-def _shape_op_value(op: Any, x: np.ndarray) -> np.ndarray:
+def _ref_key(key: tuple) -> tuple:
+    """A recipe's index as NumPy takes it (lists become integer arrays)."""
+    return tuple(np.asarray(k, dtype=np.int64) if isinstance(k, list) else k for k in key)
+
+
+def _key_text(key: tuple) -> str:
+    def item(k: Any) -> str:
+        if isinstance(k, slice):
+            text = ":".join("" if b is None else str(b) for b in (k.start, k.stop))
+            return text + (f":{k.step}" if k.step is not None else "")
+        return repr(k)
+
+    return ", ".join(map(item, key)) + ("," if len(key) == 1 and not isinstance(key[0], slice) else "")
+
+
+def _ref_update(x: np.ndarray, y: Any, key: tuple, setting: bool) -> np.ndarray:
+    """x with x[key] set to y, or increased by y (repeated array indices accumulating), as a new array."""
+    out = np.array(x, copy=True)
+    key = _ref_key(key)
+    if setting:
+        out[key] = y
+    elif any(isinstance(k, np.ndarray) for k in key):
+        np.add.at(out, key, y)
+    else:
+        out[key] += y
+    return out
+
+
+def _indexing_value(op: Any, args: list[Any]) -> np.ndarray:
+    """An indexing node on its arrays (index inputs may come widened: they are made integers again)."""
+    updating = isinstance(op, ops.IncSubtensor)
+    values = iter(args[2:] if updating else args[1:])
+
+    def integer(v: Any) -> Any:
+        v = np.asarray(v)
+        return v.astype(np.int64) if v.dtype.kind == "i" else np.vectorize(int, otypes=[np.int64])(v)
+
+    key: list[Any] = []
+    for entry in op.idx_list:
+        if entry == "newaxis":
+            key.append(None)
+        elif entry == "int":
+            key.append(int(integer(next(values))))
+        elif entry == "array":
+            key.append(integer(next(values)).tolist())
+        else:
+            key.append(slice(*(int(integer(next(values))) if has else None for has in entry[1:])))
+    if updating:
+        return _ref_update(args[0], args[1], tuple(key), op.set_instead_of_inc)
+    return np.asarray(args[0][_ref_key(tuple(key))])
+
+
+def _shape_op_value(op: Any, args: list[Any]) -> np.ndarray:
+    if isinstance(op, (ops.Subtensor, ops.AdvancedSubtensor, ops.IncSubtensor)):
+        return _indexing_value(op, args)
+    x = args[0]
     if isinstance(op, ops.DimShuffle):
         return _ref_dimshuffle(x, op.new_order)
     if isinstance(op, ops.Reshape):
@@ -1093,7 +1161,7 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
         return _mp_map(_mp_div, exps, total)
     if kind in _NODE_UFUNCS:
         return _NODE_UFUNCS[kind](*args)
-    return _shape_op_value(op, args[0])
+    return _shape_op_value(op, args)
 
 
 def _walk(
@@ -2128,6 +2196,43 @@ class _Drawer:
         new = options[int(self.rng.integers(len(options)))]
         return self.add(Step("call", "reshape", (Ref(a),), {"shape": tuple(new)}))
 
+    def call_index(self) -> int | None:
+        """x[key] with ints, slices, new axes and integer lists, or inc_subtensor / set_subtensor of it."""
+        a = self.pick(lambda i: len(self.shapes[i]) > 0)
+        if a is None:
+            return None
+        key: list[Any] = []
+        for n in self.shapes[a][: int(self.rng.integers(1, len(self.shapes[a]) + 1))]:
+            roll = self.rng.random()
+            if roll < 0.1:
+                key.append(None)
+            if roll < 0.35 and n > 0:
+                key.append(int(self.rng.integers(-n, n)))
+            elif roll < 0.85 or n == 0:
+                bounds = [
+                    int(self.rng.integers(-n - 1, n + 2)) if self.rng.random() < 0.5 else None for _ in "ab"
+                ]
+                step = [None, 1, 2, -1, -2][int(self.rng.integers(5))]
+                key.append(slice(*bounds, step))
+            else:
+                key.append([int(k) for k in self.rng.integers(-n, n, size=int(self.rng.integers(1, 4)))])
+        key_t = tuple(key)
+        roll = self.rng.random()
+        if roll < 0.6:
+            return self.add(Step("call", "index", (Ref(a),), {"key": key_t}))
+        try:
+            part = np.empty(self.shapes[a])[_ref_key(key_t)].shape
+        except (IndexError, ValueError):
+            return None
+        value: Any = self.literal() if self.rng.random() < 0.3 else None
+        if value is None:
+            value = self.operand(self.broadcasts(part), None, part)
+            if value is None:
+                return None
+            value = Ref(value)
+        name = "set_subtensor" if roll < 0.8 else "inc_subtensor"
+        return self.add(Step("call", name, (Ref(a), value), {"key": key_t}))
+
     def call_alloc(self) -> int | None:
         if self.rng.random() < 0.4:
             value: Any = self.literal()
@@ -2277,6 +2382,7 @@ _CALL_WEIGHTS = {
     "blas": 4,
     "shape": 7,
     "alloc": 2,
+    "index": 4,
     "composite": 4,
     "motif": 14,
     "constant": 2,

@@ -164,8 +164,8 @@ def test_help_returns_0_instead_of_exiting(capsys):
         (["rewrite", "(x"], "cannot parse '(x': '(' was never closed"),
         (["rewrite", "x y"], "cannot parse 'x y': invalid syntax at column 3"),
         (["rewrite", "lambda: 1"], "unsupported syntax 'Lambda'"),
-        (["rewrite", "x[0]"], "unsupported syntax 'Subscript'"),
-        (["rewrite", "-x[0]"], "unsupported syntax 'Subscript'"),
+        (["rewrite", "[x]"], "unsupported syntax 'List'"),
+        (["rewrite", "-x[0]"], "too many indices (1) for 0 dimension(s)"),
         (["rewrite", "__import__('os')"], "unknown function '__import__'"),
         (
             ["rewrite", "x @ y", "--var", "x:vector", "--var", "y:scalar"],

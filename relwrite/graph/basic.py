@@ -149,6 +149,13 @@ class Variable:
 
     __hash__ = object.__hash__
 
+    def __getitem__(self, key: Any) -> Variable:
+        """`x[1:, i]`, `x[None]`, `x[..., 0]`, `x[index_array]`: see `relwrite.graph.subtensor`."""
+        return _ops().subtensor(self, key)
+
+    def __iter__(self) -> Any:
+        raise TypeError(f"{self} is symbolic: it cannot be iterated over (index it, x[0], instead)")
+
     def dot(self, other: Any) -> Variable:
         return _ops().dot(self, other)
 

@@ -16,6 +16,14 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables
+from relwrite.graph.subtensor import (  # noqa: F401  (re-exported: ops is where ops are looked up)
+    AdvancedSubtensor,
+    IncSubtensor,
+    Subtensor,
+    inc_subtensor,
+    set_subtensor,
+    subtensor,
+)
 from relwrite.graph.types import Shape, TensorType, broadcast_shapes
 
 # -- elementwise ---------------------------------------------------------------------

@@ -69,6 +69,8 @@ FUNCTIONS: dict[str, Function] = {
     **{name: Function(getattr(ops, name), 1) for name in _ONE_OPERAND},
     **{name: Function(getattr(ops, name), 2) for name in _TWO_OPERANDS},
     "switch": Function(ops.switch, 3),
+    "inc_subtensor": Function(ops.inc_subtensor, 2),
+    "set_subtensor": Function(ops.set_subtensor, 2),
     "add": Function(ops.add, None),
     "mul": Function(ops.mul, None),
     **{
@@ -261,7 +263,49 @@ class _Parser:
             return _Step([node.value], lambda args: ops.transpose(args[0]))
         if isinstance(node, ast.Call):
             return self.plan_call(node)
+        if isinstance(node, ast.Subscript):
+            return self.plan_subscript(node)
         raise self.error(f"unsupported syntax {type(node).__name__!r}", node)
+
+    def plan_subscript(self, node: ast.Subscript) -> _Step:
+        """`x[1:, i]`, `x[None, ..., ::2]`: bounds and indices are expressions, built before the index."""
+        items = list(node.slice.elts) if isinstance(node.slice, ast.Tuple) else [node.slice]
+        operands: list[ast.expr] = [node.value]
+        shape: list[Any] = []  # per item: None / Ellipsis, an operand position, or a slice of positions
+        for item in items:
+            if isinstance(item, ast.Constant) and (item.value is None or item.value is Ellipsis):
+                shape.append(item.value)
+            elif isinstance(item, ast.Slice):
+                bounds = []
+                for bound in (item.lower, item.upper, item.step):
+                    if bound is None:
+                        bounds.append(None)
+                    else:
+                        bounds.append(len(operands))
+                        operands.append(bound)
+                shape.append(tuple(bounds))
+            else:
+                shape.append(len(operands))
+                operands.append(item)
+
+        def build(args: list[Value]) -> Value:
+            def value(k: int | None) -> Any:
+                return None if k is None else args[k]
+
+            key = [
+                slice(*map(value, entry))
+                if isinstance(entry, tuple)
+                else entry
+                if entry in (None, ...)
+                else args[entry]
+                for entry in shape
+            ]
+            try:
+                return ops.subtensor(args[0], tuple(key))
+            except (TypeError, IndexError, ValueError) as exc:
+                raise self.error(str(exc), node) from None
+
+        return _Step(operands, build)
 
     def literal(self, node: ast.Constant) -> int | float | Variable:
         """A number (a weak literal), or True / False: a bool constant (a switch's condition, say)."""

@@ -219,6 +219,38 @@ class DimShufflePrinter:
         return FunctionPrinter("dimshuffle").layout(node, index)
 
 
+class SubtensorPrinter:
+    """`x[1:, i]`, and `inc_subtensor(x[1:], y)` / `set_subtensor(x[1:], y)`: what the parser reads."""
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS
+
+        op = node.op
+        updating = isinstance(op, ops.IncSubtensor)
+        position = 2 if updating else 1
+        parts: list[str | Operand] = [f"{op.name}("] if updating else []
+        parts += [Operand(0, ATOM), "["]
+        for k, entry in enumerate(op.idx_list):
+            if k:
+                parts.append(", ")
+            if entry == NEWAXIS:
+                parts.append("None")
+            elif entry in (INT, ARRAY):
+                parts.append(Operand(position, float("-inf")))
+                position += 1
+            else:
+                for j, has in enumerate(entry[1:] if entry[3] else entry[1:3]):
+                    if j:
+                        parts.append(":")
+                    if has:
+                        parts.append(Operand(position, float("-inf")))
+                        position += 1
+        parts.append("]")
+        if updating:
+            parts += [", ", Operand(1, float("-inf")), ")"]
+        return Layout(tuple(parts), ATOM)
+
+
 PrinterKey = Op | type | Callable[[Variable], bool]
 
 
@@ -378,6 +410,9 @@ def _default_printers() -> dict[type, Printer]:
         ops.Composite: CompositePrinter(),
         ops.Cast: FunctionPrinter("cast"),
         ops.LogSoftmax: FunctionPrinter("log_softmax"),
+        ops.Subtensor: SubtensorPrinter(),
+        ops.AdvancedSubtensor: SubtensorPrinter(),
+        ops.IncSubtensor: SubtensorPrinter(),
     }
 
 

@@ -54,6 +54,7 @@ SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 RULE_MODULES = (
     "relwrite.relations.canonicalize",
     "relwrite.relations.assertions",
+    "relwrite.relations.indexing",
     "relwrite.relations.simplify",
     "relwrite.relations.stabilize",
     "relwrite.relations.special_functions",

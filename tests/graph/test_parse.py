@@ -244,7 +244,13 @@ def test_parse_reads_back_what_pprint_writes(graph):
     [
         ("lambda: x", "parse: unsupported syntax 'Lambda' at column 1"),
         ("x + (lambda: 1)", "parse: unsupported syntax 'Lambda' at column 6"),
-        ("x[0]", "parse: unsupported syntax 'Subscript' at column 1"),
+        ("[x]", "parse: unsupported syntax 'List' at column 1"),
+        (
+            "x[0]",
+            "parse: Subtensor{int}: too many indices (1) for 0 dimension(s) (inputs: "
+            "TensorType(float64, ()), TensorType(int64, ())) at column 1",
+        ),
+        ("x[1.5]", "parse: indexing: index 1.5 is not an integer or a graph variable at column 1"),
         ("x if y else z", "parse: unsupported syntax 'IfExp' at column 1"),
         ("(x, y)", "parse: unsupported syntax 'Tuple' at column 1"),
         ("x // y", "parse: unsupported operator 'FloorDiv' at column 1"),

@@ -105,9 +105,9 @@ def _function(module: ctypes.CDLL, name: str, n_args: int) -> Callable[..., int]
 def _runtime() -> _Runtime:
     """Compile (once, then from the cache) and load the runtime module, probing that the chain works.
 
-    The other graph-independent modules (BLAS, reductions) start building in
-    a background thread at the same time: a first compile then pays for the
-    slowest of them, not their sum.
+    The other graph-independent modules (BLAS, reductions) build in a thread
+    at the same time, and are ready when this returns: a first compile pays
+    for the slowest of them, not their sum.
     """
     try:
         module_cache = default_cache()
@@ -115,12 +115,16 @@ def _runtime() -> _Runtime:
             layout = ndarray_layout()
         except RuntimeError as exc:
             raise CompilerUnavailableError(str(exc)) from None
-        threading.Thread(
+        others = threading.Thread(
             target=_build_quietly,
             args=(module_cache, _machine_modules(module_cache, layout)),
             name="relwrite-prebuild",
-        ).start()
-        module = module_cache.load(runtime_source(layout), (GENERATOR_VERSION,))
+        )
+        others.start()
+        try:
+            module = module_cache.load(runtime_source(layout), (GENERATOR_VERSION,))
+        finally:
+            others.join()  # no build outlives the first compile (nor writes into a cache being removed)
         if _function(module, "rw_probe", 1)(np.empty((2, 3))) != 2003:
             raise CompilerUnavailableError("a compiled probe misread an ndarray")
         driver = ctypes.cast(module.rw_elemwise, ctypes.c_void_p).value

@@ -31,12 +31,16 @@ class Impl(NamedTuple):
     several outputs).  When `inplace_inputs` is not empty, `fn` also takes
     `out=`: a buffer of the output's shape and dtype that it writes the result
     into, which may be the buffer of the input at any of those positions.
-    `view` says the result may share memory with an input.
+    `view` says the result may share memory with an input.  `keeps_shape`
+    says the result always has the shape of the inputs it may overwrite (an
+    update of part of an array), so a buffer never needs a shape check;
+    otherwise the result has the inputs' broadcast shape.
     """
 
     fn: Callable[..., Any]
     inplace_inputs: tuple[int, ...] = ()
     view: bool = False
+    keeps_shape: bool = False
 
 
 class EvaluationError(RuntimeError):
@@ -573,3 +577,62 @@ def _alloc(op: ops.Alloc, node: Apply) -> Impl:
         return result
 
     return Impl(run)
+
+
+# -- indexing -----------------------------------------------------------------------------------------
+
+
+def _index_of(pattern: tuple) -> Callable[[Sequence[np.ndarray]], tuple]:
+    """A function from the index inputs' arrays to the Python index the pattern stands for."""
+    from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS
+
+    def build(arrays: Sequence[np.ndarray]) -> tuple:
+        items, values = [], iter(arrays)
+        for entry in pattern:
+            if entry == NEWAXIS:
+                items.append(None)
+            elif entry == INT:
+                items.append(int(next(values)))
+            elif entry == ARRAY:
+                items.append(next(values))
+            else:
+                items.append(slice(*(int(next(values)) if has else None for has in entry[1:])))
+        return tuple(items)
+
+    return build
+
+
+@numpy_impl.register
+def _subtensor(op: ops.Subtensor, node: Apply) -> Impl:
+    index_of = _index_of(op.idx_list)
+    return Impl(lambda x, *index: np.asarray(x[index_of(index)]), view=True)
+
+
+@numpy_impl.register
+def _advanced_subtensor(op: ops.AdvancedSubtensor, node: Apply) -> Impl:
+    index_of = _index_of(op.idx_list)
+    return Impl(lambda x, *index: np.asarray(x[index_of(index)]))
+
+
+@numpy_impl.register
+def _inc_subtensor(op: ops.IncSubtensor, node: Apply) -> Impl:
+    """A copy of x with the part changed; into `out` (x's own buffer when nothing reads x later)."""
+    from relwrite.graph.subtensor import ARRAY
+
+    index_of, setting, accumulate = _index_of(op.idx_list), op.set_instead_of_inc, ARRAY in op.idx_list
+
+    def run(x: np.ndarray, y: np.ndarray, *index: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        key = index_of(index)
+        if out is None:
+            out = np.array(x, copy=True)
+        elif out is not x:
+            np.copyto(out, x)
+        if setting:
+            out[key] = y
+        elif accumulate:
+            np.add.at(out, key, y)
+        else:
+            out[key] += y
+        return out
+
+    return Impl(run, inplace_inputs=(0,), keeps_shape=True)

@@ -133,7 +133,7 @@ class _Lifetimes:
             # Every input sharing the buffer must sit where the implementation may overwrite it.
             if any(self.groups.find(t) == root and p not in impl.inplace_inputs for p, t in enumerate(ins)):
                 continue
-            settled = len(ins) == 1 or (None not in var.shape and var.shape == out.shape)
+            settled = impl.keeps_shape or len(ins) == 1 or (None not in var.shape and var.shape == out.shape)
             return s, not settled
         return None, False
 
@@ -141,10 +141,10 @@ class _Lifetimes:
 def _fits(buffer: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:
     """Whether broadcasting `arrays` gives exactly the buffer's shape."""
     shape = buffer.shape
-    for array in arrays:
-        if array.shape != shape and np.broadcast_shapes(shape, array.shape) != shape:
-            return False
-    return True
+    try:
+        return all(a.shape == shape or np.broadcast_shapes(shape, a.shape) == shape for a in arrays)
+    except ValueError:  # they do not broadcast at all: the step raises its own error
+        return False
 
 
 class NumpyLinker:

@@ -16,7 +16,9 @@ from hypothesis import given, reject
 
 from relwrite.backends.numpy import EvaluationError, evaluate, numpy_impl
 from relwrite.graph import ops
+from relwrite.graph import subtensor as subtensor_module
 from relwrite.graph.basic import Apply, Op, Variable, scalar
+from relwrite.graph.subtensor import subtensor
 from relwrite.graph.types import TensorType
 
 DTYPES = ("float64", "float32", "int64", "int32", "int8", "uint8")
@@ -337,6 +339,61 @@ def _join_case(data):
     return node_on(ops.Join(axis), [x, y]), [x, y], lambda a, b: np.concatenate([a, b], axis=axis), True
 
 
+def _indexed(data, advanced: bool):
+    """An array, a valid index for it (basic, or integer arrays) and the node `x[index]` on constants."""
+    shapes = small_shapes.filter(lambda s: len(s) and (all(s) or not advanced))
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(shapes)))
+    if advanced:  # integer arrays for k axes from `start` on, full slices before them
+        k = data.draw(st.integers(1, x.ndim))
+        start = data.draw(st.integers(0, x.ndim - k))
+        arrays_shape = hnp.array_shapes(max_dims=2, max_side=3)
+        found = data.draw(hnp.integer_array_indices(x.shape[start : start + k], result_shape=arrays_shape))
+        index = (*(slice(None),) * start, *found)
+    else:
+        index = data.draw(hnp.basic_indices(x.shape, allow_newaxis=True, allow_ellipsis=True))
+    node = subtensor(variable_for(x), index).owner
+    if node is None:  # x[()] of a 0-d array is x
+        reject()
+    return x, index, node
+
+
+@case(ops.Subtensor)
+def _subtensor_case(data):
+    x, index, node = _indexed(data, advanced=False)
+    return node, [x, *(v.data for v in node.inputs[1:])], lambda a, *_: a[index], True
+
+
+@case(ops.AdvancedSubtensor)
+def _advanced_subtensor_case(data):
+    x, index, node = _indexed(data, advanced=True)
+    if not isinstance(node.op, ops.AdvancedSubtensor):
+        reject()
+    return node, [x, *(v.data for v in node.inputs[1:])], lambda a, *_: a[index], True
+
+
+@case(ops.IncSubtensor)
+def _inc_subtensor_case(data):
+    x, index, part_node = _indexed(data, advanced=data.draw(st.booleans()))
+    setting = data.draw(st.booleans())
+    part = x[index].shape
+    y = data.draw(arrays(x.dtype, st.just(part[data.draw(st.integers(0, len(part))) :])))
+    node = ops.IncSubtensor(part_node.op.idx_list, setting).make_node(
+        part_node.inputs[0], variable_for(y), *part_node.inputs[1:]
+    )
+
+    def reference(a, b, *_):
+        out = a.copy()
+        if setting:
+            out[index] = b
+        elif isinstance(part_node.op, ops.AdvancedSubtensor):
+            np.add.at(out, index, b)
+        else:
+            out[index] += b
+        return out
+
+    return node, [x, y, *(v.data for v in part_node.inputs[1:])], reference, True
+
+
 @case(ops.Assert)
 def _assert_case(data):
     x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(small_shapes)))
@@ -443,7 +500,7 @@ def concrete_op_classes() -> set[type[Op]]:
         if inspect.isclass(cls)
         and issubclass(cls, Op)
         and cls not in bases
-        and cls.__module__ == ops.__name__
+        and cls.__module__ in (ops.__name__, subtensor_module.__name__)
     }
 
 
