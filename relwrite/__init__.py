@@ -86,6 +86,7 @@ from relwrite.graph.ops import (
 )
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import dprint, pprint, to_dot, to_dot_pair
+from relwrite.graph.shape import ShapeFeature, shape, shape_i
 from relwrite.graph.types import TensorType
 
 __version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it
@@ -99,6 +100,7 @@ __all__ = [
     "Limits",
     "Mode",
     "Op",
+    "ShapeFeature",
     "TensorType",
     "Variable",
     "abs",
@@ -157,6 +159,8 @@ __all__ = [
     "reciprocal",
     "scalar",
     "set_subtensor",
+    "shape",
+    "shape_i",
     "sigmoid",
     "sin",
     "softmax",

@@ -66,6 +66,7 @@ from relwrite.backends.numpy.function import function_graph
 from relwrite.engine.db import mode_query, optdb
 from relwrite.engine.profile import EquilibriumProfile, SequenceProfile
 from relwrite.graph import ops
+from relwrite.graph import shape as shape_ops
 from relwrite.graph.basic import Apply, Variable, io_toposort
 from relwrite.relations import Rule, catalogue
 
@@ -578,6 +579,18 @@ def _make_ctors() -> dict[str, _Ctor]:
     ctors[".T"] = _Ctor(
         lambda a, p: a[0].T, lambda a, p: np.transpose(a[0]), lambda a, p, _: f"{a[0]}.T", False
     )
+    ctors["shape"] = _Ctor(
+        lambda a, p: shape_ops.shape(a[0]),
+        lambda a, p: np.array(np.shape(a[0]), dtype=np.int64),
+        lambda a, p, _: f"rw.shape({a[0]})",
+        elementwise=False,
+    )
+    ctors["shape_i"] = _Ctor(
+        lambda a, p: shape_ops.shape_i(a[0], p["axis"]),
+        lambda a, p: np.array(np.shape(a[0])[p["axis"]], dtype=np.int64),
+        lambda a, p, _: f"rw.shape_i({a[0]}, {p['axis']})",
+        elementwise=False,
+    )
     ctors["index"] = _Ctor(
         lambda a, p: a[0][p["key"]],
         lambda a, p: np.asarray(a[0][_ref_key(p["key"])]),
@@ -918,6 +931,10 @@ def _shape_op_value(op: Any, args: list[Any]) -> np.ndarray:
     if isinstance(op, (ops.Subtensor, ops.AdvancedSubtensor, ops.IncSubtensor)):
         return _indexing_value(op, args)
     x = args[0]
+    if isinstance(op, shape_ops.Shape):
+        return np.array(np.shape(x), dtype=np.int64)
+    if isinstance(op, shape_ops.Shape_i):
+        return np.array(np.shape(x)[op.i], dtype=np.int64)
     if isinstance(op, ops.DimShuffle):
         return _ref_dimshuffle(x, op.new_order)
     if isinstance(op, ops.Reshape):
@@ -2233,6 +2250,16 @@ class _Drawer:
         name = "set_subtensor" if roll < 0.8 else "inc_subtensor"
         return self.add(Step("call", name, (Ref(a), value), {"key": key_t}))
 
+    def call_length(self) -> int | None:
+        """shape(x) or shape_i(x, axis) of a value (often an intermediate: shape promotion's case)."""
+        a = self.pick(lambda i: len(self.shapes[i]) > 0)
+        if a is None:
+            return None
+        if self.rng.random() < 0.5:
+            return self.add(Step("call", "shape", (Ref(a),)))
+        ndim = len(self.shapes[a])
+        return self.add(Step("call", "shape_i", (Ref(a),), {"axis": int(self.rng.integers(-ndim, ndim))}))
+
     def call_alloc(self) -> int | None:
         if self.rng.random() < 0.4:
             value: Any = self.literal()
@@ -2331,6 +2358,11 @@ class _Drawer:
             return self._ref(self.add(Step("call", f"op{symbol}", tuple(args))))
         if isinstance(node, ast.Attribute) and node.attr == "T":
             return self._ref(self.add(Step("call", ".T", tuple(args))))
+        if isinstance(node, ast.Subscript):
+            key = _literal_key(node.slice)
+            if key is None or not isinstance(args[0], Ref):
+                return None
+            return self._ref(self.add(Step("call", "index", (args[0],), {"key": key})))
         if not isinstance(node, ast.Call):
             return None
         keywords = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
@@ -2349,6 +2381,8 @@ class _Drawer:
             )
         if name == "alloc":
             return self._ref(self.add(Step("call", "alloc", (args[0],), {"shape": tuple(args[1:])})))
+        if name == "shape_i" and len(args) == 2:
+            return self._ref(self.add(Step("call", "shape_i", (args[0],), {"axis": args[1]})))
         if name in _CTORS and not keywords:
             return self._ref(self.add(Step("call", name, tuple(args))))
         return None
@@ -2383,6 +2417,7 @@ _CALL_WEIGHTS = {
     "shape": 7,
     "alloc": 2,
     "index": 4,
+    "length": 2,
     "composite": 4,
     "motif": 14,
     "constant": 2,
@@ -2390,12 +2425,33 @@ _CALL_WEIGHTS = {
 }
 
 
+def _literal_key(node: ast.AST) -> tuple | None:
+    """A subscript of literal ints, slices of them and None, as a key (None when anything else)."""
+
+    def number(item: ast.AST | None) -> int | None:
+        return None if item is None else ast.literal_eval(item)
+
+    items = node.elts if isinstance(node, ast.Tuple) else [node]
+    key: list[Any] = []
+    try:
+        for item in items:
+            if isinstance(item, ast.Slice):
+                key.append(slice(number(item.lower), number(item.upper), number(item.step)))
+            else:
+                key.append(ast.literal_eval(item))
+    except ValueError:
+        return None
+    if not all(k is None or isinstance(k, (int, slice)) for k in key):
+        return None
+    return tuple(key)
+
+
 def _motif_children(node: ast.AST) -> list[ast.AST]:
     if isinstance(node, ast.BinOp):
         return [node.left, node.right]
     if isinstance(node, ast.UnaryOp):
         return [node.operand]
-    if isinstance(node, ast.Attribute):
+    if isinstance(node, (ast.Attribute, ast.Subscript)):
         return [node.value]
     if isinstance(node, ast.Call):
         head = [node.func.value] if isinstance(node.func, ast.Attribute) else []

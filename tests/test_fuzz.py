@@ -18,7 +18,7 @@ from relwrite import fuzz
 from relwrite.backends.function import MODES, Mode
 from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
 from relwrite.engine.node_rewriters import KanrenRelationSub
-from relwrite.graph import ops, subtensor
+from relwrite.graph import ops, shape, subtensor
 from relwrite.relations import rule
 
 SEED = 20240
@@ -44,10 +44,11 @@ def test_graphs_cover_every_op_of_the_language():
     """Every op class users can build (Composite included) appears in the graphs a run draws."""
     wanted = {
         cls
-        for cls in vars(ops).values()
+        for module in (ops, shape)
+        for cls in vars(module).values()
         if inspect.isclass(cls)
         and issubclass(cls, ops.Op)
-        and cls.__module__ in (ops.__name__, subtensor.__name__)
+        and cls.__module__ in (ops.__name__, subtensor.__name__, shape.__name__)
     } - {ops.Elemwise, ops.Reduce}
     seen: set[type] = set()
     for index in range(400):

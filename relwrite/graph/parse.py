@@ -41,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph import ops
+from relwrite.graph import shape as shape_ops
 from relwrite.graph.basic import Variable, as_variable, constant, type_from_spec
 from relwrite.graph.types import LiteralOverflowError, TensorType, describe_literal
 
@@ -70,6 +71,8 @@ FUNCTIONS: dict[str, Function] = {
     **{name: Function(getattr(ops, name), 2) for name in _TWO_OPERANDS},
     "switch": Function(ops.switch, 3),
     "inc_subtensor": Function(ops.inc_subtensor, 2),
+    "shape": Function(shape_ops.shape, 1),
+    "shape_i": Function(lambda x, axis: shape_ops.shape_i(x, *axis), 1, static="shape"),
     "set_subtensor": Function(ops.set_subtensor, 2),
     "add": Function(ops.add, None),
     "mul": Function(ops.mul, None),

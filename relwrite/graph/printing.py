@@ -25,6 +25,7 @@ import numpy as np
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable, clone_get_equiv, io_toposort
+from relwrite.graph.shape import Shape_i
 
 # How tightly a printed piece binds, deciding when an operand needs parentheses.
 PREFIX = 0  # `-x` and negative literals: `(-x) ** 2` needs them
@@ -219,6 +220,13 @@ class DimShufflePrinter:
         return FunctionPrinter("dimshuffle").layout(node, index)
 
 
+class ShapeIPrinter:
+    """`shape_i(x, 0)`: the axis as the parser reads it."""
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        return Layout(("shape_i(", Operand(0, float("-inf")), f", {node.op.i})"), ATOM)
+
+
 class SubtensorPrinter:
     """`x[1:, i]`, and `inc_subtensor(x[1:], y)` / `set_subtensor(x[1:], y)`: what the parser reads."""
 
@@ -410,6 +418,7 @@ def _default_printers() -> dict[type, Printer]:
         ops.Composite: CompositePrinter(),
         ops.Cast: FunctionPrinter("cast"),
         ops.LogSoftmax: FunctionPrinter("log_softmax"),
+        Shape_i: ShapeIPrinter(),
         ops.Subtensor: SubtensorPrinter(),
         ops.AdvancedSubtensor: SubtensorPrinter(),
         ops.IncSubtensor: SubtensorPrinter(),

@@ -55,6 +55,7 @@ RULE_MODULES = (
     "relwrite.relations.canonicalize",
     "relwrite.relations.assertions",
     "relwrite.relations.indexing",
+    "relwrite.relations.shapes",
     "relwrite.relations.simplify",
     "relwrite.relations.stabilize",
     "relwrite.relations.special_functions",

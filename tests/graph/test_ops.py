@@ -18,7 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from relwrite.graph import ops
+from relwrite.graph import shape as shape_module
 from relwrite.graph.basic import Op, constant, matrix, scalar, tensor, vector
+from relwrite.graph.shape import Shape, Shape_i
 from relwrite.graph.types import TensorType
 
 DTYPES = ("bool", "int8", "uint8", "int32", "int64", "float32", "float64")
@@ -101,6 +103,8 @@ CLASSES_TESTED_SEPARATELY = {
     ops.Subtensor,
     ops.AdvancedSubtensor,
     ops.IncSubtensor,
+    Shape,
+    Shape_i,
 }
 BLAS_INSTANCES = {ops.dot, ops.dot22, ops.gemm, ops.gemv, ops.ger}
 
@@ -108,10 +112,11 @@ BLAS_INSTANCES = {ops.dot, ops.dot22, ops.gemm, ops.gemv, ops.ger}
 def test_every_op_of_the_module_is_covered():
     classes = {
         obj
-        for obj in vars(ops).values()
+        for module in (ops, shape_module)
+        for obj in vars(module).values()
         if inspect.isclass(obj)
         and issubclass(obj, Op)
-        and obj.__module__ in (ops.__name__, "relwrite.graph.subtensor")
+        and obj.__module__ in (ops.__name__, "relwrite.graph.subtensor", shape_module.__name__)
     }
     instances = {obj for obj in vars(ops).values() if isinstance(obj, Op)}
     assert instances - BLAS_INSTANCES == set(ELEMWISE_REFERENCE)

@@ -22,6 +22,7 @@ import numpy as np
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable
+from relwrite.graph.shape import Shape, Shape_i
 
 
 class Impl(NamedTuple):
@@ -636,3 +637,17 @@ def _inc_subtensor(op: ops.IncSubtensor, node: Apply) -> Impl:
         return out
 
     return Impl(run, inplace_inputs=(0,), keeps_shape=True)
+
+
+# -- shapes -------------------------------------------------------------------------------------------
+
+
+@numpy_impl.register
+def _shape(op: Shape, node: Apply) -> Impl:
+    return Impl(lambda x: np.array(x.shape, dtype=np.int64))
+
+
+@numpy_impl.register
+def _shape_i(op: Shape_i, node: Apply) -> Impl:
+    i = op.i
+    return Impl(lambda x: np.array(x.shape[i], dtype=np.int64))

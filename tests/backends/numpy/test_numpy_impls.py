@@ -16,6 +16,7 @@ from hypothesis import given, reject
 
 from relwrite.backends.numpy import EvaluationError, evaluate, numpy_impl
 from relwrite.graph import ops
+from relwrite.graph import shape as shape_module
 from relwrite.graph import subtensor as subtensor_module
 from relwrite.graph.basic import Apply, Op, Variable, scalar
 from relwrite.graph.subtensor import subtensor
@@ -394,6 +395,15 @@ def _inc_subtensor_case(data):
     return node, [x, y, *(v.data for v in part_node.inputs[1:])], reference, True
 
 
+@case(shape_module.Shape, shape_module.Shape_i)
+def _shape_case(data):
+    x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(small_shapes.filter(len))))
+    if data.draw(st.booleans()):
+        return node_on(shape_module.Shape(), [x]), [x], np.shape, True
+    i = data.draw(st.integers(0, x.ndim - 1))
+    return node_on(shape_module.Shape_i(i), [x]), [x], lambda a: np.shape(a)[i], True
+
+
 @case(ops.Assert)
 def _assert_case(data):
     x = data.draw(arrays(data.draw(st.sampled_from(DTYPES)), data.draw(small_shapes)))
@@ -496,11 +506,12 @@ def concrete_op_classes() -> set[type[Op]]:
     bases = {Op, ops.Elemwise, ops.Reduce}
     return {
         cls
-        for cls in vars(ops).values()
+        for module in (ops, shape_module)
+        for cls in vars(module).values()
         if inspect.isclass(cls)
         and issubclass(cls, Op)
         and cls not in bases
-        and cls.__module__ in (ops.__name__, subtensor_module.__name__)
+        and cls.__module__ in (ops.__name__, subtensor_module.__name__, shape_module.__name__)
     }
 
 
