@@ -237,7 +237,7 @@ class SubtensorPrinter:
         updating = isinstance(op, ops.IncSubtensor)
         position = 2 if updating else 1
         parts: list[str | Operand] = [f"{op.name}("] if updating else []
-        parts += [Operand(0, ATOM), "["]
+        parts += [Operand(0, ATOM), "[" if op.idx_list else "[()"]
         for k, entry in enumerate(op.idx_list):
             if k:
                 parts.append(", ")

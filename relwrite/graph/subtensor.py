@@ -313,7 +313,7 @@ def split_index(x: Variable, key: Any) -> tuple[Pattern, list[Variable]]:
 def subtensor(x: Any, key: Any) -> Variable:
     """`x[key]`: basic indexing (Subtensor) or, with integer arrays, AdvancedSubtensor."""
     x = as_variable(x)
-    if x.ndim == 0 and isinstance(key, tuple) and not key:
+    if isinstance(key, tuple) and not key:  # x[()] is x
         return x
     pattern, inputs = split_index(x, key)
     kind = AdvancedSubtensor if ARRAY in pattern else Subtensor

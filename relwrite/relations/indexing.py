@@ -1,4 +1,4 @@
-"""Indexing rules: a subtensor that takes everything goes, and indexing moves below elementwise ops.
+"""Indexing rules: whole subtensors go, indexing moves below elementwise ops, indexings merge.
 
 `useless_subtensor`: ``x[:, ::1] -> x`` (every axis taken whole, none
 added); backward it writes `x` as ``x[:, :]``.  `subtensor_lift`:
@@ -6,7 +6,9 @@ added); backward it writes `x` as ``x[:, :]``.  `subtensor_lift`:
 only the part that is read); backward it gathers the indexing again.  An
 operand is indexed like the result only when it provably has the result's
 shape (the one array operand, or static lengths all equal): an operand that
-broadcasts would need its own index.
+broadcasts would need its own index.  `subtensor_merge`: ``x[1:][2:] ->
+x[3:]`` for literal, forward-stepping indices; `subtensor_of_alloc`:
+``alloc(c, 4, 3)[1:, 0] -> alloc(c, 3)``.
 """
 
 from __future__ import annotations
@@ -127,5 +129,126 @@ def subtensor_lift(lhs: Any, rhs: Any) -> Goal:
     op, operands = var(prefix="op"), var(prefix="operands")
     return conj(
         along(lhs, nodeo(lhs, Subtensor, op, operands), mappingo((op, operands), rhs, lifted, gathered)),
+        replaceableo(lhs, rhs),
+    )
+
+
+def _constant_int(v: Any) -> int | None:
+    return int(v.data) if isinstance(v, Constant) and v.ndim == 0 else None
+
+
+def _plain_items(op: Subtensor, index: tuple) -> list[tuple] | None:
+    """The pattern as ("int", i) / ("slice", start, stop, step) with literal, non-negative bounds and a
+    positive step (None where absent); None for anything else (a symbolic or negative bound, a new axis)."""
+    values = iter(index)
+    items: list[tuple] = []
+    for entry in op.idx_list:
+        if entry == "int":
+            i = _constant_int(next(values))
+            if i is None or i < 0:
+                return None
+            items.append(("int", i))
+        elif isinstance(entry, tuple):
+            bounds = [_constant_int(next(values)) if has else None for has in entry[1:]]
+            if any(has and b is None for has, b in zip(entry[1:], bounds)):
+                return None
+            start, stop, step = bounds
+            if (
+                (start is not None and start < 0)
+                or (stop is not None and stop < 0)
+                or (step is not None and step <= 0)
+            ):
+                return None
+            items.append(("slice", start or 0, stop, step or 1))
+        else:
+            return None
+    return items
+
+
+def merged_subtensor(parts: tuple) -> Variable | None:
+    """(Subtensor, (x[inner], *outer index)) -> x[composed] for literal, forward-stepping indices."""
+    op, operands = parts
+    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
+        return None
+    inner_var, outer_index = operands[0], operands[1:]
+    node = inner_var.owner if isinstance(inner_var, Variable) else None
+    if node is None or not isinstance(node.op, Subtensor):
+        return None
+    x = node.inputs[0]
+    inner, outer = _plain_items(node.op, tuple(node.inputs[1:])), _plain_items(op, outer_index)
+    if inner is None or outer is None:
+        return None
+    inner = inner + [("slice", 0, None, 1)] * (x.ndim - len(inner))
+    kept = [k for k, item in enumerate(inner) if item[0] == "slice"]  # the inner result's axes, in order
+    composed = list(inner)
+    for position, item in enumerate(outer):
+        k = kept[position]
+        _, start, stop, step = inner[k]
+        if item[0] == "int":
+            if stop is not None:  # the inner slice's end could make the outer index raise: keep both
+                return None
+            composed[k] = ("int", start + item[1] * step)
+        else:
+            _, start2, stop2, step2 = item
+            end = None if stop2 is None else start + stop2 * step
+            if stop is not None:
+                end = stop if end is None else min(stop, end)
+            composed[k] = ("slice", start + start2 * step, end, step * step2)
+    while composed and composed[-1] == ("slice", 0, None, 1):
+        composed.pop()
+    key = tuple(
+        item[1] if item[0] == "int" else slice(item[1] or None, item[2], None if item[3] == 1 else item[3])
+        for item in composed
+    )
+    return x[key] if key else x
+
+
+@relation(
+    CANON,
+    tracks=(Subtensor,),
+    backward="the composed index does not say how it was split",
+    examples=("x[1:][2:]", "m[1:, ::2][:, 1:]", "x[::2][1::3]", "x[2:9:2][1:3]"),
+    types={"x": "vector", "m": "matrix"},
+)
+def subtensor_merge(lhs: Any, rhs: Any) -> Goal:
+    """x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (the seed's
+    local_subtensor_merge). Exact: an int index is merged only where it raises exactly when the
+    pair would."""
+    op, operands = var(prefix="op"), var(prefix="operands")
+    return conj(
+        nodeo(lhs, Subtensor, op, operands),
+        mappingo((op, operands), rhs, merged_subtensor),
+        replaceableo(lhs, rhs),
+    )
+
+
+def alloc_part(parts: tuple) -> Variable | None:
+    """(Subtensor, (alloc(v, *shape), *index)) -> alloc(v, *part shape) for a scalar v, where the
+    part's static shape is known (a new array of the same value, never the whole one)."""
+    op, operands = parts
+    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
+        return None
+    node = operands[0].owner if isinstance(operands[0], Variable) else None
+    if node is None or not isinstance(node.op, o.Alloc) or node.inputs[0].ndim != 0:
+        return None
+    shape = op.make_node(*operands).outputs[0].type.shape
+    if None in shape:
+        return None
+    return o.alloc(node.inputs[0], *shape)
+
+
+@relation(
+    CANON,
+    tracks=(Subtensor,),
+    backward="the part does not say which array it was cut from",
+    examples=("alloc(c, 4, 3)[1:, ::2]", "alloc(c, 5)[::2]"),
+    types={"c": "scalar"},
+)
+def subtensor_of_alloc(lhs: Any, rhs: Any) -> Goal:
+    """alloc(c, 4, 3)[1:, 0] -> alloc(c, 3): the part of a filled array, filled directly. Exact."""
+    op, operands = var(prefix="op"), var(prefix="operands")
+    return conj(
+        nodeo(lhs, Subtensor, op, operands),
+        mappingo((op, operands), rhs, alloc_part),
         replaceableo(lhs, rhs),
     )

@@ -143,3 +143,39 @@ def test_indexing_prints_as_python_and_parses_back(shape, data):
     assert pprint(again) == text
     update = rw.set_subtensor(result, 2.0)
     assert pprint(rw.parse(pprint(update), types={"x": x.type})) == pprint(update)
+
+
+def _forward_index(draw, ndim):
+    items = []
+    for _ in range(draw(st.integers(1, ndim))):
+        if draw(st.booleans()):
+            items.append(draw(st.integers(0, 6)))
+        else:
+            bound = st.one_of(st.none(), st.integers(0, 7))
+            items.append(slice(draw(bound), draw(bound), draw(st.one_of(st.none(), st.integers(1, 3)))))
+    return tuple(items)
+
+
+@given(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=6), st.data())
+def test_merged_indexings_give_numpys_values_and_raise_where_numpy_does(shape, data):
+    from relwrite.engine.db import rewrite_graph
+
+    first = _forward_index(data.draw, len(shape))
+    x = np.arange(int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    try:
+        part = x[first]
+    except IndexError:
+        return
+    if part.ndim == 0:
+        return
+    second = _forward_index(data.draw, part.ndim)
+    var = rw.tensor("x", "float64", (None,) * len(shape))
+    merged = rewrite_graph(var[first][second], include=["canonicalize"])
+    f = rw.function([var], merged, mode="fast_compile")
+    try:
+        expected = part[second]
+    except IndexError:
+        with pytest.raises(EvaluationError, match="IndexError"):
+            f(x)
+        return
+    np.testing.assert_array_equal(f(x), expected)
