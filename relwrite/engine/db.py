@@ -21,6 +21,7 @@ from relwrite.engine.equilibrium import EquilibriumRewriter
 from relwrite.engine.folding import constant_folding
 from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.graph_rewriters import GraphRewriter, MergeRewriter, SequentialRewriter
+from relwrite.engine.inplace import AddDestroyHandler, InplaceRewriter
 from relwrite.engine.node_rewriters import KanrenRelationSub, NodeRewriter
 from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
@@ -251,7 +252,8 @@ class EquilibriumDB(RewriteDatabase):
 
 
 def _default_optdb() -> SequenceDB:
-    """merge1, the three phases filled from the rule catalogue by tags, elemwise fusion, merge2, merge3."""
+    """merge1, the three phases filled from the rule catalogue by tags, elemwise fusion, merge2, the
+    destroy handler (49.5), in-place marks (75), merge3."""
     db = SequenceDB("optdb")
     db.register("merge1", MergeRewriter(), "fast_run", "fast_compile", "merge", position=0)
     phases = {name: EquilibriumDB(name) for name in PHASES}
@@ -270,6 +272,8 @@ def _default_optdb() -> SequenceDB:
     # the Composites that compute the same thing.
     db.register("elemwise_fusion", FusionRewriter(), "fast_run", "fusion", position=49)
     db.register("merge2", MergeRewriter(), "fast_run", "merge", position=49)
+    db.register("add_destroy_handler", AddDestroyHandler(), "fast_run", "inplace", position=49.5)
+    db.register("inplace_marks", InplaceRewriter(), "fast_run", "inplace", position=75)
     db.register("merge3", MergeRewriter(), "fast_run", "merge", position=100)
     return db
 

@@ -248,6 +248,9 @@ def test_optdb_structure():
     assert "constant_folding" in optdb["canonicalize"]
 
 
+IN_PLACE = ["add_destroy_handler", "inplace_marks"]
+
+
 @pytest.mark.parametrize(
     ("mode", "steps"),
     [
@@ -257,9 +260,30 @@ def test_optdb_structure():
         ("o3", ["merge1", "canonicalize", "stabilize", "specialize"]),
         (
             "fast_run",
-            ["merge1", "canonicalize", "stabilize", "specialize", "elemwise_fusion", "merge2", "merge3"],
+            [
+                "merge1",
+                "canonicalize",
+                "stabilize",
+                "specialize",
+                "elemwise_fusion",
+                "merge2",
+                *IN_PLACE,
+                "merge3",
+            ],
         ),
-        ("o4", ["merge1", "canonicalize", "stabilize", "specialize", "elemwise_fusion", "merge2", "merge3"]),
+        (
+            "o4",
+            [
+                "merge1",
+                "canonicalize",
+                "stabilize",
+                "specialize",
+                "elemwise_fusion",
+                "merge2",
+                *IN_PLACE,
+                "merge3",
+            ],
+        ),
     ],
 )
 def test_modes_select_the_pipeline(mode, steps):

@@ -8,7 +8,9 @@ slots and calls the precomputed implementations: no graph walk, no dict lookup.
 Which implementation runs each node is `NumpyLinker.implementations`; the C
 linker overrides only that (and checks its kernels' inputs), sharing the rest.
 
-Buffer reuse is decided statically from alias groups: a view op's output
+Buffer reuse needs the graph's permission: a `DestroyHandler` mark (see
+`relwrite.graph.destroy`; a graph without one runs nothing in place).  It
+is then decided statically from alias groups: a view op's output
 (`Impl.view`: DimShuffle, Reshape, Identity) shares its input's group.  A step
 that can take `out=` writes into an input when that input was freshly
 allocated by an earlier step (not a graph input, a constant or a view), its
@@ -27,6 +29,7 @@ import numpy as np
 
 from relwrite.backends.numpy.impls import EvaluationError, Impl, numpy_impl
 from relwrite.graph.basic import Apply, Constant, Variable
+from relwrite.graph.destroy import destroy_handler
 from relwrite.graph.fg import FunctionGraph
 
 
@@ -114,12 +117,15 @@ class _Lifetimes:
     def aliases_outside(self, slot: int) -> bool:
         return self.external[self.groups.find(slot)]
 
-    def reuse(self, k: int, node: Apply, impl: Impl, ins: tuple[int, ...]) -> tuple[int | None, bool]:
-        """The input slot step `k` may write its output into, and whether its shape needs checking."""
-        if len(node.outputs) != 1 or not impl.inplace_inputs:
+    def reuse(
+        self, k: int, node: Apply, impl: Impl, ins: tuple[int, ...], allowed: int | None
+    ) -> tuple[int | None, bool]:
+        """The input slot step `k` may write its output into (only input `allowed`, the graph's
+        in-place mark), and whether its shape needs checking."""
+        if len(node.outputs) != 1 or allowed not in impl.inplace_inputs:
             return None, False
         out = node.outputs[0]
-        for position in impl.inplace_inputs:
+        for position in (allowed,):
             s = ins[position]
             root = self.groups.find(s)
             var = node.inputs[position]
@@ -184,8 +190,10 @@ class NumpyLinker:
         )
         frees = lifetimes.frees_by_step()
         self.steps: list[Step] = []
+        handler = destroy_handler(fgraph)
+        marks = handler.destroyed if handler is not None else {}
         for k, (node, impl, (ins, outs)) in enumerate(zip(nodes, impls, step_slots)):
-            reuse, check = lifetimes.reuse(k, node, impl, ins)
+            reuse, check = lifetimes.reuse(k, node, impl, ins, marks.get(node))
             self.steps.append(Step(node, impl.fn, ins, outs, frees.get(k, ()), reuse, check))
 
         # A FunctionGraph's inputs are distinct and numbered first: a call's storage is [*arrays, *rest].

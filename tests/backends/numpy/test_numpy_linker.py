@@ -8,13 +8,18 @@ import pytest
 from hypothesis import given
 
 from relwrite.backends.numpy import EvaluationError, NumpyLinker, evaluate
+from relwrite.engine.inplace import InplaceRewriter
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, constant, matrix, scalar, vector
 from relwrite.graph.fg import FunctionGraph
 
 
-def link(inputs, outputs) -> NumpyLinker:
-    return NumpyLinker(FunctionGraph(inputs, outputs, clone=False))
+def link(inputs, outputs, inplace: bool = True) -> NumpyLinker:
+    """The graph linked, after the in-place marks `function`'s fast_run pipeline would give it."""
+    fgraph = FunctionGraph(inputs, outputs, clone=False)
+    if inplace:
+        InplaceRewriter().rewrite(fgraph)
+    return NumpyLinker(fgraph)
 
 
 def reference(inputs: list[Variable], outputs: list[Variable], arrays: list[np.ndarray]) -> list[np.ndarray]:
