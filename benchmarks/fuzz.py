@@ -39,7 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds allowed per compile or call")
     parser.add_argument("--no-shrink", action="store_true", help="report failing graphs whole")
     parser.add_argument("--all", action="store_true", help="list every failing case, not one per signature")
-    parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--quiet", action="store_true", help="no progress on stderr (a bar on a terminal, lines otherwise)"
+    )
     args = parser.parse_args(argv)
 
     if "RELWRITE_CACHE_DIR" in os.environ:
@@ -51,13 +53,21 @@ def main(argv: list[str] | None = None) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     from relwrite import fuzz
+    from relwrite.progress import Progress
 
     modes = tuple(args.modes) if args.modes else fuzz.DEFAULT_MODES
     began = time.perf_counter()
 
+    bar = Progress(args.graphs, "fuzzing", unit="graph")
+
     def progress(index: int, report: fuzz.FuzzReport) -> None:
         done = index - args.start + 1
-        if not args.quiet and (done % 100 == 0 or done == args.graphs):
+        if args.quiet:
+            return
+        if bar.enabled:  # a terminal: a bar instead of lines
+            bar.update(done, bugs=len(report.bugs))
+            return
+        if done % 100 == 0 or done == args.graphs:
             elapsed = time.perf_counter() - began
             print(
                 f"  {done}/{args.graphs} graphs, {elapsed:.0f} s, {len(report.bugs)} bug reports",
@@ -65,15 +75,16 @@ def _run(args: argparse.Namespace) -> int:
                 flush=True,
             )
 
-    report = fuzz.run(
-        args.graphs,
-        seed=args.seed,
-        modes=modes,
-        start=args.start,
-        timeout=args.timeout,
-        minimize=not args.no_shrink,
-        progress=progress,
-    )
+    with bar:
+        report = fuzz.run(
+            args.graphs,
+            seed=args.seed,
+            modes=modes,
+            start=args.start,
+            timeout=args.timeout,
+            minimize=not args.no_shrink,
+            progress=progress,
+        )
     print(
         f"relwrite differential fuzzer: seed {args.seed}, graphs {args.start}..{args.start + args.graphs - 1}"
     )

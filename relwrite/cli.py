@@ -234,6 +234,7 @@ def _rewrite(args: argparse.Namespace) -> int:
     from relwrite import FunctionGraph, pprint
     from relwrite.engine import mode_query, optdb, print_profile
     from relwrite.graph.basic import Constant, graph_inputs
+    from relwrite.report import RewriteLog, rewrite_report, write_report
 
     try:
         query = mode_query(args.mode)
@@ -249,7 +250,8 @@ def _rewrite(args: argparse.Namespace) -> int:
     values = _eval_values(args.eval, inputs)
     before_text = pprint(output)
     before_values = _evaluated(inputs, output, values) if values is not None else None
-    fgraph = FunctionGraph(outputs=[output], clone=True)
+    log = RewriteLog() if args.report else None
+    fgraph = FunctionGraph(outputs=[output], clone=True, features=[log] if log is not None else ())
     profile = optdb.query(query).rewrite(fgraph)
     after = fgraph.outputs[0]
     applied = _applied(profile)
@@ -257,6 +259,17 @@ def _rewrite(args: argparse.Namespace) -> int:
         copies = {v.name: v for v in fgraph.inputs}
         after_values = _evaluated([copies[v.name] for v in inputs], after, values)
     c_source = _c_source(fgraph) if args.show_c else None
+    if log is not None:
+        profile_text = io.StringIO()
+        print_profile(profile, file=profile_text)
+        evaluated = (before_values, after_values) if values is not None else None
+        page = rewrite_report(
+            args.expr, output, after, log.steps, profile_text.getvalue(), args.mode, evaluated
+        )
+        try:
+            write_report(args.report, page)
+        except OSError as exc:
+            raise CommandError(str(exc)) from None
     if args.json:
         document: dict[str, Any] = {"input": before_text, "output": pprint(after), "mode": args.mode}
         document["rules"] = applied
@@ -475,6 +488,7 @@ def _hypothesis_files_kept_out_of_cwd():
 
 
 def _check(args: argparse.Namespace) -> int:
+    from relwrite.progress import Progress
     from relwrite.relations import catalogue
 
     try:
@@ -505,8 +519,9 @@ def _check(args: argparse.Namespace) -> int:
         print(f"checking {rules} of {source} (seed {seed})", flush=True)
     width = max(len(name) for name, _ in relations)
     failed, results = 0, []
-    with _hypothesis_files_kept_out_of_cwd():
-        for name, rel in relations:
+    with _hypothesis_files_kept_out_of_cwd(), Progress(len(relations), "checking", unit="rule") as bar:
+        for done, (name, rel) in enumerate(relations):
+            bar.update(done, rule=name)
             outcome, message, seconds = _check_one(check_relation, name, rel, options)
             failed += outcome == "FAIL"
             results.append(
@@ -599,6 +614,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rewrite.add_argument("--show-c", action="store_true", help="print the generated C of the result")
     rewrite.add_argument("--json", action="store_true", help="print one JSON document instead of text")
+    rewrite.add_argument(
+        "--report",
+        metavar="FILE",
+        help="write a self-contained HTML page of the rewrite (pictures, rules, profile)",
+    )
     rewrite.set_defaults(run=_rewrite)
 
     explore = commands.add_parser(
@@ -622,6 +642,9 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--limit-seconds", type=float, default=5.0, metavar="S", help="time budget")
     explore.add_argument("--json", action="store_true", help="print machine-readable JSON")
     explore.add_argument("--dot", metavar="DIR", help="write pictures of the forms and the e-graph to DIR")
+    explore.add_argument(
+        "--report", metavar="FILE", help="write a self-contained HTML page: forms, derivations, accuracy plot"
+    )
     explore.set_defaults(run=_explore)
 
     rules = commands.add_parser("rules", help="print the rule catalogue")

@@ -12,13 +12,11 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PROGRESS_AFTER = 1.0
-"""Seconds a run takes before its progress bar appears."""
+from relwrite.progress import Progress
 
 
 class ExploreError(Exception):
@@ -95,6 +93,8 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         print(f"{len(forms)} form(s) of {args.expr} by {args.cost} ({_summary(report)}):")
         for k, form in enumerate(forms, 1):
             print(f"{k:>3}. {form}")
+    if args.report:
+        _write_report(args, exprs[0], forms, cost, _summary(report))
     if dot_dir is not None:
         _write_dot(dot_dir, "egraph", egraph_dot(exploration.egraph, exploration.roots))
         for k, form in enumerate(forms, 1):
@@ -130,33 +130,41 @@ def _prove(args: argparse.Namespace, exploration: Any, bar: _Progress, dot_dir: 
 
 
 class _Progress:
-    """A tqdm bar of e-nodes against the node limit, shown once a run has taken `PROGRESS_AFTER` seconds."""
+    """E-nodes against the node limit, as a `relwrite.progress.Progress` bar for each run."""
 
     def __init__(self, limits: Any):
         self.limits = limits
-        self.started = 0.0
-        self.bar: Any = None
+        self.bar: Progress | None = None
 
     def start(self) -> None:
-        self.started = time.perf_counter()
+        self.bar = Progress(self.limits.nodes, "exploring", unit="node")
 
     def update(self, report: Any) -> None:
-        if self.bar is None:
-            if not self.started or time.perf_counter() - self.started < PROGRESS_AFTER:
-                return
-            from tqdm import tqdm
-
-            self.bar = tqdm(
-                total=self.limits.nodes, unit="node", file=sys.stderr, leave=False, desc="exploring"
-            )
-        self.bar.set_postfix(iteration=report.iterations, classes=report.classes, refresh=False)
-        self.bar.update(max(0, min(report.nodes, self.limits.nodes) - self.bar.n))
+        if self.bar is not None:
+            self.bar.update(report.nodes, iteration=report.iterations, classes=report.classes)
 
     def close(self) -> None:
         if self.bar is not None:
             self.bar.close()
             self.bar = None
-        self.started = 0.0
+
+
+def _write_report(args: argparse.Namespace, expr: Any, forms: list, cost: Any, summary: str) -> None:
+    """The HTML page of the exploration (`--report`); accuracy plotted where it can be measured."""
+    from relwrite.engine.explore import Accuracy, AccuracyError
+    from relwrite.report import explore_report, write_report
+
+    accuracy = cost if isinstance(cost, Accuracy) else None
+    if accuracy is None:
+        try:
+            accuracy = Accuracy(expr)
+        except AccuracyError:
+            accuracy = None
+    page = explore_report(args.expr, expr, forms[:6], args.cost, summary, accuracy)
+    try:
+        write_report(args.report, page)
+    except OSError as exc:
+        raise ExploreError(str(exc)) from None
 
 
 def _report(report: Any) -> dict:

@@ -2381,6 +2381,13 @@ class _Drawer:
             )
         if name == "alloc":
             return self._ref(self.add(Step("call", "alloc", (args[0],), {"shape": tuple(args[1:])})))
+        if name in ("inc_subtensor", "set_subtensor"):  # the part x[key] was built as an index step
+            part = self.steps[args[0].index] if len(args) == 2 and isinstance(args[0], Ref) else None
+            if part is None or part.op != "index":
+                return None
+            return self._ref(
+                self.add(Step("call", name, (part.args[0], args[1]), {"key": part.params["key"]}))
+            )
         if name == "shape_i" and len(args) == 2:
             return self._ref(self.add(Step("call", "shape_i", (args[0],), {"axis": args[1]})))
         if name in _CTORS and not keywords:

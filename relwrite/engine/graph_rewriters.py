@@ -28,6 +28,7 @@ from relwrite.graph.features import AlreadyThere, Feature, ReplaceValidate
 from relwrite.graph.fg import Clients, FunctionGraph, InconsistencyError
 from relwrite.graph.memory import collection_paused
 from relwrite.graph.types import TensorType
+from relwrite.progress import Progress
 
 __all__ = [
     "GraphRewriter",
@@ -425,10 +426,12 @@ class SequentialRewriter(GraphRewriter):
     def apply(self, fgraph: FunctionGraph) -> SequenceProfile:
         profile = SequenceProfile(str(self), nodes_before=len(fgraph.apply_nodes))
         start = time.perf_counter()
-        for index, r in enumerate(self.rewriters):
-            t0 = time.perf_counter()
-            sub = r.apply(fgraph)
-            profile.steps.append((str(r), type(r).__name__, index, time.perf_counter() - t0, sub))
+        with Progress(len(self.rewriters), f"rewriting {profile.nodes_before} nodes", unit="step") as bar:
+            for index, r in enumerate(self.rewriters):
+                bar.update(index, step=str(r), nodes=len(fgraph.apply_nodes))
+                t0 = time.perf_counter()
+                sub = r.apply(fgraph)
+                profile.steps.append((str(r), type(r).__name__, index, time.perf_counter() - t0, sub))
         profile.time = time.perf_counter() - start
         profile.nodes_after = len(fgraph.apply_nodes)
         return profile

@@ -42,15 +42,16 @@ class DestroyHandler(Feature):
 
     def __init__(self) -> None:
         self.destroyed: dict[Apply, int] = {}
+        self._holders: dict[Variable, Apply] = {}  # buffer (its owning variable) -> the node overwriting it
         self._changed = False
 
     def on_attach(self, fgraph: FunctionGraph) -> None:
         if any(isinstance(f, DestroyHandler) for f in fgraph.features):
             raise AlreadyThere("a DestroyHandler is attached already")
-        self.destroyed = {}
+        self.destroyed, self._holders = {}, {}
 
     def on_detach(self, fgraph: FunctionGraph) -> None:
-        self.destroyed = {}
+        self.destroyed, self._holders = {}, {}
 
     def clone(self) -> DestroyHandler:
         return DestroyHandler()
@@ -85,9 +86,9 @@ class DestroyHandler(Feature):
         if any(m in outputs for m in members):
             return f"input {position} is (a view of) a graph output"
         member_set = set(members)
-        for other, p in self.destroyed.items():
-            if other is not node and other.inputs[p] in member_set:
-                return f"{other} overwrites the same buffer"
+        holder = self._holders.get(root)
+        if holder is not None and holder is not node and holder in self.destroyed:
+            return f"{holder} overwrites the same buffer"
         readers = {c for m in members for c, _ in fgraph.clients.get(m, ()) if c != "output"} - {node}
         readers = {r for r in readers if not (_is_view(r) and r.outputs[0] in member_set)}
         late = [r for r in readers if not _is_ancestor(fgraph, r, node)]
@@ -101,6 +102,7 @@ class DestroyHandler(Feature):
         if reason is not None:
             raise InconsistencyError(f"{node} may not overwrite input {position}: {reason}")
         self.destroyed[node] = position
+        self._holders[self.buffer(fgraph, node.inputs[position])[0]] = node
 
     def orderings(self, fgraph: FunctionGraph) -> dict[Apply, list[Apply]]:
         """Every other reader of a destroyed buffer before its destroyer (they are its ancestors anyway)."""
@@ -129,10 +131,16 @@ class DestroyHandler(Feature):
         if not self._changed or not self.destroyed:
             return
         self._changed = False
-        for node, p in list(self.destroyed.items()):
-            del self.destroyed[node]
+        self._holders = {}
+        for node, p in self.destroyed.items():
+            root = self.buffer(fgraph, node.inputs[p])[0]
+            if root in self._holders:
+                raise InconsistencyError(
+                    f"the change would let {node} and {self._holders[root]} overwrite one buffer"
+                )
+            self._holders[root] = node
+        for node, p in self.destroyed.items():
             reason = self.refusal(fgraph, node, p)
-            self.destroyed[node] = p
             if reason is not None:
                 raise InconsistencyError(
                     f"the change would let {node} overwrite input {p} unsafely: {reason}"

@@ -140,11 +140,11 @@ soundness checks of every rule.
 
 
 def _escape(text: str) -> str:
-    """Markdown-escape prose (`*`, `_`, `<`, backslashes) outside `code spans`."""
+    """Markdown-escape prose (`*`, `_`, `<`, `[`, `]`, backslashes) outside `code spans`."""
     pieces = text.split("`")
     for i in range(0, len(pieces), 2):
         piece = pieces[i].replace("\\", "\\\\")
-        for char in "*_<":
+        for char in "*_<[]":
             piece = piece.replace(char, "\\" + char)
         pieces[i] = piece
     return "`".join(pieces)

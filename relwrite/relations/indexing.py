@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
-from relwrite.graph.subtensor import Subtensor
+from relwrite.graph.subtensor import IncSubtensor, Subtensor
 from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, replaceableo
 from relwrite.relations.registry import relation
 
@@ -250,5 +251,74 @@ def subtensor_of_alloc(lhs: Any, rhs: Any) -> Goal:
     return conj(
         nodeo(lhs, Subtensor, op, operands),
         mappingo((op, operands), rhs, alloc_part),
+        replaceableo(lhs, rhs),
+    )
+
+
+def _is_zeros(v: Variable) -> bool:
+    """Whether `v` is zeros everywhere by construction: a zero constant, fill(model, 0), alloc(0, ...)."""
+    if isinstance(v, Constant):
+        return v.data.size > 0 and not np.any(v.data)
+    node = v.owner
+    if node is None:
+        return False
+    if isinstance(node.op, o.Fill):
+        return _is_zeros(node.inputs[1])
+    if isinstance(node.op, o.Alloc):
+        return _is_zeros(node.inputs[0])
+    return False
+
+
+def _movable(term: Any, result: Variable) -> bool:
+    """An increment of zeros (`inc_subtensor(zeros[idx], y)`) of exactly the sum's type."""
+    node = term.owner if isinstance(term, Variable) else None
+    return (
+        node is not None
+        and isinstance(node.op, IncSubtensor)
+        and not node.op.set_instead_of_inc
+        and _is_zeros(node.inputs[0])
+        and term.type == result.type
+    )
+
+
+def serialized(parts: tuple) -> Variable | None:
+    """(Add, terms) -> the other terms' sum with each increment of zeros applied on top, in order."""
+    op, terms = parts
+    if not isinstance(op, o.Add) or not isinstance(terms, tuple) or len(terms) < 2:
+        return None
+    result = op(*terms)
+    movable = [t for t in terms if _movable(t, result)]
+    rest = [t for t in terms if not any(t is m for m in movable)]
+    if not movable or not rest:
+        return None
+    base = rest[0] if len(rest) == 1 else op(*rest)
+    if base.type != result.type:  # the other terms alone must already have the sum's shape and dtype
+        return None
+    for term in movable:
+        node = term.owner
+        base = node.op(base, *node.inputs[1:])
+    return base
+
+
+@relation(
+    CANON,
+    tracks=(o.Add,),
+    backward="the increments do not say which were made on zeros",
+    semantics="reassociates",
+    examples=(
+        "x + inc_subtensor(zeros_like(x)[1:], z)",
+        "x + inc_subtensor(zeros_like(x)[0], z) + inc_subtensor(zeros_like(x)[2:], w)",
+    ),
+    types={"x": "vector", "z": "scalar", "w": "scalar"},
+)
+def inc_subtensor_serialize(lhs: Any, rhs: Any) -> Goal:
+    """x + inc(zeros[i], a) + inc(zeros[j], b) -> inc(inc(x[i], a)[j], b) (inc: inc_subtensor):
+    increments of zeros (what gradients of indexing build) applied to the sum in turn, the seed's
+    local_IncSubtensor_serialize, where the other terms sum to exactly their type. Reassociates, as
+    add_zero: where a term is -0.0 and nothing is added to it, the left side is +0.0."""
+    op, terms = var(prefix="op"), var(prefix="terms")
+    return conj(
+        nodeo(lhs, o.Add, op, terms),
+        mappingo((op, terms), rhs, serialized),
         replaceableo(lhs, rhs),
     )

@@ -1,0 +1,246 @@
+"""Self-contained HTML reports of a rewrite or an exploration (`relwrite rewrite/explore --report`).
+
+One page, no network and no scripts: the input and the result (Graphviz's
+SVG inline when the `dot` program runs, their text otherwise), each rule
+that fired in the order it fired with the subterm it replaced and what
+replaced it, the profile; for an exploration, the forms with their costs,
+derivations and assumptions, and each form's accuracy over the sampled
+inputs as a plot of bits of error against the input value (Herbie's view).
+"""
+
+from __future__ import annotations
+
+import html
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from relwrite.graph.basic import Variable
+from relwrite.graph.features import Feature
+from relwrite.graph.printing import PPrinter, picture_html
+
+STEP_TEXT_TERMS = 200
+"""Subterms larger than this many terms are shown by name in the steps table."""
+
+_short = PPrinter(max_terms=STEP_TEXT_TERMS)
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em; color: #222; max-width: 80em; }
+h1 { font-size: 1.5em; } h2 { font-size: 1.2em; margin-top: 1.6em; border-bottom: 1px solid #ccc; }
+code, pre, td.term { font-family: ui-monospace, monospace; font-size: 0.92em; }
+pre { background: #f6f6f6; padding: 0.8em; overflow-x: auto; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ddd; padding: 0.3em 0.6em; text-align: left;
+vertical-align: top; } th { background: #f0f0f0; }
+.pictures { display: flex; gap: 2em; flex-wrap: wrap; align-items: flex-start; }
+.pictures > div { max-width: 48%; overflow: auto; } svg { max-width: 100%; height: auto; }
+.unsafe { color: #a00; }
+"""
+
+PLOT_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b")
+
+
+def _text(var: Variable) -> str:
+    try:
+        return _short(var)
+    except ValueError:  # too many terms written out
+        return f"{var} (a graph of more than {STEP_TEXT_TERMS} terms)"
+
+
+class RewriteLog(Feature):
+    """The replacements made while it is attached, in order: (reason, replaced text, replacement text).
+
+    A replacement later rolled back (a rejected transaction) is dropped
+    again; the texts are taken when the replacement happens, so they show
+    the subterms as they were then.
+    """
+
+    def __init__(self) -> None:
+        self.steps: list[tuple[str, str, str]] = []
+        self._pairs: list[tuple[Variable, Variable]] = []
+
+    def on_change_input(
+        self, fgraph: Any, node: Any, i: int, old: Variable, new: Variable, reason: Any
+    ) -> None:
+        if reason == "rollback":
+            for k in range(len(self._pairs) - 1, -1, -1):
+                if self._pairs[k] == (new, old):
+                    del self._pairs[k], self.steps[k]
+                    break
+            return
+        if self._pairs and self._pairs[-1] == (old, new):
+            return  # the same replacement reaching another reader
+        self._pairs.append((old, new))
+        self.steps.append((str(reason or "replace"), _text(old), _text(new)))
+
+    def clone(self) -> RewriteLog:
+        return RewriteLog()
+
+
+def _page(title: str, sections: Sequence[str]) -> str:
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'>"
+        f"<title>{html.escape(title)}</title><style>{_STYLE}</style></head><body>"
+        f"<h1>{html.escape(title)}</h1>{''.join(sections)}</body></html>\n"
+    )
+
+
+def _section(heading: str, body: str) -> str:
+    return f"<section><h2>{html.escape(heading)}</h2>{body}</section>"
+
+
+def _pre(text: str) -> str:
+    return f"<pre>{html.escape(text)}</pre>"
+
+
+def rewrite_report(
+    expression: str,
+    before: Variable,
+    after: Variable,
+    steps: Sequence[tuple[str, str, str]],
+    profile_text: str,
+    mode: str,
+    evaluated: tuple[Any, Any] | None = None,
+) -> str:
+    """The page of one rewrite: input, result, the rules in the order they fired, the profile."""
+    pictures = (
+        f"<div class='pictures'><div>{picture_html(before, 'before')}</div>"
+        f"<div>{picture_html(after, 'after')}</div></div>"
+    )
+    summary = (
+        f"<p>mode <code>{html.escape(mode)}</code></p>"
+        f"<p>input: <code>{html.escape(_text(before))}</code><br>"
+        f"result: <code>{html.escape(_text(after))}</code></p>"
+    )
+    sections = [_section("Input and result", summary + pictures)]
+    if evaluated is not None:
+        sections.append(
+            _section(
+                "Evaluated",
+                _pre(
+                    f"before: {np.asarray(evaluated[0]).tolist()}\n"
+                    f"after:  {np.asarray(evaluated[1]).tolist()}"
+                ),
+            )
+        )
+    rows = "".join(
+        f"<tr><td>{k}</td><td>{html.escape(rule)}</td><td class='term'>{html.escape(old)}</td>"
+        f"<td class='term'>{html.escape(new)}</td></tr>"
+        for k, (rule, old, new) in enumerate(steps, 1)
+    )
+    table = (
+        f"<table><tr><th>#</th><th>rule</th><th>subterm before</th><th>after</th></tr>{rows}</table>"
+        if steps
+        else "<p>No rule fired.</p>"
+    )
+    sections.append(_section(f"Rules that fired ({len(steps)}), in order", table))
+    sections.append(_section("Profile", _pre(profile_text)))
+    return _page(f"relwrite rewrite: {expression}", sections)
+
+
+def explore_report(
+    expression: str,
+    original: Variable,
+    forms: Sequence[Any],
+    cost_name: str,
+    summary: str,
+    accuracy: Any | None,
+) -> str:
+    """The page of one exploration: the forms with costs, derivations and assumptions, and (when the
+    expression's accuracy can be measured) each form's bits of error against the input value."""
+    rows = []
+    for k, form in enumerate(forms, 1):
+        assumptions = ", ".join(sorted(form.assumptions)) or "none"
+        unsafe = " <span class='unsafe'>(unsafe)</span>" if form.unsafe else ""
+        rows.append(
+            f"<tr><td>{k}</td><td class='term'>{html.escape(_text(form.expr))}</td><td>{form.cost:.4g}</td>"
+            f"<td>{html.escape(form.derivation)}</td><td>{html.escape(assumptions)}{unsafe}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>#</th><th>form</th><th>cost</th><th>derivation</th><th>assumptions</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    sections = [
+        _section("Input", f"<p><code>{html.escape(_text(original))}</code></p>" + picture_html(original)),
+        _section(f"Forms by {cost_name} ({summary})", table),
+    ]
+    if forms:
+        sections.append(_section("Best form", picture_html(forms[0].expr)))
+    if accuracy is not None:
+        sections.append(_section("Accuracy over the input range", accuracy_plot(accuracy, forms)))
+    else:
+        sections.append(
+            _section("Accuracy over the input range", "<p>Not measured (no floating inputs).</p>")
+        )
+    return _page(f"relwrite explore: {expression}", sections)
+
+
+def accuracy_plot(accuracy: Any, forms: Sequence[Any], width: int = 720, height: int = 300) -> str:
+    """An SVG plot of each form's bits of error (mean over a point's elements) at every sample point,
+    points ordered by the first input's value (its first element), with a legend."""
+    from relwrite.engine.explore.costs import bits_of_error
+
+    first = np.asarray(accuracy.points[0], dtype=np.float64).reshape(len(accuracy.reference), -1)[:, 0]
+    order = np.argsort(first, kind="stable")
+    xs = first[order]
+    count = len(xs)
+    left, right, top, bottom = 50, 40, 15, 45
+    inner_w, inner_h = width - left - right, height - top - bottom
+    limit = float(accuracy.reference.dtype.itemsize * 8)
+
+    def x_at(k: int) -> float:
+        return left + (inner_w * k / max(count - 1, 1))
+
+    def y_at(bits: float) -> float:
+        return top + inner_h * (1 - bits / limit)
+
+    parts = [f"<svg xmlns='http://www.w3.org/2000/svg' width='{width}' height='{height + 24 * len(forms)}'>"]
+    parts.append(
+        f"<rect x='{left}' y='{top}' width='{inner_w}' height='{inner_h}' fill='white' stroke='#999'/>"
+    )
+    for bits in (0, limit / 4, limit / 2, 3 * limit / 4, limit):
+        y = y_at(bits)
+        parts.append(f"<line x1='{left - 4}' x2='{left}' y1='{y:.1f}' y2='{y:.1f}' stroke='#999'/>")
+        parts.append(f"<text x='{left - 6}' y='{y + 4:.1f}' font-size='11' text-anchor='end'>{bits:g}</text>")
+    for k in np.linspace(0, count - 1, num=min(5, count)).astype(int):
+        x = x_at(int(k))
+        parts.append(
+            f"<text x='{x:.1f}' y='{top + inner_h + 16}' font-size='11' "
+            f"text-anchor='middle'>{xs[k]:.3g}</text>"
+        )
+    name = html.escape(accuracy.inputs[0].name or "input")
+    parts.append(
+        f"<text x='{left + inner_w / 2}' y='{top + inner_h + 34}' font-size='12' text-anchor='middle'>"
+        f"{name} (sample points in order of value)</text>"
+    )
+    parts.append(
+        f"<text x='12' y='{top + inner_h / 2}' font-size='12' text-anchor='middle' "
+        f"transform='rotate(-90 12 {top + inner_h / 2})'>bits of error</text>"
+    )
+    for f_index, form in enumerate(forms):
+        color = PLOT_COLORS[f_index % len(PLOT_COLORS)]
+        errors = bits_of_error(accuracy.values(form.expr), accuracy.reference)
+        per_point = errors.reshape(count, -1).mean(axis=1)[order]
+        points = " ".join(f"{x_at(k):.1f},{y_at(float(b)):.1f}" for k, b in enumerate(per_point))
+        parts.append(
+            f"<polyline points='{points}' fill='none' stroke='{color}' stroke-width='1.2' opacity='0.8'/>"
+        )
+        legend_y = height + 18 * f_index + 4
+        mean = float(per_point.mean())
+        parts.append(f"<rect x='{left}' y='{legend_y}' width='14' height='10' fill='{color}'/>")
+        parts.append(
+            f"<text x='{left + 20}' y='{legend_y + 9}' font-size='12'>form {f_index + 1}: "
+            f"{html.escape(_text(form.expr))} ({mean:.2f} bits on average)</text>"
+        )
+    parts.append("</svg>")
+    return "".join(parts)
+
+
+def write_report(path: str, page: str) -> None:
+    """Write `page` to `path` (UTF-8); an OSError names the path."""
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(page)
+    except OSError as exc:
+        raise OSError(f"cannot write the report {path!r}: {exc.strerror or exc}") from None
