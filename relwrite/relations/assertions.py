@@ -9,11 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from unification import var
-
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
-from relwrite.relations.goals import Goal, conj, mappingo, nodeo, replaceableo
+from relwrite.relations.goals import Goal, node_mappingo
 from relwrite.relations.registry import relation
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -46,12 +44,7 @@ def without_true_conditions(parts: tuple) -> Variable | None:
 )
 def useless_assert(lhs: Any, rhs: Any) -> Goal:
     """Assert(x, True, c) -> Assert(x, c), Assert(x, True) -> x: conditions that cannot fail go. Exact."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, o.Assert, op, operands),
-        mappingo((op, operands), rhs, without_true_conditions),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, o.Assert, without_true_conditions)
 
 
 def checked_value(parts: tuple) -> Variable | None:
@@ -70,9 +63,4 @@ def checked_value(parts: tuple) -> Variable | None:
 def remove_all_assert(lhs: Any, rhs: Any) -> Goal:
     """Assert(x, c...) -> x: every run-time check dropped (the seed's unsafe rewrite; valid where the
     conditions hold)."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, o.Assert, op, operands),
-        mappingo((op, operands), rhs, checked_value),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, o.Assert, checked_value)

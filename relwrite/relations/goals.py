@@ -388,6 +388,24 @@ def choiceo(x: Any, options: Callable[[Any], Iterable[Any]], given: Any) -> Goal
     return goal
 
 
+def node_mappingo(
+    lhs: Any,
+    rhs: Any,
+    kind: type | tuple[type, ...],
+    forward: Callable[[Any], Any],
+    preimages: Callable[[Any], Iterable[Any]] | None = None,
+) -> Goal:
+    """`lhs` applies an op of class `kind` to operands, `rhs` is `forward((op, operands))`, and `rhs` may
+    stand for `lhs`; backward (with `preimages`) the (op, operands) pairs mapped onto `rhs` build `lhs`.
+
+    The shape of every rule that computes its right side from the node it matches.
+    """
+    op, operands = var(prefix="op"), var(prefix="operands")
+    link = mappingo((op, operands), rhs, forward, preimages)
+    node = nodeo(lhs, kind, op, operands)
+    return conj(along(lhs, node, link) if preimages is not None else conj(node, link), replaceableo(lhs, rhs))
+
+
 def replaceableo(lhs: Any, rhs: Any) -> Goal:
     """`rhs` may stand for `lhs` in a graph: same dtype and rank, every static length of `lhs` kept.
 

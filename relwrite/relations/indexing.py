@@ -16,12 +16,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
 from relwrite.graph.subtensor import IncSubtensor, Subtensor
-from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, replaceableo
+from relwrite.relations.goals import Goal, node_mappingo
 from relwrite.relations.registry import relation
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -63,11 +62,7 @@ def written_whole(x: Any) -> list[tuple]:
 )
 def useless_subtensor(lhs: Any, rhs: Any) -> Goal:
     """x[:, ::1] -> x: indexing that takes every axis whole is the array itself. Exact."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        along(lhs, nodeo(lhs, Subtensor, op, operands), mappingo((op, operands), rhs, whole, written_whole)),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, Subtensor, whole, written_whole)
 
 
 def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) -> bool:
@@ -127,11 +122,7 @@ def subtensor_lift(lhs: Any, rhs: Any) -> Goal:
     Operands that may broadcast against the result are left alone (the rule
     does not apply). Exact.
     """
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        along(lhs, nodeo(lhs, Subtensor, op, operands), mappingo((op, operands), rhs, lifted, gathered)),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, Subtensor, lifted, gathered)
 
 
 def _constant_int(v: Any) -> int | None:
@@ -215,12 +206,7 @@ def subtensor_merge(lhs: Any, rhs: Any) -> Goal:
     """x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (the seed's
     local_subtensor_merge). Exact: an int index is merged only where it raises exactly when the
     pair would."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, Subtensor, op, operands),
-        mappingo((op, operands), rhs, merged_subtensor),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, Subtensor, merged_subtensor)
 
 
 def alloc_part(parts: tuple) -> Variable | None:
@@ -247,12 +233,7 @@ def alloc_part(parts: tuple) -> Variable | None:
 )
 def subtensor_of_alloc(lhs: Any, rhs: Any) -> Goal:
     """alloc(c, 4, 3)[1:, 0] -> alloc(c, 3): the part of a filled array, filled directly. Exact."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, Subtensor, op, operands),
-        mappingo((op, operands), rhs, alloc_part),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, Subtensor, alloc_part)
 
 
 def _is_zeros(v: Variable) -> bool:
@@ -316,9 +297,4 @@ def inc_subtensor_serialize(lhs: Any, rhs: Any) -> Goal:
     increments of zeros (what gradients of indexing build) applied to the sum in turn, the seed's
     local_IncSubtensor_serialize, where the other terms sum to exactly their type. Reassociates, as
     add_zero: where a term is -0.0 and nothing is added to it, the left side is +0.0."""
-    op, terms = var(prefix="op"), var(prefix="terms")
-    return conj(
-        nodeo(lhs, o.Add, op, terms),
-        mappingo((op, terms), rhs, serialized),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, o.Add, serialized)

@@ -12,12 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from unification import var
 
 from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.shape import Shape, Shape_i, promoted_length, promoted_shape
 from relwrite.graph.subtensor import INT, Subtensor
-from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, replaceableo
+from relwrite.relations.goals import Goal, node_mappingo
 from relwrite.relations.registry import relation
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -47,12 +46,7 @@ def promoted(parts: tuple) -> Variable | None:
 def shape_promotion(lhs: Any, rhs: Any) -> Goal:
     """shape(f(x)) -> shape(x), shape_i(f(x, y), i) -> its length from x's and y's: no tensor computed
     only for its shape. Exact where the left side is defined (a shape asks nothing of the values)."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, (Shape, Shape_i), op, operands),
-        mappingo((op, operands), rhs, promoted),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, (Shape, Shape_i), promoted)
 
 
 def length_of_shape(parts: tuple) -> Variable | None:
@@ -86,15 +80,7 @@ def shape_indexed(result: Any) -> list[tuple]:
 )
 def shape_i_of_shape(lhs: Any, rhs: Any) -> Goal:
     """shape(x)[i] -> shape_i(x, i): one length read directly. Exact."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        along(
-            lhs,
-            nodeo(lhs, Subtensor, op, operands),
-            mappingo((op, operands), rhs, length_of_shape, shape_indexed),
-        ),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, Subtensor, length_of_shape, shape_indexed)
 
 
 def static_shape(parts: tuple) -> Variable | None:
@@ -119,9 +105,4 @@ def static_shape(parts: tuple) -> Variable | None:
 )
 def known_shape(lhs: Any, rhs: Any) -> Goal:
     """shape(x) -> its constant value, shape_i(x, i) -> its constant length, where types know. Exact."""
-    op, operands = var(prefix="op"), var(prefix="operands")
-    return conj(
-        nodeo(lhs, (Shape, Shape_i), op, operands),
-        mappingo((op, operands), rhs, static_shape),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, (Shape, Shape_i), static_shape)

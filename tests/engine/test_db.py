@@ -249,6 +249,16 @@ def test_optdb_structure():
 
 
 IN_PLACE = ["add_destroy_handler", "inplace_marks"]
+FULL_PIPELINE = [
+    "merge1",
+    "canonicalize",
+    "stabilize",
+    "specialize",
+    "elemwise_fusion",
+    "merge2",
+    *IN_PLACE,
+    "merge3",
+]
 
 
 @pytest.mark.parametrize(
@@ -258,32 +268,8 @@ IN_PLACE = ["add_destroy_handler", "inplace_marks"]
         ("o1", ["merge1", "canonicalize", "stabilize"]),
         ("o2", ["merge1", "canonicalize", "stabilize"]),
         ("o3", ["merge1", "canonicalize", "stabilize", "specialize"]),
-        (
-            "fast_run",
-            [
-                "merge1",
-                "canonicalize",
-                "stabilize",
-                "specialize",
-                "elemwise_fusion",
-                "merge2",
-                *IN_PLACE,
-                "merge3",
-            ],
-        ),
-        (
-            "o4",
-            [
-                "merge1",
-                "canonicalize",
-                "stabilize",
-                "specialize",
-                "elemwise_fusion",
-                "merge2",
-                *IN_PLACE,
-                "merge3",
-            ],
-        ),
+        ("fast_run", FULL_PIPELINE),
+        ("o4", FULL_PIPELINE),
     ],
 )
 def test_modes_select_the_pipeline(mode, steps):
