@@ -40,10 +40,19 @@ def _takes_everything(op: Subtensor, index: tuple) -> bool:
     return True
 
 
-def whole(parts: tuple) -> Variable | None:
+def _indexed(parts: tuple) -> tuple[Subtensor, tuple] | None:
+    """(op, operands) of a Subtensor node: the indexed array first, then the index inputs; else None."""
     op, operands = parts
     if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
         return None
+    return op, operands
+
+
+def whole(parts: tuple) -> Variable | None:
+    split = _indexed(parts)
+    if split is None:
+        return None
+    op, operands = split
     return operands[0] if _takes_everything(op, operands[1:]) else None
 
 
@@ -78,9 +87,10 @@ def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) ->
 
 def lifted(parts: tuple) -> Variable | None:
     """(Subtensor, (f(a, b, ...), *index)) -> f(a[index], b[index], ...), scalars left as they are."""
-    op, operands = parts
-    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
+    split = _indexed(parts)
+    if split is None:
         return None
+    op, operands = split
     inner, index = operands[0], operands[1:]
     node = inner.owner if isinstance(inner, Variable) else None
     if node is None or not isinstance(node.op, o.Elemwise) or len(node.outputs) != 1:
@@ -159,9 +169,10 @@ def _plain_items(op: Subtensor, index: tuple) -> list[tuple] | None:
 
 def merged_subtensor(parts: tuple) -> Variable | None:
     """(Subtensor, (x[inner], *outer index)) -> x[composed] for literal, forward-stepping indices."""
-    op, operands = parts
-    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
+    split = _indexed(parts)
+    if split is None:
         return None
+    op, operands = split
     inner_var, outer_index = operands[0], operands[1:]
     node = inner_var.owner if isinstance(inner_var, Variable) else None
     if node is None or not isinstance(node.op, Subtensor):
@@ -212,9 +223,10 @@ def subtensor_merge(lhs: Any, rhs: Any) -> Goal:
 def alloc_part(parts: tuple) -> Variable | None:
     """(Subtensor, (alloc(v, *shape), *index)) -> alloc(v, *part shape) for a scalar v, where the
     part's static shape is known (a new array of the same value, never the whole one)."""
-    op, operands = parts
-    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
+    split = _indexed(parts)
+    if split is None:
         return None
+    op, operands = split
     node = operands[0].owner if isinstance(operands[0], Variable) else None
     if node is None or not isinstance(node.op, o.Alloc) or node.inputs[0].ndim != 0:
         return None
