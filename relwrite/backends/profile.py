@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relwrite.backends.numpy.function import Function
+from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.profile import print_profile
 from relwrite.graph.basic import Apply
+from relwrite.graph.fg import FunctionGraph
 
 
 @dataclass
@@ -72,10 +74,12 @@ class FunctionProfile:
 class ProfiledFunction(Function):
     """A compiled function that counts its calls and times each node (`profile`)."""
 
-    def __init__(self, *args: Any, profile: FunctionProfile, **kwargs: Any):
-        super().__init__(*args, **kwargs)
+    def __init__(
+        self, fgraph: FunctionGraph, *args: Any, linker: NumpyLinker, profile: FunctionProfile, **kwargs: Any
+    ):
+        linker.time_nodes(profile.node_times)  # before the entry point is built from the linker's steps
+        super().__init__(fgraph, *args, linker=linker, **kwargs)
         self.profile = profile
-        self.linker.time_nodes(profile.node_times)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()

@@ -31,7 +31,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, partial
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,7 @@ from relwrite.backends.c.compiler import (
 from relwrite.backends.c.reductions import REDUCTION_OPS, reduction_impl, reductions_source
 from relwrite.backends.numpy.impls import Impl
 from relwrite.backends.numpy.linker import NumpyLinker
+from relwrite.backends.numpy.program import InputGuard
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply
 from relwrite.graph.fg import FunctionGraph
@@ -438,23 +439,31 @@ class CLinker(NumpyLinker):
         functions = {op: _function(module, k.name, k.n_args) for op, k in kernels.items()}
         return {i: _composite_impl(nodes[i], functions[nodes[i].op], impls[i]) for i in chosen}
 
-    def _checked(self, arrays: tuple[Any, ...]) -> list[Any]:
-        """`arrays` with the inputs that feed kernels made plain ndarrays of their dtype, or a TypeError."""
-        arrays = list(arrays)
+    def _kernel_input(self, position: int, value: Any) -> np.ndarray:
+        """`value` for input `position` (it feeds a kernel) as an ndarray of its dtype, or a TypeError."""
+        dtype = self.fgraph.inputs[position].type.numpy_dtype
+        if not isinstance(value, np.ndarray) or value.dtype != dtype:
+            var = self.fgraph.inputs[position]
+            got = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
+            raise TypeError(f"CLinker: input {position} ({var}) must be a {dtype} ndarray, got a {got}")
+        return np.asarray(value)
+
+    def entry(self, guards: Sequence[InputGuard | None], single: bool) -> Callable[..., Any]:
+        """The NumPy linker's entry point, with the inputs that feed kernels checked where `guards`
+        leaves them unchecked (`trust_input`): a wrong value is a TypeError, never a bad memory read."""
+        guards = list(guards)
         for position, dtype in self._c_inputs:
-            value = arrays[position]
-            if not isinstance(value, np.ndarray) or value.dtype != dtype:
-                var = self.fgraph.inputs[position]
-                got = f"{value.dtype} array" if isinstance(value, np.ndarray) else type(value).__name__
-                raise TypeError(f"CLinker: input {position} ({var}) must be a {dtype} ndarray, got a {got}")
-            arrays[position] = np.asarray(value)
-        return arrays
+            if guards[position] is None:
+                guards[position] = InputGuard(dtype, partial(self._kernel_input, position))
+        return super().entry(guards, single)
 
     def __call__(self, *arrays: np.ndarray) -> list[np.ndarray]:
         if len(arrays) == len(self.input_slots):  # a wrong count is the NumPy linker's error
             for position, dtype in self._c_inputs:
                 value = arrays[position]
                 if type(value) is not np.ndarray or value.dtype is not dtype:
-                    arrays = self._checked(arrays)
+                    arrays = list(arrays)
+                    for checked, _ in self._c_inputs:
+                        arrays[checked] = self._kernel_input(checked, arrays[checked])
                     break
         return self._run(arrays)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pickle
 import reprlib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from relwrite.backends.numpy.linker import NumpyLinker
+from relwrite.backends.numpy.program import InputGuard
 from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph, MissingInputError
 from relwrite.graph.types import TensorType
@@ -76,53 +77,20 @@ def _convert(value: Any, type_: TensorType, label: str) -> np.ndarray:
     return array
 
 
-_SCALAR_TYPES = (float, int, bool)
-
-
-def _input_checker(var: Variable, position: int) -> Callable[[Any], np.ndarray]:
-    """A converter for one input, with a fast path for an ndarray that already fits."""
+def _input_guard(var: Variable, position: int) -> InputGuard:
+    """The check of one input: arrays that already fit pass inline, 0-d inputs also take exact Python
+    and numpy scalars inline, anything else is converted (or refused) by `_convert`."""
     type_, label = var.type, _label(var, position)
-    dtype, ndim = type_.numpy_dtype, type_.ndim
+    dtype = type_.numpy_dtype
     fixed = tuple((axis, length) for axis, length in enumerate(type_.shape) if length is not None)
+    exact: tuple[type, ...] = ()
+    if type_.ndim == 0:  # a numpy scalar of the input's dtype, and the Python scalar whose dtype it is
+        exact = (dtype.type, *(kind for kind in (float, bool) if np.asarray(kind()).dtype == dtype))
 
     def convert(value: Any) -> np.ndarray:
         return _convert(value, type_, label)
 
-    if ndim == 0:  # scalars: Python and numpy scalars whose own dtype is the input's need no checks
-
-        def check_scalar(value: Any) -> np.ndarray:
-            kind = type(value)
-            if kind is np.ndarray:
-                if value.ndim == 0 and value.dtype is dtype:
-                    return value
-            elif kind in _SCALAR_TYPES or isinstance(value, np.generic):
-                array = np.asarray(value)
-                if array.dtype is dtype:
-                    return array
-            return convert(value)
-
-        return check_scalar
-
-    if not fixed:  # the common case, kept to one comparison chain (this runs on every call)
-
-        def check(value: Any) -> np.ndarray:
-            if type(value) is np.ndarray and value.ndim == ndim and value.dtype is dtype:
-                return value
-            return convert(value)
-
-        return check
-
-    def check_shape(value: Any) -> np.ndarray:
-        if (
-            type(value) is np.ndarray
-            and value.ndim == ndim
-            and value.dtype is dtype
-            and all(value.shape[axis] == length for axis, length in fixed)
-        ):
-            return value
-        return convert(value)
-
-    return check_shape
+    return InputGuard(dtype, convert, type_.ndim, fixed, exact)
 
 
 class Function:
@@ -138,14 +106,15 @@ class Function:
         self,
         fgraph: FunctionGraph,
         single_output: bool = False,
-        linker: Callable[..., list[np.ndarray]] | None = None,
+        linker: NumpyLinker | None = None,
         trust_input: bool = False,
     ):
         self.fgraph = fgraph
         self.linker = NumpyLinker(fgraph) if linker is None else linker
         self.single_output = single_output
         self.trust_input = trust_input
-        self._checks = tuple(_input_checker(v, i) for i, v in enumerate(fgraph.inputs))
+        guards = [None if trust_input else _input_guard(v, i) for i, v in enumerate(fgraph.inputs)]
+        self._call = self.linker.entry(guards, single_output)
         self._labels = tuple(_label(v, i) for i, v in enumerate(fgraph.inputs))
         self._positions: dict[str, list[int]] = {}
         for i, var in enumerate(fgraph.inputs):
@@ -170,19 +139,13 @@ class Function:
         return _relinked, (self.fgraph, self.single_output, linker, self.trust_input)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
-        if self.trust_input and not kwargs:
-            outputs = self.linker(*args)
-            return outputs[0] if self.single_output else outputs
         if kwargs:
             args = self._bind(args, kwargs)
-        elif len(args) != len(self._checks):
-            raise TypeError(f"function takes {len(self._checks)} input(s), got {len(args)}")
-        outputs = self.linker(*[check(value) for check, value in zip(self._checks, args)])
-        return outputs[0] if self.single_output else outputs
+        return self._call(*args)
 
     def _bind(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> list[Any]:
         """One value per input from positional and keyword arguments, as a Python call binds them."""
-        count = len(self._checks)
+        count = len(self._labels)
         if len(args) > count:
             raise TypeError(f"function takes {count} input(s), got {len(args)} positional")
         values = [*args, *([_MISSING] * (count - len(args)))]

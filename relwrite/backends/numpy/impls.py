@@ -123,19 +123,26 @@ _UFUNCS: dict[type[Op], np.ufunc] = {
 }
 
 
+def _array_out() -> Any:
+    """The `out=` making a ufunc return a 0-d array, not a scalar (`...`, NumPy >= 2.3), or None."""
+    try:
+        np.negative(np.zeros(()), out=...)
+    except TypeError:
+        return None
+    return ...
+
+
+_ARRAY_OUT = _array_out()
+
+
 def _ufunc_impl(ufunc: np.ufunc, op: Op, node: Apply) -> Impl:
-    dtype, asarray = _dtype(node), np.asarray
+    dtype, array_out, ndarray = _dtype(node), _ARRAY_OUT, np.ndarray
 
-    if node.outputs[0].ndim == 0:  # numpy returns a scalar for 0-d results
-
-        def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-            return asarray(ufunc(*arrays, out=out), dtype)
-
-    else:
-
-        def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-            result = ufunc(*arrays, out=out)
-            return result if result.dtype == dtype else result.astype(dtype)
+    def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        result = ufunc(*arrays, out=array_out if out is None else out)
+        if type(result) is ndarray and result.dtype is dtype:
+            return result
+        return _finish(result, dtype)
 
     return Impl(run, _all_positions(node))
 

@@ -28,6 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from relwrite.backends.numpy.impls import EvaluationError, Impl, numpy_impl
+from relwrite.backends.numpy.program import InputGuard, entry_point, fits
 from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.destroy import destroy_handler
 from relwrite.graph.fg import FunctionGraph
@@ -144,15 +145,6 @@ class _Lifetimes:
         return None, False
 
 
-def _fits(buffer: np.ndarray, arrays: Sequence[np.ndarray]) -> bool:
-    """Whether broadcasting `arrays` gives exactly the buffer's shape."""
-    shape = buffer.shape
-    try:
-        return all(a.shape == shape or np.broadcast_shapes(shape, a.shape) == shape for a in arrays)
-    except ValueError:  # they do not broadcast at all: the step raises its own error
-        return False
-
-
 class NumpyLinker:
     """A FunctionGraph linked for evaluation with NumPy; call it with one array per input.
 
@@ -197,11 +189,17 @@ class NumpyLinker:
             self.steps.append(Step(node, impl.fn, ins, outs, frees.get(k, ()), reuse, check))
 
         # A FunctionGraph's inputs are distinct and numbered first: a call's storage is [*arrays, *rest].
+        self.constant_slots: dict[int, Any] = constants
         self._rest: list[Any] = [constants.get(s) for s in range(len(self.input_slots), size)]
-        self._copied_outputs = tuple(
+        self.copied_outputs = tuple(
             i for i, s in enumerate(self.output_slots) if lifetimes.aliases_outside(s)
         )
         self._outputs = _gatherer(self.output_slots)
+        self._link_steps()
+
+    def _link_steps(self) -> None:
+        """The loop's program from `steps`; generated entry points are rebuilt on demand."""
+        self._entries: dict[tuple, Callable[..., Any]] = {}
         self._program = tuple(
             (
                 step.fn,
@@ -218,6 +216,15 @@ class NumpyLinker:
             for step in self.steps
         )
 
+    def entry(self, guards: Sequence[InputGuard | None], single: bool) -> Callable[..., Any]:
+        """The program as one function of the arguments (see `relwrite.backends.numpy.program`),
+        checking each argument that has a guard; built once per kind of guards and kept."""
+        key = (tuple(None if g is None else g.key() for g in guards), single)
+        found = self._entries.get(key)
+        if found is None:
+            found = self._entries[key] = entry_point(self, guards, single)
+        return found
+
     def time_nodes(self, times: dict[Apply, float]) -> None:
         """From now on, add each node's run time to `times[node]` (profiling; it costs two clock reads)."""
 
@@ -233,7 +240,8 @@ class NumpyLinker:
 
             return run
 
-        self._program = tuple((timed(step[0], step[8]), *step[1:]) for step in self._program)
+        self.steps = [step._replace(fn=timed(step.fn, step.node)) for step in self.steps]
+        self._link_steps()
 
     def implementations(self, nodes: Sequence[Apply]) -> list[Impl]:
         """One implementation per node (in order): NumPy's; nodes with the same op and types share one."""
@@ -263,7 +271,7 @@ class NumpyLinker:
                     result = fn(storage[single])
                 else:
                     args = gather(storage)
-                    if reuse < 0 or (check and not _fits(storage[reuse], args)):
+                    if reuse < 0 or (check and not fits(storage[reuse], args)):
                         result = fn(*args)
                     else:
                         result = fn(*args, out=storage[reuse])
@@ -277,7 +285,7 @@ class NumpyLinker:
         except Exception as exc:
             raise EvaluationError(node, [storage[i] for i in ins], exc) from exc
         results = list(self._outputs(storage))
-        for i in self._copied_outputs:
+        for i in self.copied_outputs:
             results[i] = np.array(results[i], copy=True)
         return results
 
