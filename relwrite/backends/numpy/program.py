@@ -101,7 +101,7 @@ def _guard_lines(i: int, guard: InputGuard, env: dict[str, Any]) -> list[str]:
 
 
 def _step_lines(linker: NumpyLinker, env: dict[str, Any], single: bool) -> list[str]:
-    """The steps as straight-line code, returning the outputs (copies of those aliasing inputs or constants)."""
+    """The steps as straight-line code, returning the outputs (copies of those aliasing inputs, constants)."""
     constants = linker.constant_slots
 
     def name(slot: int) -> str:
