@@ -1,5 +1,6 @@
-"""C kernels for Sum, Mean, Softmax and LogSoftmax: NumPy's results (sums to rounding), NumPy's shapes,
-and NumPy's results or errors on every edge (non-finite rows, empty axes, other axes and dtypes)."""
+"""C kernels for Sum, Mean, Prod, Max, Min, Argmax, Argmin, Softmax, LogSoftmax and Join: NumPy's results
+(sums and products to rounding), NumPy's shapes, and NumPy's results or errors on every edge (non-finite
+values, empty axes, other axes and dtypes)."""
 
 from __future__ import annotations
 
@@ -81,11 +82,91 @@ def test_softmax_along_either_axis_agrees_with_numpy_on_any_values(dtype, shape,
     assert_close(got, want, dtype, scale=1.0)
 
 
-def test_the_linker_runs_the_kernels_and_they_win_on_rows():
+def test_the_linker_runs_the_kernels_of_every_reduction_and_join():
     x = rw.matrix("x")
-    fgraph = FunctionGraph([x], [ops.Softmax(-1)(x), ops.Sum(1)(x), ops.Max(1)(x)])
-    kinds = {type(n.op) for n in CLinker(fgraph).c_nodes}
-    assert kinds == {ops.Softmax, ops.Sum}  # Max stays NumPy's
+    kinds = [ops.Softmax(-1), ops.Sum(1), ops.Prod(1), ops.Max(0), ops.Min(1), ops.Argmax(0), ops.Argmin(1)]
+    fgraph = FunctionGraph([x], [kind(x) for kind in kinds] + [ops.Join(1)(x, x)])
+    assert {type(n.op) for n in CLinker(fgraph).c_nodes} == {*map(type, kinds), ops.Join}
+
+
+SPECIAL = st.sampled_from([np.inf, -np.inf, np.nan, 0.0, -0.0, 1e30, -1e30])
+
+
+@given(reduction_cases(), st.sampled_from([ops.Prod, ops.Max, ops.Min]), st.data())
+def test_products_and_extremes_over_any_axes_agree_with_numpy_on_any_values(case, kind, data):
+    dtype, axis, values = case
+    if data.draw(st.booleans()):  # infinities, NaNs and signed zeros, placed anywhere
+        specials = data.draw(hnp.arrays(dtype, values.shape, elements=SPECIAL))
+        mask = data.draw(hnp.arrays(bool, values.shape))
+        values = np.where(mask, specials, values).astype(dtype)
+    c_linker, numpy_linker = linked(kind(axis), dtype, values.ndim)
+    with np.errstate(all="ignore"):
+        try:
+            want = numpy_linker(values)[0]
+        except Exception as error:  # the extreme of an empty axis: the same error from both
+            with pytest.raises(type(error)):
+                c_linker(values)
+            return
+        got = c_linker(values)[0]
+    if kind is ops.Prod:
+        assert_close(got, want, dtype, scale=0.0)
+    else:
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype
+
+
+@given(
+    st.sampled_from(sorted(TOLERANCE)),
+    hnp.array_shapes(min_dims=1, max_dims=4, min_side=0, max_side=6),
+    st.sampled_from([ops.Argmax, ops.Argmin]),
+    st.data(),
+)
+def test_argmax_and_argmin_along_any_axis_give_numpys_first_index(dtype, shape, kind, data):
+    axis = data.draw(st.sampled_from([None, *range(-len(shape), len(shape))]))
+    elements = st.one_of(st.integers(-3, 3).map(float), SPECIAL)  # ties, NaNs and infinities
+    values = data.draw(hnp.arrays(dtype, shape, elements=elements))
+    c_linker, numpy_linker = linked(kind(axis), dtype, len(shape))
+    try:
+        want = numpy_linker(values)[0]
+    except Exception as error:  # an empty axis: the same error from both
+        with pytest.raises(type(error)):
+            c_linker(values)
+        return
+    got = c_linker(values)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype == np.int64
+
+
+@given(
+    st.sampled_from(["float64", "float32", "int64", "int8", "bool"]),
+    hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5),
+    st.integers(1, 4),
+    st.data(),
+)
+def test_join_of_any_dtype_agrees_with_numpy_and_refuses_what_numpy_refuses(dtype, shape, count, data):
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    arrays = []
+    for _ in range(count):
+        this = list(shape)
+        this[axis] = data.draw(st.integers(0, 4))
+        if data.draw(st.integers(0, 9)) == 0 and len(shape) > 1:  # sometimes a mismatch elsewhere
+            this[(axis + 1) % len(shape)] += 1
+        arrays.append(data.draw(hnp.arrays(dtype, tuple(this))))
+    if data.draw(st.booleans()) and arrays[0].ndim > 1:
+        arrays[0] = np.asfortranarray(arrays[0])  # not C-contiguous
+    xs = [tensor(f"x{i}", dtype=dtype, shape=(None,) * len(shape)) for i in range(count)]
+    fgraph = FunctionGraph(xs, [ops.Join(axis)(*xs)])
+    c_linker, numpy_linker = CLinker(fgraph), NumpyLinker(fgraph)
+    assert c_linker.c_nodes
+    try:
+        want = numpy_linker(*arrays)[0]
+    except Exception as error:
+        with pytest.raises(type(error)):
+            c_linker(*arrays)
+        return
+    got = c_linker(*arrays)[0]
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype
 
 
 def test_an_empty_reduction_gives_numpys_result():
