@@ -1242,8 +1242,8 @@ def _walk_all(
 def _type_problem(var: Variable, value: np.ndarray) -> str | None:
     if value.dtype != var.type.numpy_dtype:
         return f"static dtype {var.dtype}, computes {value.dtype.name}"
-    if value.ndim != var.ndim or any(s is not None and s != n for s, n in zip(var.shape, value.shape)):
-        return f"static shape {var.shape}, computes shape {value.shape}"
+    if value.ndim != var.ndim or any(s is not None and s != n for s, n in zip(var.type.shape, value.shape)):
+        return f"static shape {var.type.shape}, computes shape {value.shape}"
     return None
 
 
@@ -1865,8 +1865,8 @@ class _Drawer:
             probe = self._probe(step)
         if probe is not None:
             shape = probe.shape
-        elif None not in var.shape:
-            shape = var.shape
+        elif None not in var.type.shape:
+            shape = var.type.shape
         else:
             return None
         self.steps.append(step)
@@ -2195,7 +2195,7 @@ class _Drawer:
         a = self.pick()
         if a is None:
             return None
-        shape, static = self.shapes[a], self.variables[a].shape
+        shape, static = self.shapes[a], self.variables[a].type.shape
         roll = self.rng.random()
         if roll < 0.3:
             return self.add(Step("call", "transpose" if self.rng.random() < 0.5 else ".T", (Ref(a),)))
@@ -2605,7 +2605,7 @@ def _cut(recipe: Recipe, i: int, var: Variable, value: np.ndarray) -> Recipe:
     steps = list(recipe.steps)
     taken = {s.params["name"] for s in steps if s.kind == "input"}
     name = next(f"x{k}" for k in range(len(steps) + 1) if f"x{k}" not in taken)
-    steps[i] = Step("input", params={"name": name, "dtype": value.dtype.name, "shape": var.shape})
+    steps[i] = Step("input", params={"name": name, "dtype": value.dtype.name, "shape": var.type.shape})
     return Recipe(steps, recipe.outputs, recipe.single)
 
 

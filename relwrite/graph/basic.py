@@ -72,8 +72,11 @@ class Variable:
         return self.type.ndim
 
     @property
-    def shape(self) -> tuple[int | None, ...]:
-        return self.type.shape
+    def shape(self) -> Variable:
+        """The shape at run time, a symbolic int64 vector (`shape(x)`); the static one is `x.type.shape`."""
+        from relwrite.graph.shape import shape
+
+        return shape(self)
 
     def clone(self, name: str | None = None) -> Variable:
         """A fresh ownerless variable of the same type (and name, unless given)."""
@@ -154,7 +157,11 @@ class Variable:
         return _ops().subtensor(self, key)
 
     def __iter__(self) -> Any:
-        raise TypeError(f"{self} is symbolic: it cannot be iterated over (index it, x[0], instead)")
+        """A vector of static length yields its elements (`n, m = x.shape`); nothing else iterates."""
+        length = self.type.shape[0] if self.ndim == 1 else None
+        if length is None:
+            raise TypeError(f"{self} is symbolic: it cannot be iterated over (index it, x[0], instead)")
+        return (self[i] for i in range(length))
 
     def dot(self, other: Any) -> Variable:
         return _ops().dot(self, other)

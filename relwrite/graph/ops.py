@@ -67,7 +67,7 @@ class Elemwise(Op):
             dtype = self.output_dtype([v.dtype for v in inputs])
         except (TypeError, np.exceptions.DTypePromotionError) as exc:
             raise self.type_error(inputs, f"unsupported dtypes ({exc})") from None
-        shape = broadcast_shapes(*(v.shape for v in inputs), op_name=self)
+        shape = broadcast_shapes(*(v.type.shape for v in inputs), op_name=self)
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -241,8 +241,8 @@ class Dot(Op):
             raise self.type_error(inputs, "inputs must be vectors or matrices")
         if x.dtype == "bool" or y.dtype == "bool":
             raise self.type_error(inputs, "boolean inputs are not supported")
-        _inner(self, inputs, x.shape[-1], y.shape[0])
-        shape = x.shape[:-1] + y.shape[1:]
+        _inner(self, inputs, x.type.shape[-1], y.type.shape[0])
+        shape = x.type.shape[:-1] + y.type.shape[1:]
         dtype = np.result_type(np.dtype(x.dtype), np.dtype(y.dtype)).name
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
@@ -257,8 +257,8 @@ class Dot22(Op):
         _check_dims(self, inputs, (2, 2))
         dtype = _blas_dtype(self, inputs)
         x, y = inputs
-        _inner(self, inputs, x.shape[1], y.shape[0])
-        return Apply(self, inputs, [Variable(TensorType(dtype, (x.shape[0], y.shape[1])))])
+        _inner(self, inputs, x.type.shape[1], y.type.shape[0])
+        return Apply(self, inputs, [Variable(TensorType(dtype, (x.type.shape[0], y.type.shape[1])))])
 
 
 class Gemm(Op):
@@ -276,8 +276,8 @@ class Gemm(Op):
         _check_dims(self, inputs, (2, 0, 2, 2, 0))
         dtype = _blas_dtype(self, inputs)
         z, _, x, y, _ = inputs
-        _inner(self, inputs, x.shape[1], y.shape[0])
-        shape = _sum_shape(self, inputs, "Z", z.shape, "X @ Y", (x.shape[0], y.shape[1]))
+        _inner(self, inputs, x.type.shape[1], y.type.shape[0])
+        shape = _sum_shape(self, inputs, "Z", z.type.shape, "X @ Y", (x.type.shape[0], y.type.shape[1]))
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -291,8 +291,8 @@ class Gemv(Op):
         _check_dims(self, inputs, (1, 0, 2, 1, 0))
         dtype = _blas_dtype(self, inputs)
         y, _, a_mat, x, _ = inputs
-        _inner(self, inputs, a_mat.shape[1], x.shape[0])
-        shape = _sum_shape(self, inputs, "y", y.shape, "A @ x", (a_mat.shape[0],))
+        _inner(self, inputs, a_mat.type.shape[1], x.type.shape[0])
+        shape = _sum_shape(self, inputs, "y", y.type.shape, "A @ x", (a_mat.type.shape[0],))
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -306,7 +306,9 @@ class Ger(Op):
         _check_dims(self, inputs, (2, 0, 1, 1))
         dtype = _blas_dtype(self, inputs)
         a_mat, _, x, y = inputs
-        shape = _sum_shape(self, inputs, "A", a_mat.shape, "outer(x, y)", (x.shape[0], y.shape[0]))
+        shape = _sum_shape(
+            self, inputs, "A", a_mat.type.shape, "outer(x, y)", (x.type.shape[0], y.type.shape[0])
+        )
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
 
 
@@ -363,7 +365,7 @@ class Reduce(Op):
             raise self.type_error(inputs, f"takes 1 input, got {len(inputs)}")
         (x,) = inputs
         axes = _resolve_axes(self, inputs, self.axis)
-        shape = tuple(d for i, d in enumerate(x.shape) if i not in axes)
+        shape = tuple(d for i, d in enumerate(x.type.shape) if i not in axes)
         try:
             dtype = _reduce_dtype(self.numpy_name, x.dtype)
         except TypeError as exc:
@@ -426,7 +428,7 @@ class Argmax(Op):
             shape: tuple = ()
         else:
             (axis,) = _resolve_axes(self, inputs, (self.axis,))
-            shape = tuple(d for i, d in enumerate(x.shape) if i != axis)
+            shape = tuple(d for i, d in enumerate(x.type.shape) if i != axis)
         return Apply(self, inputs, [Variable(TensorType("int64", shape))])
 
     def __str__(self) -> str:
@@ -458,7 +460,7 @@ class Softmax(Op):
             raise self.type_error(inputs, "needs at least one dimension")
         _resolve_axes(self, inputs, (self.axis,))
         dtype = _resolve(np.exp, (x.dtype,))
-        return Apply(self, inputs, [Variable(TensorType(dtype, x.shape))])
+        return Apply(self, inputs, [Variable(TensorType(dtype, x.type.shape))])
 
     def __str__(self) -> str:
         return f"{type(self).__name__}{{axis={self.axis}}}"
@@ -528,7 +530,7 @@ class Join(Op):
         (axis,) = _resolve_axes(self, inputs, (self.axis,))
         shape: list[int | None] = []
         for d in range(ndim):
-            lengths = [v.shape[d] for v in inputs]
+            lengths = [v.type.shape[d] for v in inputs]
             if d == axis:
                 shape.append(None if None in lengths else builtins.sum(lengths))
                 continue
@@ -635,9 +637,9 @@ class DimShuffle(Op):
         if x.ndim != self.input_ndim:
             raise self.type_error(inputs, f"expects {self.input_ndim} dimension(s), got {x.ndim}")
         for a in self.dropped:
-            if x.shape[a] != 1:
-                raise self.type_error(inputs, f"cannot drop axis {a} of length {x.shape[a]} (must be 1)")
-        shape = tuple(1 if o == "x" else x.shape[o] for o in self.new_order)
+            if x.type.shape[a] != 1:
+                raise self.type_error(inputs, f"cannot drop axis {a} of length {x.type.shape[a]} (must be 1)")
+        shape = tuple(1 if o == "x" else x.type.shape[o] for o in self.new_order)
         return Apply(self, inputs, [Variable(TensorType(x.dtype, shape))])
 
     def __str__(self) -> str:
@@ -671,8 +673,8 @@ class Reshape(Op):
         (x,) = inputs
         known = int(np.prod([s for s in self.shape if s != -1]))
         out: tuple[int | None, ...] = tuple(None if s == -1 else s for s in self.shape)
-        if None not in x.shape:
-            size = int(np.prod(x.shape))
+        if None not in x.type.shape:
+            size = int(np.prod(x.type.shape))
             if -1 in self.shape:
                 if known == 0 or size % known:
                     raise self.type_error(inputs, f"cannot reshape {size} elements to {self.shape}")
@@ -706,7 +708,7 @@ class Alloc(Op):
         (value,) = inputs
         if value.ndim > len(self.shape):
             raise self.type_error(inputs, f"value has more dimensions than {self.shape}")
-        for have, want in zip(reversed(value.shape), reversed(self.shape)):
+        for have, want in zip(reversed(value.type.shape), reversed(self.shape)):
             if have not in (None, 1, want):
                 raise self.type_error(inputs, f"value cannot broadcast to {self.shape}")
         return Apply(self, inputs, [Variable(TensorType(value.dtype, self.shape))])
@@ -801,9 +803,9 @@ class Composite(Elemwise):
         for i, (outer, inner) in enumerate(zip(inputs, self.inputs)):
             if outer.dtype != inner.dtype:
                 raise self.type_error(inputs, f"input {i} must have dtype {inner.dtype}")
-        broadcast_shapes(*(v.shape for v in inputs), op_name=self)  # the inputs must broadcast together
+        broadcast_shapes(*(v.type.shape for v in inputs), op_name=self)  # the inputs must broadcast together
         outputs = [
-            Variable(TensorType(v.dtype, broadcast_shapes(*(inputs[i].shape for i in read))))
+            Variable(TensorType(v.dtype, broadcast_shapes(*(inputs[i].type.shape for i in read))))
             for v, read in zip(self.outputs, self.output_inputs)
         ]
         return Apply(self, inputs, outputs)

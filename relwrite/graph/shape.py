@@ -1,8 +1,8 @@
 """Symbolic shapes: the `Shape` and `Shape_i` ops, shape inference through every op, and `ShapeFeature`.
 
-`shape(x)` is an int64 vector computed at run time (`x.shape` stays the
-static shape: known lengths, None where unknown); `shape_i(x, i)` one
-length.  `infer_shape(node, input_shapes)` gives the lengths of a node's
+`shape(x)` (also `x.shape`) is an int64 vector computed at run time (the
+static shape, known lengths and None where unknown, is `x.type.shape`);
+`shape_i(x, i)` one length.  `infer_shape(node, input_shapes)` gives the lengths of a node's
 outputs as scalar int64 graphs of its inputs' lengths, so a length can be
 computed without the tensor (the seed's shape promotion: `shape(log(x))`
 is `shape(x)`).  Known static lengths become constants; an op whose lengths

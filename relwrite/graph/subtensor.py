@@ -139,7 +139,7 @@ class _Indexed(Op):
             if entry == NEWAXIS:
                 basic.append(1)
                 continue
-            length = x.shape[axis]
+            length = x.type.shape[axis]
             if entry == INT:
                 value = _known_int(args[0])
                 if value is not None and length is not None and not -length <= value < length:
@@ -151,7 +151,7 @@ class _Indexed(Op):
                     advanced_shapes.append(())
                     advanced_positions.append(position)
             elif entry == ARRAY:
-                advanced_shapes.append(args[0].shape)
+                advanced_shapes.append(args[0].type.shape)
                 advanced_positions.append(position)
             else:
                 present = iter(args)
@@ -161,7 +161,7 @@ class _Indexed(Op):
                 axis += 1
             if advanced and entry in (INT, ARRAY) and len(advanced_positions) == 1:
                 first_basic = len(basic)  # where the advanced block goes when the indices are adjacent
-        basic.extend(x.shape[axis:])
+        basic.extend(x.type.shape[axis:])
         if not advanced:
             return tuple(basic)
         from relwrite.graph.types import broadcast_shapes
@@ -253,9 +253,9 @@ class IncSubtensor(_Indexed):
         part = self.indexed_shape(x, index, inputs)
         if y.ndim > len(part):
             raise self.type_error(inputs, f"value {y} has more dimensions than the indexed part {part}")
-        for have, want in zip(reversed(y.shape), reversed(part)):
+        for have, want in zip(reversed(y.type.shape), reversed(part)):
             if have is not None and have != 1 and want is not None and have != want:
-                raise self.type_error(inputs, f"value {y} of shape {y.shape} cannot broadcast to {part}")
+                raise self.type_error(inputs, f"value {y} of shape {y.type.shape} cannot broadcast to {part}")
         if not np.can_cast(np.dtype(y.dtype), np.dtype(x.dtype), "same_kind"):
             raise self.type_error(inputs, f"value {y} ({y.dtype}) cannot be cast to the array's {x.dtype}")
         return Apply(self, inputs, [Variable(x.type)])

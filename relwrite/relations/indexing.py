@@ -82,7 +82,7 @@ def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) ->
         return False
     if len({id(a) for a in arrays}) == 1:
         return True  # the only array operand: the result has its shape
-    return None not in operand.shape and operand.shape == result.shape
+    return None not in operand.type.shape and operand.type.shape == result.type.shape
 
 
 def lifted(parts: tuple) -> Variable | None:

@@ -355,7 +355,7 @@ def summed_parts(parts: tuple) -> Variable | None:
     ndim = pieces[0].ndim
     along = join.axis % ndim
     for d in range(ndim):  # the join's own check: lengths off its axis must agree, or it raises
-        if d != along and (len({p.shape[d] for p in pieces}) != 1 or pieces[0].shape[d] is None):
+        if d != along and (len({p.type.shape[d] for p in pieces}) != 1 or pieces[0].type.shape[d] is None):
             return None
     sums = [o.Sum(None)(p) for p in pieces]
     return sums[0] if len(sums) == 1 else o.add(*sums)

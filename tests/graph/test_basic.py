@@ -49,7 +49,7 @@ def test_variable_rejects_bad_type_and_name():
 
 def test_variable_type_shortcuts_and_clone():
     x = matrix("x", dtype="float32", shape=(2, None))
-    assert (x.dtype, x.ndim, x.shape) == ("float32", 2, (2, None))
+    assert (x.dtype, x.ndim, x.type.shape) == ("float32", 2, (2, None))
     y = x.clone()
     assert y is not x and y.type == x.type and y.name == "x" and y.owner is None
     assert x.clone(name="z").name == "z"

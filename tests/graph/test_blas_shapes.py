@@ -270,7 +270,7 @@ def _assert_fits(var: Variable, value: np.ndarray, expected: np.ndarray, where: 
     assert value.shape == expected.shape, (
         f"{where}: {var} has shape {value.shape}, NumPy gives {expected.shape}"
     )
-    assert value.ndim == var.ndim and all(s is None or s == n for s, n in zip(var.shape, value.shape)), (
+    assert value.ndim == var.ndim and all(s is None or s == n for s, n in zip(var.type.shape, value.shape)), (
         f"{where}: {var} of type {var.type} evaluated to shape {value.shape}"
     )
 

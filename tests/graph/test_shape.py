@@ -9,6 +9,7 @@ import pytest
 import relwrite as rw
 from relwrite import fuzz
 from relwrite.engine.db import rewrite_graph
+from relwrite.graph import ops
 from relwrite.graph.printing import pprint
 from relwrite.graph.shape import Shape, Shape_i, ShapeFeature, infer_shape, promoted_shape
 
@@ -75,3 +76,15 @@ def test_shape_ops_check_their_inputs_and_parse():
         pprint(rw.parse("shape_i(x, 0) + shape(x)[0]", types={"x": "vector"}))
         == "(shape_i(x, 0) + shape(x)[0])"
     )
+
+
+def test_the_shape_attribute_is_symbolic_and_unpacks_by_rank():
+    m = rw.matrix("m")
+    assert isinstance(m.shape.owner.op, Shape) and m.type.shape == (None, None)
+    rows, cols = m.shape  # a vector of static length iterates over its elements
+    f = rw.function([m], [rows * cols, m.shape[-1], m.shape], mode="fast_run")
+    area, last, whole = f(np.ones((3, 4)))
+    assert (int(area), int(last), whole.tolist()) == (12, 4, [3, 4])
+    assert {type(n.op) for n in f.fgraph.apply_nodes} <= {Shape_i, Shape, ops.Mul, ops.Composite}
+    with pytest.raises(TypeError, match="cannot be iterated"):
+        iter(rw.vector("v"))  # its length is not static

@@ -199,7 +199,7 @@ def test_generated_graphs_evaluate_on_input_values(data):
             env[node.outputs[0]] = np.asarray(NUMPY_OF[node.op](*args))
     result = env[output]
     assert result.dtype == output.dtype and result.ndim == output.ndim
-    assert all(s is None or s == n for s, n in zip(output.shape, result.shape))
+    assert all(s is None or s == n for s, n in zip(output.type.shape, result.shape))
 
 
 @given(input_values([vector("x", shape=(3,)), vector("y", shape=(4,)), vector("z")]))

@@ -140,7 +140,11 @@ class _Lifetimes:
             # Every input sharing the buffer must sit where the implementation may overwrite it.
             if any(self.groups.find(t) == root and p not in impl.inplace_inputs for p, t in enumerate(ins)):
                 continue
-            settled = impl.keeps_shape or len(ins) == 1 or (None not in var.shape and var.shape == out.shape)
+            settled = (
+                impl.keeps_shape
+                or len(ins) == 1
+                or (None not in var.type.shape and var.type.shape == out.type.shape)
+            )
             return s, not settled
         return None, False
 
