@@ -68,6 +68,19 @@ class Form:
         """The derivation on one line: the rules used in order, ``~`` marking a backward run."""
         return " ; ".join(s.rule + ("~" if s.direction == "backward" else "") for s in self.steps) or "input"
 
+    def checked(self) -> Variable:
+        """`expr` with its assumptions checked at run time: an `Assert` that raises, naming them and the
+        derivation, where one fails (to use a form that holds only under assumptions, safely)."""
+        conditions = [
+            _COMPARISONS[op](term, np.asarray(value, dtype=term.dtype))
+            for step in self.steps
+            for term, op, value in step.conditions
+        ]
+        if not conditions:
+            return self.expr
+        message = f"an assumption of {self.derivation} fails: {', '.join(sorted(self.assumptions))}"
+        return ops.assert_op(self.expr, *conditions, message=message)
+
     def to_dict(self) -> dict:
         """The form as plain data (for JSON): expression text, cost, derivation, steps, assumptions."""
         return {

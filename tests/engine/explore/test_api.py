@@ -8,7 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from relwrite import function as rw_function
 from relwrite import matrix, parse, scalar, vector
+from relwrite.backends.numpy import EvaluationError
 from relwrite.backends.numpy.function import function
 from relwrite.engine.explore.api import UnsoundFormError, best_form, explore, pareto, prove, select_rules
 from relwrite.engine.explore.costs import AccuracyError
@@ -113,6 +115,34 @@ def test_with_unsafe_rules_every_form_computes_the_input_where_its_assumptions_h
     for form in forms:
         where = assumptions_hold(form.steps, inputs, values)
         assert agree(expected, evaluate(form.expr, inputs, values), scale, where), (pprint(output), str(form))
+
+
+@settings(max_examples=10)
+@given(expression_graphs(ops=(o.add, o.mul, o.sub, o.true_div, o.neg, o.exp, o.log), max_nodes=5), st.data())
+def test_a_checked_form_raises_exactly_where_an_assumption_fails(graph, data):
+    inputs, output = graph
+    forms = list(explore(output, unsafe=True, limits=UNSAFE, check=False, most=20))
+    values = data.draw(input_values(inputs))
+    for form in forms:
+        checked = form.checked()
+        if not form.assumptions:
+            assert checked is form.expr
+            continue
+        if np.all(assumptions_hold(form.steps, inputs, values)):
+            want = evaluate(form.expr, inputs, values)
+            np.testing.assert_array_equal(evaluate(checked, inputs, values), want)
+        else:
+            with pytest.raises(EvaluationError, match="an assumption of .* fails"):
+                evaluate(checked, inputs, values)
+
+
+def test_a_checked_unsafe_form_keeps_its_assumption_through_fast_run():
+    x = vector("x")
+    (form,) = [f for f in explore(x / x, unsafe=True, limits=UNSAFE) if f.derivation == "div_self"]
+    f = rw_function([x], form.checked(), mode="fast_run")
+    np.testing.assert_array_equal(f(np.array([2.0, 3.0])), [1.0, 1.0])
+    with pytest.raises(EvaluationError, match=r"x != 0"):
+        f(np.array([2.0, 0.0]))
 
 
 @settings(max_examples=12)
