@@ -132,7 +132,7 @@ def test_a_checked_form_raises_exactly_where_an_assumption_fails(graph, data):
             want = evaluate(form.expr, inputs, values)
             np.testing.assert_array_equal(evaluate(checked, inputs, values), want)
         else:
-            with pytest.raises(EvaluationError, match="an assumption of .* fails"):
+            with pytest.raises(EvaluationError, match=r"an assumption of .* fails"):
                 evaluate(checked, inputs, values)
 
 
