@@ -403,7 +403,26 @@ def node_mappingo(
     op, operands = var(prefix="op"), var(prefix="operands")
     link = mappingo((op, operands), rhs, forward, preimages)
     node = nodeo(lhs, kind, op, operands)
-    return conj(along(lhs, node, link) if preimages is not None else conj(node, link), replaceableo(lhs, rhs))
+    chain = conj(along(lhs, node, link) if preimages is not None else conj(node, link), replaceableo(lhs, rhs))
+
+    def goal(state: Any) -> Iterator[Any]:
+        return chain(state)
+
+    goal.forward_values = partial(node_image, kind, forward)
+    return goal
+
+
+def node_image(kind: type | tuple[type, ...], forward: Callable[[Any], Any], given: Any) -> tuple | None:
+    """The right sides `node_mappingo` answers for a bound graph `given`: its forward run, computed
+    without kanren states (at most one); None when `given` is not a graph variable (run the goal)."""
+    if not isinstance(given, Variable):
+        return None
+    found = _arguments(given, kind=kind)
+    if found is None:
+        return ()
+    image = forward(found)
+    new = graph_of(image) if image is not None else None
+    return (image,) if new is not None and given.type.is_super(new.type) else ()
 
 
 def replaceableo(lhs: Any, rhs: Any) -> Goal:

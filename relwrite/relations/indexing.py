@@ -262,15 +262,14 @@ def _is_zeros(v: Variable) -> bool:
     return False
 
 
-def _movable(term: Any, result: Variable) -> bool:
-    """An increment of zeros (`inc_subtensor(zeros[idx], y)`) of exactly the sum's type."""
+def _zero_increment(term: Any) -> bool:
+    """Whether `term` is an increment of zeros, `inc_subtensor(zeros[idx], y)`."""
     node = term.owner if isinstance(term, Variable) else None
     return (
         node is not None
         and isinstance(node.op, IncSubtensor)
         and not node.op.set_instead_of_inc
         and _is_zeros(node.inputs[0])
-        and term.type == result.type
     )
 
 
@@ -279,8 +278,11 @@ def serialized(parts: tuple) -> Variable | None:
     op, terms = parts
     if not isinstance(op, o.Add) or not isinstance(terms, tuple) or len(terms) < 2:
         return None
+    increments = [t for t in terms if _zero_increment(t)]
+    if not increments:  # the common case, settled before building anything
+        return None
     result = op(*terms)
-    movable = [t for t in terms if _movable(t, result)]
+    movable = [t for t in increments if t.type == result.type]  # of exactly the sum's type
     rest = [t for t in terms if not any(t is m for m in movable)]
     if not movable or not rest:
         return None

@@ -214,7 +214,7 @@ def test_a_user_rule_runs_in_the_engine_on_any_operand_order():
 # -- cheap paths: they give exactly what the full run gives ---------------------------------------------
 
 PATTERN_RULES = [r for r in CATALOGUE if r.screen is not None]
-OPERAND_RULES = [  # rules whose forward run is a function of an operand list (`goals.rewrite_operandso`)
+OPERAND_RULES = [  # rules whose forward run is a function call (`rewrite_operandso`, `node_mappingo`)
     r for r in CATALOGUE if getattr(r.relation, "forward_values", lambda _: None)(vector("probe")) is not None
 ]
 RANDOM_OPS = (o.add, o.mul, o.neg, o.exp, o.log, o.sub, o.true_div, o.sqr, o.log1p, o.sigmoid)
@@ -260,6 +260,15 @@ def test_an_operand_rule_answers_without_kanren_what_kanren_answers(rule_, data)
         direct = rule_.relation.forward_values(term)
         assert direct is not None
         assert _printed(direct, term) == _printed(run(4, q, rule_(term, q)), term), pprint(term)
+
+
+@pytest.mark.parametrize("rule_", OPERAND_RULES, ids=lambda r: r.name)
+def test_a_function_rule_answers_its_examples_without_kanren_what_kanren_answers(rule_):
+    q = var()
+    for text in rule_.examples:
+        for term in _subterms(parse(text, types=rule_.types)):
+            direct = rule_.relation.forward_values(term)
+            assert _printed(direct, term) == _printed(run(4, q, rule_(term, q)), term), (text, pprint(term))
 
 
 def test_a_constraint_declaring_its_heads_lets_the_screen_refuse_without_calling_it():
