@@ -403,7 +403,8 @@ def node_mappingo(
     op, operands = var(prefix="op"), var(prefix="operands")
     link = mappingo((op, operands), rhs, forward, preimages)
     node = nodeo(lhs, kind, op, operands)
-    chain = conj(along(lhs, node, link) if preimages is not None else conj(node, link), replaceableo(lhs, rhs))
+    run = along(lhs, node, link) if preimages is not None else conj(node, link)
+    chain = conj(run, replaceableo(lhs, rhs))
 
     def goal(state: Any) -> Iterator[Any]:
         return chain(state)

@@ -50,7 +50,6 @@ from relwrite.backends.c.codegen import (
     kernels_source,
     ndarray_layout,
     runtime_source,
-    vector_math_declarations,
 )
 from relwrite.backends.c.compiler import (
     CFallbackWarning,
@@ -143,9 +142,8 @@ def _blas_build(layout: ArrayLayout) -> tuple[str, tuple[str, ...]] | None:
 
 
 def _reductions_build(module_cache: ModuleCache) -> tuple[str, tuple[str, ...]]:
-    """The reductions module's source (with the vector math the toolchain has) and cache key parts."""
-    declarations = vector_math_declarations(module_cache.toolchain.vector_math & {"exp", "log"})
-    return reductions_source(declarations), (GENERATOR_VERSION, "reductions")
+    """The reductions module's source and cache key parts."""
+    return reductions_source(), (GENERATOR_VERSION, "reductions")
 
 
 def _machine_modules(module_cache: ModuleCache, layout: ArrayLayout) -> list[tuple[str, tuple[str, ...]]]:
