@@ -172,3 +172,17 @@ def test_join_of_any_dtype_agrees_with_numpy_and_refuses_what_numpy_refuses(dtyp
 def test_an_empty_reduction_gives_numpys_result():
     c_linker, _ = linked(ops.Sum(0), "float64", 2)
     np.testing.assert_array_equal(c_linker(np.empty((0, 3)))[0], np.zeros(3))
+
+
+@pytest.mark.parametrize(("dtype", "spread"), [("float64", 760.0), ("float32", 110.0)])
+def test_softmax_keeps_subnormal_and_vanishing_terms_to_a_few_ulps(dtype, spread):
+    """The kernel's own exp: down to the subnormals and below them (to zero), as NumPy's."""
+    rng = np.random.default_rng(7)
+    values = (-rng.uniform(0, spread, (50, 257))).astype(dtype)
+    values[:, 0] = 0.0  # each row's maximum is 0, so every term is exp of a value down to -spread
+    c_linker, numpy_linker = linked(ops.Softmax(-1), dtype, 2)
+    got, want = c_linker(values)[0], numpy_linker(values)[0]
+    assert np.array_equal(got == 0, want == 0)
+    tiny = np.finfo(dtype).smallest_subnormal
+    ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.maximum(np.abs(want), tiny))
+    assert ulps.max() <= 8  # exp within an ulp; the sum's order and the multiply by 1/sum add a few
