@@ -5,8 +5,8 @@ Five measurements, each printed with its ratio, its goal and whether the goal is
 (a) a 20-op elementwise expression (exp, sin, tanh, sqrt, abs, + - * /) on two float64 vectors
     of 1e6 elements: `relwrite.function(mode="fast_run")` (one fused Composite loop) against
     numpy (20 ufunc calls), a hand-written fused C loop built with the same compiler and flags
-    as relwrite's modules, and PyTensor's default mode.  Goals: <= 1.2x the hand-written loop,
-    >= 4x faster than PyTensor.
+    as relwrite's modules (the host's ISA), and PyTensor's default mode.  Goals: <= 1.1x the
+    hand-written loop, >= 4x faster than PyTensor.
 (b) `a * (X @ Y) + b * Z` on n x n float64 matrices (n = 512, 2048): relwrite (one Gemm) against
     one direct dgemm call into numpy's OpenBLAS through ctypes (Z copied first, as Gemm is out
     of place) and numpy.  Goal: within 3% of the direct call.
@@ -171,7 +171,7 @@ def bench_elementwise(size: int, repeat: int) -> None:
     line("numpy", ms(times["numpy"]), f"numpy/relwrite = {times['numpy'] / ours:.2f}x")
     hand_time = times["hand-written fused C loop"]
     ratio = ours / hand_time
-    line("hand-written fused C loop", ms(hand_time), f"relwrite/hand = {ratio:.3f}", "<= 1.2", ratio <= 1.2)
+    line("hand-written fused C loop", ms(hand_time), f"relwrite/hand = {ratio:.3f}", "<= 1.1", ratio <= 1.1)
     if "PyTensor default mode" in times:
         pt_time = times["PyTensor default mode"]
         speedup = pt_time / ours
