@@ -204,6 +204,8 @@ class RewriteDatabase:
         Rewriters keep no state between runs, so one answer serves every graph.
         """
         query = query if query is not None else Query(**kwargs)
+        if not isinstance(query, Query):
+            raise TypeError(f"query: expected a Query (or Query's keywords), got {query!r}")
         key = (query, self._state())
         built = self._built.get(key)
         if built is None:

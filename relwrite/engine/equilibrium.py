@@ -275,7 +275,10 @@ class EquilibriumRewriter(GraphRewriter):
             current_pass.visited += 1
             failed = state.failed.get(node, ())
             banned = state.banned.get(node, ())
-            for k in self.index.for_op(node.op):
+            candidates, refused = self.index.for_node(node)
+            for k in refused:  # screened out by the node's signature: counted, nothing to watch
+                stats[k].attempts += 1
+            for k in candidates:
                 if k in failed or k in banned:
                     continue
                 rewriter, rule = self.node_rewriters[k], stats[k]

@@ -454,6 +454,33 @@ class TracksIndex:
                 for t in tracks:
                     self._by_key.setdefault(t, []).append(k)
         self._cache: dict[Op, tuple[int, ...]] = {}
+        self._screened_by_heads = frozenset(
+            k for k, r in enumerate(self.rewriters) if r.screen is not None and r.screen_reads_heads
+        )
+        self._by_signature: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+    SIGNATURES = 4096
+    """How many node signatures `for_node` remembers (then it starts over)."""
+
+    def for_node(self, node: Apply) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """(the rewriters that may apply to `node`, those `for_op` gives whose screen refuses it).
+
+        A screen that reads only heads (`NodeRewriter.screen_reads_heads`) is decided once per
+        signature: the node's op and output count, and per operand its value (a constant) or its
+        owner's op and output count.  Other screens are left to the caller.
+        """
+        signature = (node.op, len(node.outputs), tuple(map(_head, node.inputs)))
+        found = self._by_signature.get(signature)
+        if found is None:
+            candidates = self.for_op(node.op)
+            refused = tuple(
+                k for k in candidates if k in self._screened_by_heads and not self.rewriters[k].screen(node)
+            )
+            found = (tuple(k for k in candidates if k not in refused), refused)
+            if len(self._by_signature) >= self.SIGNATURES:
+                self._by_signature.clear()
+            self._by_signature[signature] = found
+        return found
 
     def for_op(self, op: Op) -> tuple[int, ...]:
         """Indices of the rewriters that may apply to a node of `op`, in registration order."""
@@ -465,6 +492,14 @@ class TracksIndex:
             )
             self._cache[op] = found
         return found
+
+
+def _head(operand: Variable) -> Any:
+    """What a head-reading screen may read of an operand: a constant's value, else its owner's op."""
+    if isinstance(operand, Constant):
+        return operand
+    owner = operand.owner
+    return None if owner is None else (owner.op, len(owner.outputs))
 
 
 class _Changes(Feature):

@@ -229,6 +229,10 @@ class NodeRewriter:
 
     name: str | None = None
     screen: Callable[[Apply], bool] | None = None
+    screen_reads_heads: bool = False
+    """Whether `screen` reads no more than the node's op and output count and, per operand, a
+    constant's value or its owner's op and output count (a pattern's screen): engines may then
+    decide it once per such signature (`TracksIndex.for_node`)."""
 
     def tracks(self) -> Tracks:
         """The ops or op classes this rewriter applies to; None means every node."""
@@ -340,6 +344,7 @@ class PatternSub(NodeRewriter):
         self._tracks = list(tracks) if tracks else [self.in_pattern.head]
         self._output_screen = self.in_pattern.screen
         self.screen = self._screen_output
+        self.screen_reads_heads = True
         self.name = name or f"{self.in_pattern.text} -> {self.out_pattern.text}"
 
     def tracks(self) -> Tracks:
@@ -415,6 +420,7 @@ class KanrenRelationSub(NodeRewriter):
         self._output_screen = getattr(relation, "screen", None)
         if self._output_screen is not None:
             self.screen = self._screen_output
+            self.screen_reads_heads = isinstance(getattr(self._output_screen, "__self__", None), Pattern)
 
     def tracks(self) -> Tracks:
         return self._tracks

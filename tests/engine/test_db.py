@@ -373,3 +373,8 @@ def test_log_sum_exp_and_log_softmax_are_stabilized_in_every_mode(mode):
     assert np.array_equal(
         function([m], rw.log(rw.softmax(m, axis=-1)), mode=mode)(np.array([[0.0, 2000.0]])), [[-2000.0, 0.0]]
     )
+
+
+def test_a_query_that_is_not_a_query_is_refused_by_name():
+    with pytest.raises(TypeError, match=r"expected a Query .* got \['canonicalize'\]"):
+        optdb.query(["canonicalize"])

@@ -312,3 +312,27 @@ def test_merge_keeps_values_collapses_a_copy_and_is_idempotent(graph, data):
     again = MergeRewriter().rewrite(fgraph)
     assert (again.nb_merged, again.nb_constant, again.nb_fail) == (0, 0, 0)
     assert fgraph.fingerprint(by_identity=True) == fingerprint
+
+
+@given(expression_graphs(max_nodes=10))
+def test_dispatch_by_signature_refuses_exactly_what_the_screens_refuse(graph):
+    """`TracksIndex.for_node` decides head-reading screens once per node signature: on every node
+    (the cache warm or cold) it refuses exactly the rewriters whose screen refuses the node."""
+    from relwrite.engine.db import optdb
+    from relwrite.engine.graph_rewriters import TracksIndex
+    from relwrite.engine.node_rewriters import NodeRewriter
+    from relwrite.graph.basic import io_toposort
+
+    inputs, output = graph
+    rewriters = optdb.query(include=["canonicalize"]).rewriters[0].node_rewriters
+    assert any(r.screen_reads_heads for r in rewriters)
+    index = TracksIndex(rewriters)
+    for _ in range(2):
+        for node in io_toposort(inputs, [output]):
+            candidates, refused = index.for_node(node)
+            assert sorted((*candidates, *refused)) == list(index.for_op(node.op))
+            for k in refused:
+                assert rewriters[k].screen_reads_heads and not rewriters[k].screen(node)
+            for k in candidates:
+                r: NodeRewriter = rewriters[k]
+                assert not r.screen_reads_heads or r.screen is None or r.screen(node)
