@@ -186,6 +186,8 @@ class EquilibriumRewriter(GraphRewriter):
         self.node_rewriters = [r for r in rewriters if isinstance(r, NodeRewriter)]
         self.graph_rewriters = [r for r in rewriters if isinstance(r, GraphRewriter)]
         self.index = TracksIndex(self.node_rewriters)
+        all_names = _unique_names([*self.node_rewriters, *self.graph_rewriters])
+        self._names = all_names[: len(self.node_rewriters)], all_names[len(self.node_rewriters) :]
         self.max_use_ratio = max_use_ratio
         self.merge = merge
         self.raise_errors = raise_errors
@@ -201,8 +203,7 @@ class EquilibriumRewriter(GraphRewriter):
         profile = EquilibriumProfile(str(self))
         profile.nodes_start = profile.nodes_max = len(fgraph.apply_nodes)
         max_use = max(1, int(self.max_use_ratio * max(profile.nodes_start, 1)))
-        all_names = _unique_names([*self.node_rewriters, *self.graph_rewriters])
-        names, graph_names = all_names[: len(self.node_rewriters)], all_names[len(self.node_rewriters) :]
+        names, graph_names = self._names
         stats = [profile.rules.setdefault(n, RuleStats()) for n in names]
         for n in graph_names:
             profile.graph_rewriters[n] = RuleStats()
