@@ -7,11 +7,10 @@ NumPy's.
 
 One graph-independent module, built once per machine into the module cache.
 An array is read as (A, R, B): the axes before the reduced block, the block,
-the axes after it.  With B = 1 a row is reduced with eight running partial
-results (the loop vectorizes; sums and products are taken in another order
-than NumPy's, so they may differ in the last bits: relative 1e-12 for float64,
-1e-5 for float32, over well-conditioned data); with B > 1 rows are combined
-element by element, in NumPy's order.  A join copies each input's blocks into
+the axes after it.  With B = 1 a row is summed by NumPy's own pairwise
+algorithm and multiplied in order, as NumPy does; with B > 1 rows are combined
+element by element, in NumPy's order: sums, means and products are
+bit-identical to NumPy's.  A join copies each input's blocks into
 place.  Softmax and LogSoftmax make two passes over a row (its maximum, then
 exp and the sum) and one over the result; a row holding an infinity or a NaN,
 an empty reduction, another dtype, reduced axes that are not adjacent or a
@@ -35,17 +34,36 @@ TYPES = {"float64": ("double", "f64"), "float32": ("float", "f32")}
 _MASKS = {"double": "long long", "float": "int"}
 
 _REDUCTION_TEMPLATE = r"""
+/* NumPy's pairwise summation, step for step (so sums are bit-identical to NumPy's): fewer than 8
+   terms in order from -0.0; up to 128 in eight running sums (the loop vectorizes), combined as a tree,
+   the rest added in order; longer runs split in two at a multiple of 8. */
+static {T} rw_pairwise_{S}(const {T} *restrict x, ptrdiff_t n) {{
+    if (n < 8) {{
+        {T} res = -0.0;
+        for (ptrdiff_t i = 0; i < n; i++) res += x[i];
+        return res;
+    }}
+    if (n <= 128) {{
+        {T} r[8];
+        for (int k = 0; k < 8; k++) r[k] = x[k];
+        ptrdiff_t i = 8;
+        for (; i < n - (n % 8); i += 8)
+            for (int k = 0; k < 8; k++) r[k] += x[i + k];
+        {T} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += x[i];
+        return res;
+    }}
+    ptrdiff_t half = n / 2;
+    half -= half % 8;
+    return rw_pairwise_{S}(x, half) + rw_pairwise_{S}(x + half, n - half);
+}}
+
 int rw_sum_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_t R, ptrdiff_t B) {{
     for (ptrdiff_t a = 0; a < A; a++) {{
         const {T} *x = in + a * R * B;
         {T} *y = out + a * B;
         if (B == 1) {{
-            {T} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
-            ptrdiff_t r = 0;
-            for (; r + 8 <= R; r += 8)
-                for (int k = 0; k < 8; k++) acc[k] += x[r + k];
-            for (; r < R; r++) acc[0] += x[r];
-            y[0] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+            y[0] = rw_pairwise_{S}(x, R);
         }} else {{
             for (ptrdiff_t b = 0; b < B; b++) y[b] = x[b];
             for (ptrdiff_t r = 1; r < R; r++)
@@ -59,13 +77,10 @@ int rw_prod_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_
     for (ptrdiff_t a = 0; a < A; a++) {{
         const {T} *x = in + a * R * B;
         {T} *y = out + a * B;
-        if (B == 1) {{
-            {T} acc[8] = {{1, 1, 1, 1, 1, 1, 1, 1}};
-            ptrdiff_t r = 0;
-            for (; r + 8 <= R; r += 8)
-                for (int k = 0; k < 8; k++) acc[k] *= x[r + k];
-            for (; r < R; r++) acc[0] *= x[r];
-            y[0] = ((acc[0] * acc[1]) * (acc[2] * acc[3])) * ((acc[4] * acc[5]) * (acc[6] * acc[7]));
+        if (B == 1) {{  /* in order, as NumPy multiplies (so products are bit-identical to NumPy's) */
+            {T} acc = 1;
+            for (ptrdiff_t r = 0; r < R; r++) acc *= x[r];
+            y[0] = acc;
         }} else {{
             for (ptrdiff_t b = 0; b < B; b++) y[b] = x[b];
             for (ptrdiff_t r = 1; r < R; r++)
