@@ -1121,7 +1121,8 @@ def _mp_map(fn: Callable[..., Any], *arrays: Any) -> np.ndarray:
     return np.asarray(np.frompyfunc(fn, len(arrays), 1)(*arrays), dtype=object)
 
 
-def _mp_reduce_max(x: np.ndarray, axis: tuple[int, ...] | None, keepdims: bool = False) -> np.ndarray:
+def _mp_reduce_max(x: Any, axis: tuple[int, ...] | None, keepdims: bool = False) -> np.ndarray:
+    x = np.asarray(x, dtype=object)  # arithmetic on a 0-d object array gives a bare mpf
     axes = tuple(range(x.ndim)) if axis is None else tuple(a % x.ndim for a in axis)
     pick = np.frompyfunc(_mp_extremum(max), 2, 1)
     result = x
@@ -1156,7 +1157,7 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
     if kind is ops.Max:
         return _mp_reduce_max(args[0], op.axis)
     if kind is ops.Min:
-        return -_mp_reduce_max(-args[0], op.axis)
+        return np.asarray(-_mp_reduce_max(-args[0], op.axis), dtype=object)
     if kind is ops.Prod:
         return np.prod(args[0], axis=op.axis)
     if kind in (ops.Argmax, ops.Argmin):  # an index: found on the values rounded to float64

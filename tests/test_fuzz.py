@@ -136,6 +136,21 @@ def test_a_stabilization_is_an_improvement_not_a_bug():
     assert fuzz.check(recipe, values, fuzz.parse_mode("fast_compile")) == []
 
 
+def test_the_exact_walk_takes_the_minimum_of_a_scalar():
+    """min(log1mexp(x)) at x = -110.66: NumPy's reference rounds to 0, relwrite's stable log1mexp gives
+    -8.7e-49; the mpmath walk decides (it used to fail on a 0-d minimum: an improvement, not a bug)."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")
+    recipe = _recipe(
+        fuzz.Step("input", params={"name": "x", "dtype": "float64", "shape": ()}),
+        fuzz.Step("call", "log1mexp", (fuzz.Ref(0),)),
+        fuzz.Step("call", "min", (fuzz.Ref(1),), params={"axis": None}),
+        outputs=[2],
+    )
+    values = [{0: np.array(-110.66049791935373)}]
+    assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
+
+
 def test_a_declared_reassociation_is_not_a_bug():
     """x * y * x overflows in x ** 2 at (1e200, 1e-200): declared by collect_factors, right in long double."""
     recipe = _recipe(
