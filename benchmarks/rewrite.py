@@ -16,7 +16,11 @@ PyTensor, when importable, runs once per case with the three tags; its
 figures are repeated on the unsafe row.  Times are the best of `--repeat`
 runs, each on a freshly built graph, the two libraries' runs interleaved;
 building the graph (and its FunctionGraph) is not timed.  Node counts are apply nodes after rewriting.
-The goal: relwrite's time <= 0.5x PyTensor's, with no more nodes.
+The goal: relwrite's time <= 0.5x PyTensor's, with no more nodes.  PyTensor's
+phases cancel x * y / y and z / x * x on the seed, which relwrite calls unsafe
+(wrong where y or x is 0, infinite or NaN): the script prints the points where
+PyTensor's rewritten seed differs from the seed, and the safe-vs-safe
+comparison of node counts is the "+unsafe" row against PyTensor's.
 
 With `--against REV` a second table compares this checkout's relwrite with
 relwrite at git revision REV (checked out in a temporary worktree): each
@@ -59,9 +63,13 @@ except ImportError:
     pt = None
 
 
+def seed_expression(x: Any, y: Any, z: Any) -> Any:
+    return z + ((y * x) / y) * (z / x)
+
+
 def seed(lib: Any) -> list:
     x, y, z = (lib.dscalar(n) for n in "xyz") if lib is pt else (rw.float64(n) for n in "xyz")
-    return [z + ((y * x) / y) * (z / x)]
+    return [seed_expression(x, y, z)]
 
 
 def chain(lib: Any, repeats: int) -> list:
@@ -234,9 +242,35 @@ def main(argv: list[str] | None = None) -> int:
         fgraph = PtFunctionGraph(outputs=seed(pt), clone=False)
         pt_rewrite_graph(fgraph, include=PHASES)
         print(f"pytensor on the seed with {' + '.join(PHASES)}: {pt_pprint(fgraph.outputs[0])}")
+        print_unsafe_seed_rewrite(fgraph)
     if args.against:
         compare_with_revision(args.against, args.repeat, args.chain)
     return 0
+
+
+def print_unsafe_seed_rewrite(rewritten: Any) -> None:
+    """Show where PyTensor's safe phases change the seed's value (relwrite calls such a rewrite unsafe:
+    x * y / y -> x and z / x * x -> z cancel, wrong where y or x is 0, infinite or NaN)."""
+    import numpy as np
+    import pytensor
+    from pytensor.compile.mode import Mode
+
+    as_written = Mode(linker="py", optimizer=None)  # no rewrites at all
+    x, y, z = (pt.dscalar(n) for n in "xyz")
+    original = pytensor.function([x, y, z], seed_expression(x, y, z), mode=as_written)
+    names = [v.name for v in rewritten.inputs]
+    theirs = pytensor.function(
+        list(rewritten.inputs), rewritten.outputs[0], mode=as_written, on_unused_input="ignore"
+    )
+    with np.errstate(all="ignore"):
+        for point in ((1.0, 0.0, 1.0), (0.0, 1.0, 1.0), (1.0, np.inf, 1.0)):
+            by_name = dict(zip("xyz", point))
+            before, after = float(original(*point)), float(theirs(*(by_name[n] for n in names)))
+            if not (before == after or (np.isnan(before) and np.isnan(after))):
+                print(
+                    f"  unsafe by relwrite's definition: at (x, y, z) = {point} the seed is {before},"
+                    f" pytensor's rewritten seed gives {after} (relwrite cancels only with `unsafe`)"
+                )
 
 
 def _row(label: str, ours: Measure, theirs: Measure | None) -> str:
