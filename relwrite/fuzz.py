@@ -1068,6 +1068,16 @@ def _mp_limited(fn: Callable[[Any], Any], limit: Callable[[Any], Any]) -> Callab
     return limited
 
 
+def _mp_log1mexp(x: Any) -> Any:
+    """log(1 - exp(x)) without the cancellations any precision hits: log1p(-exp(x)) below -ln 2 (at
+    x = -1e237 it is a negative number below every float, -0.0 once rounded, where 1 - exp(x) rounds
+    to 1), log(-expm1(x)) above (at x = -1e-300, 1 - exp(x) rounds to 0).  Above 0, NaN."""
+    mp = _mpmath()
+    if x < -mp.log(2):
+        return mp.log1p(-mp.exp(x))
+    return mp.log(-mp.expm1(x))
+
+
 def _mp_erfc(x: Any) -> Any:
     """erfc(x); beyond 2**500, where mpmath's erfc overflows a float inside, its asymptotic series.
 
@@ -1108,7 +1118,7 @@ def _mp_elementwise(kind: type) -> Callable[..., Any] | None:
         ops.Erf: _mp_real(_mp_limited(mp.erf, lambda x: mp.mpf(mp.sign(x)))),
         ops.Erfc: _mp_real(_mp_limited(_mp_erfc, lambda x: mp.mpf(0) if x > 0 else mp.mpf(2))),
         ops.Log1mexp: _mp_real(
-            _mp_limited(lambda x: mp.log(1 - mp.exp(x)), lambda x: mp.nan if x > 0 else mp.mpf(0))
+            _mp_limited(_mp_log1mexp, lambda x: mp.nan if x > 0 else -mp.ldexp(1, -(2**20)))
         ),
         ops.Softplus: _mp_real(
             _mp_limited(lambda x: mp.log1p(mp.exp(x)), lambda x: x if x > 0 else mp.mpf(0))

@@ -151,6 +151,22 @@ def test_the_exact_walk_takes_the_minimum_of_a_scalar():
     assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
 
 
+def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
+    """1 / log1mexp(-1.7e237): log1mexp is a negative number below every float there, -0.0 rounded, so
+    relwrite's -inf is right and the plain formula's log(1 - 0) = +0.0, then +inf, is not (seed 41)."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")
+    recipe = _recipe(
+        _vector("x"),
+        fuzz.Step("call", "log1mexp", (fuzz.Ref(0),)),
+        fuzz.Step("call", "true_div", (1, fuzz.Ref(1))),
+        outputs=[2],
+    )
+    values = [{0: np.array([-1.679894869741554e237, -1e-300, -0.5])}]
+    for mode in ("fast_compile", "fast_run"):
+        assert all(f.category == "improvement" for f in fuzz.check(recipe, values, fuzz.parse_mode(mode)))
+
+
 def test_a_declared_reassociation_is_not_a_bug():
     """x * y * x overflows in x ** 2 at (1e200, 1e-200): declared by collect_factors, right in long double."""
     recipe = _recipe(

@@ -63,7 +63,7 @@ from relwrite.relations.goals import (
     sortedo,
     variadico,
 )
-from relwrite.relations.operands import is_neutral_of, neutral_drops
+from relwrite.relations.operands import is_neutral_of, neutral_drops, rest_regroupable
 from relwrite.relations.predicates import (
     broadcasts_into,
     equals_everywhere,
@@ -95,11 +95,12 @@ add_zero = rule(
     semantics="reassociates",
     examples=("x + 0", "add(0, x, y)"),
     types={"x": "vector"},
+    where=rest_regroupable,
     keeps_type=True,
-    doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, the
-    rule does not apply).  Reassociates, for the sign of a zero only: where the other terms
-    are all -0.0 the left side is +0.0 (the sign IEEE gives an exact zero sum) and the right
-    side -0.0; every other value is kept exactly.""",
+    doc="""x + 0 -> x: a 0-d zero among the terms goes (where it would widen the dtype, or the
+    other terms have several dtypes, the rule does not apply).  Reassociates, for the sign of a
+    zero only: where the other terms are all -0.0 the left side is +0.0 (the sign IEEE gives an
+    exact zero sum) and the right side -0.0; every other value is kept exactly.""",
 )
 
 mul_one = rule(
@@ -109,9 +110,11 @@ mul_one = rule(
     NEUTRALS,
     examples=("x * 1", "mul(1, x, y)"),
     types={"x": "vector"},
+    where=rest_regroupable,
     keeps_type=True,
-    doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, the rule
-    does not apply).  Exact: x * 1 is x for every x, NaN, infinities and -0.0 included.""",
+    doc="""x * 1 -> x: a 0-d one among the factors goes (where it would widen the dtype, or the
+    other factors have several dtypes, the rule does not apply).  Exact: x * 1 is x for every
+    x, NaN, infinities and -0.0 included.""",
 )
 
 add_of_one_term = rule(

@@ -55,19 +55,32 @@ def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
 
     A neutral operand is a constant equal to 0 (add) or 1 (mul), possibly
     shaped by fills as cancelling rules leave it; it may go when every shape
-    it carries broadcasts into the other operands' or is one of them.
+    it carries broadcasts into the other operands' or is one of them, and the
+    others share one dtype (`rest_regroupable`).
     """
     check_variadic(op)
 
     def neutral_fits(neutral: Variable, rest: tuple[Variable, ...]) -> bool:
         parts = neutral_parts(op, neutral) if isinstance(neutral, Variable) else None
-        if parts is None or not rest or not all(isinstance(r, Variable) for r in rest):
+        if parts is None or not rest_regroupable(rest):
             return False
         shape = broadcast_shapes(*(r.type.shape for r in rest))
         return all(fits(p.type.shape, shape) or any(same_graph(p, r) for r in rest) for p in parts)
 
     neutral_fits.__name__ = f"neutral_of_{op}fits"
     return neutral_fits
+
+
+def rest_regroupable(rest: tuple[Any, ...]) -> bool:
+    """A `where` guard for rules dropping one operand of an add or mul: the others share one dtype.
+
+    The fold promotes left to right, so a dropped operand may be what widened
+    a partial result: in ``add(a, int64 0, b)`` with int32 `a` and `b` the sum
+    is taken in int64, in ``add(a, b)`` it wraps around in int32.  With the
+    rest of one dtype, and the result's dtype kept (`keeps_type`), no partial
+    result changes its dtype.
+    """
+    return bool(rest) and all(isinstance(r, Variable) for r in rest) and regroupable(rest)
 
 
 def is_neutral_of(op: Op) -> Callable[[Any], bool]:

@@ -511,3 +511,21 @@ def test_random_graphs_keep_their_values_where_finite(include, input_type, data)
     else:
         agree = left == right
     assert agree.all(), (pprint(output), repr(fgraph), values, left, right)
+
+
+def test_a_neutral_operand_that_widens_the_fold_stays():
+    """add(a, int64 0, b) with int32 a and b sums in int64 from its second step; add(a, b, 0) would wrap
+    around in int32 first (the fuzzer's seed 43 found add_zeros_like doing that)."""
+    from relwrite.graph.basic import constant, tensor
+
+    zero = constant(np.array([0], dtype="int64"))
+    a, b = tensor("a", "int32", (1,)), tensor("b", "int32", (None, None))
+    total = o.add(a, zero, b, zero)
+    big, one = np.array([2**31 - 1], dtype="int32"), np.array([[1]], dtype="int32")
+    expected = function([a, b], total)(big, one)
+    assert expected.tolist() == [[2**31]]
+    for tags in (["canonicalize"], ["fast_run"]):
+        rewritten = rewrite_graph(total, include=tags)
+        assert function([a, b], rewritten)(big, one).tolist() == [[2**31]], pprint(rewritten)
+    x = o.add(tensor("x", "int32", (3,)), constant(np.int64(0)), tensor("y", "int32", (3,)))
+    assert len(rewrite_graph(x, include=["canonicalize"]).owner.inputs) == 3  # add_zero keeps it too
