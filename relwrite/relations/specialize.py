@@ -78,14 +78,22 @@ pow_minus_two = rule(
     " last place may differ; infinities, zeros and NaN come out the same",
 )
 
+
+def _sqrt_is_numpys_half_power(x: Any) -> bool:
+    """float32 and float64: NumPy computes their power of 0.5 as sqrt (-inf giving NaN, -0.0 giving -0.0);
+    its float16 power does not (pow(-inf, 0.5) is +inf there, as in C99)."""
+    return is_float(x) and x.dtype in ("float32", "float64")
+
+
 pow_half = rule(
     "pow_half",
-    (o.pow, float_var("x"), 0.5),
+    (o.pow, {"pattern": "x", "constraint": _sqrt_is_numpys_half_power}, 0.5),
     (o.sqrt, "x"),
     SPECIALIZE,
     examples=("x ** 0.5",),
     types={"x": "vector"},
-    doc="x ** 0.5 -> sqrt(x) (floats; numpy itself computes a power of 0.5 as sqrt, -inf giving NaN)",
+    doc="x ** 0.5 -> sqrt(x) (float32, float64: NumPy itself computes their power of 0.5 as sqrt, -inf"
+    " giving NaN; a float16 power follows C99, +inf at -inf, and is left alone)",
 )
 
 pow_minus_half = rule(
