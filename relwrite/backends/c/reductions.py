@@ -128,35 +128,41 @@ static {T} rw_row_max_{S}(const {T} *restrict x, ptrdiff_t n, int *finite) {{
     return best;
 }}
 
-/* One row's exp(x - max) into y, and their sum (eight running partial sums); 0 when the row holds an
-   infinity or a NaN. */
-static int rw_row_exp_{S}(const {T} *restrict x, {T} *restrict y, ptrdiff_t n, {T} *max, {T} *sum) {{
+/* One row's exp(x - max) into y, and the sum of the terms other than the maximum's (each exactly 1,
+   counted apart: `tops`), in eight running sums; 0 when the row holds an infinity or a NaN.  The sum
+   is tops + others; log_softmax takes log1p(others + tops - 1), which keeps every digit of a sum the
+   maximum dominates (log(1 + 1e-11) would lose half of them). */
+static int rw_row_exp_{S}(const {T} *restrict x, {T} *restrict y, ptrdiff_t n, {T} *max, {T} *others,
+                          {T} *tops) {{
     int finite;
-    {T} m = rw_row_max_{S}(x, n, &finite), s = 0;
+    {T} m = rw_row_max_{S}(x, n, &finite);
     if (!finite) return 0;
-    {T} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
+    {T} acc[8] = {{0, 0, 0, 0, 0, 0, 0, 0}}, count[8] = {{0, 0, 0, 0, 0, 0, 0, 0}};
     ptrdiff_t i = 0;
     for (; i + 8 <= n; i += 8)
         for (int k = 0; k < 8; k++) {{
-            {T} e = rw_exp_nonpositive_{S}(x[i + k] - m);
+            {T} shifted = x[i + k] - m, e = rw_exp_nonpositive_{S}(shifted), top = ({T})(shifted == 0);
             y[i + k] = e;
-            acc[k] += e;
+            acc[k] += e - top; /* exp(0) is exactly 1: a maximum adds 0 here and 1 to its count */
+            count[k] += top;
         }}
     for (; i < n; i++) {{
-        y[i] = rw_exp_nonpositive_{S}(x[i] - m);
-        acc[0] += y[i];
+        {T} shifted = x[i] - m, top = ({T})(shifted == 0);
+        y[i] = rw_exp_nonpositive_{S}(shifted);
+        acc[0] += y[i] - top;
+        count[0] += top;
     }}
-    s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    *others = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    *tops = ((count[0] + count[1]) + (count[2] + count[3])) + ((count[4] + count[5]) + (count[6] + count[7]));
     *max = m;
-    *sum = s;
     return 1;
 }}
 
 int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
     for (ptrdiff_t row = 0; row < rows; row++) {{
-        {T} *y = out + row * n, m, s;
-        if (!rw_row_exp_{S}(in + row * n, y, n, &m, &s)) return 1;
-        {T} scale = 1 / s;  /* a multiply per element, not a divide: within an ulp of y / s */
+        {T} *y = out + row * n, m, others, tops;
+        if (!rw_row_exp_{S}(in + row * n, y, n, &m, &others, &tops)) return 1;
+        {T} scale = 1 / (tops + others);  /* a multiply per element, not a divide: within an ulp of y / s */
         for (ptrdiff_t i = 0; i < n; i++) y[i] = y[i] * scale;
     }}
     return 0;
@@ -165,9 +171,9 @@ int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, pt
 int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
     for (ptrdiff_t row = 0; row < rows; row++) {{
         const {T} *x = in + row * n;
-        {T} *y = out + row * n, m, s;
-        if (!rw_row_exp_{S}(x, y, n, &m, &s)) return 1;
-        {T} shift = {LOG}(s);
+        {T} *y = out + row * n, m, others, tops;
+        if (!rw_row_exp_{S}(x, y, n, &m, &others, &tops)) return 1;
+        {T} shift = {LOG1P}(others + (tops - 1));
         for (ptrdiff_t i = 0; i < n; i++) y[i] = (x[i] - m) - shift;
     }}
     return 0;
@@ -297,8 +303,8 @@ def reductions_source() -> str:
         _JOIN_SOURCE,
     ]
     for ctype, suffix in TYPES.values():
-        log = "log" if ctype == "double" else "logf"
-        parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG=log))
+        log1p = "log1p" if ctype == "double" else "log1pf"
+        parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG1P=log1p))
         for name, order in (("max", ">"), ("min", "<")):
             parts.append(_EXTREME_TEMPLATE.format(T=ctype, S=suffix, NAME=name, OP=order))
     return "".join(parts)

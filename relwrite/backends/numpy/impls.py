@@ -505,6 +505,15 @@ def _shifted(x: np.ndarray, dtype: np.dtype, axis: int) -> np.ndarray:
     return np.subtract(x, x.max(axis=axis, keepdims=True))
 
 
+def _log_sum_exp_shifted(shifted: np.ndarray, axis: Any) -> np.ndarray:
+    """log(sum(exp(shifted))) along `axis` for shifted = x - max(x): the maximum's term is exactly 1, so
+    this is log1p of the other terms' sum (and of the maximum's repeats), which keeps every digit of a
+    sum the maximum dominates (log_softmax of a confident logit: log(1 + 1e-11) loses half of them)."""
+    at_top = shifted == 0
+    rest = np.exp(np.where(at_top, -np.inf, shifted)).sum(axis=axis, keepdims=True)
+    return np.log1p(rest + (at_top.sum(axis=axis, keepdims=True) - 1))
+
+
 @numpy_impl.register
 def _softmax(op: ops.Softmax, node: Apply) -> Impl:
     dtype, axis = _dtype(node), op.axis
@@ -523,7 +532,8 @@ def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
 
     def run(x: np.ndarray) -> np.ndarray:
         result = _shifted(x, dtype, axis)
-        result -= np.log(np.exp(result).sum(axis=axis, keepdims=True))
+        with np.errstate(invalid="ignore"):  # a slice holding NaN or an infinity: NaN, as before
+            result -= _log_sum_exp_shifted(result, axis).astype(dtype, copy=False)
         return result
 
     return Impl(run)
@@ -537,7 +547,9 @@ def _logsumexp(op: ops.LogSumExp, node: Apply) -> Impl:
         x = x.astype(dtype, copy=False)
         top = np.max(x, axis=axis, keepdims=True, initial=-np.inf)  # -inf over an empty axis
         top = np.where(np.isfinite(top), top, 0)  # slices of -inf, or holding +inf or NaN: no shift
-        total = np.log(np.exp(x - top).sum(axis=axis, keepdims=True)) + top
+        # Where the shift is 0 for non-finite slices, terms equal to 0 are not their maximum; the
+        # result is still right: -inf for all -inf, +inf or NaN where those dominate.
+        total = _log_sum_exp_shifted(x - top, axis) + top
         return _finish(np.squeeze(total, axis=axis), dtype)
 
     return Impl(run)

@@ -191,3 +191,19 @@ def test_an_ill_conditioned_sum_is_numpys_to_the_bit():
     c_linker, numpy_linker = linked(ops.Sum(None), "float64", 1)
     values = np.array([0.0, 1e300, 0.0, 0.0, 0.0, 0.0, -1e300, 0.0, -1.0])
     assert c_linker(values)[0] == numpy_linker(values)[0] == -1.0
+
+
+@pytest.mark.parametrize("linker", [CLinker, NumpyLinker])
+def test_log_softmax_of_a_dominant_maximum_keeps_every_digit(linker):
+    """log_softmax([25.68, 0, 0, -16.17]) at the maximum is -log1p(1.4e-11): log(1 + 1.4e-11) would keep
+    only half its digits.  Against mpmath, to a few ulps, along the last axis and along the first."""
+    mpmath = pytest.importorskip("mpmath")
+    row = [25.684834542525973, 0.0, 0.0, -16.173611786006553]
+    mp = mpmath.MPContext()
+    mp.prec = 200
+    total = mp.fsum(mp.exp(mp.mpf(v) - row[0]) for v in row)
+    exact = np.array([float(mp.mpf(v) - row[0] - mp.log(total)) for v in row])
+    x = tensor("x", dtype="float64", shape=(None, None))
+    for axis, values in ((-1, np.array([row])), (0, np.array([row]).T)):
+        got = linker(FunctionGraph([x], [ops.LogSoftmax(axis)(x)]))(values)[0].ravel()
+        np.testing.assert_allclose(got, exact, rtol=4e-16, atol=0)
