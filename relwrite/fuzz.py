@@ -965,14 +965,15 @@ def _wide_walk(
     values: Sequence[Any],
     precision: str | int,
     noise: np.random.Generator | None = None,
+    env: dict[Variable, Any] | None = None,
 ) -> list[Any]:
     """A walk in long double (`precision` "long") or with mpmath numbers of `precision` bits."""
     if precision == "long":
-        return _walk(inputs, outputs, values, "long", noise)
+        return _walk(inputs, outputs, values, "long", noise, env)
     context = _mpmath()
     saved, context.prec = context.prec, int(precision)
     try:
-        return _walk(inputs, outputs, values, "mp", noise)
+        return _walk(inputs, outputs, values, "mp", noise, env)
     finally:
         context.prec = saved
 
@@ -1198,14 +1199,16 @@ def _walk(
     values: Sequence[Any],
     precision: str,
     noise: np.random.Generator | None = None,
+    env: dict[Variable, Any] | None = None,
 ) -> list[Any]:
     """The outputs of a graph on `values` by `_node_value`, node by node (no recursion over depth).
 
     With `noise`, every floating result moves by up to two ulps of its own
     dtype: a wide walk then shows how much the rounding the graph's dtypes
     imply can move its outputs (the slack a comparison with it allows).
+    `env`, when given, receives every variable's value.
     """
-    env: dict[Variable, Any] = {}
+    env = {} if env is None else env
 
     def start(value: Any) -> np.ndarray:
         value = np.asarray(value)
@@ -1700,10 +1703,10 @@ class _Case:
         same walk of the rewritten graph gives the mode's value (so the backend
         is right, and the rewrite is the one that is checked everywhere else).
         """
-        if got.dtype.kind != "f":
-            return False
-        rounded = _narrowed(wide, got.dtype)
         stabilized = any(_declared_precision(r) == "stabilizes" for r in self.rules_applied(mode))
+        if got.dtype.kind != "f":
+            return stabilized and self._decided_past_an_infinity(f, k, j, got, pending, precision)
+        rounded = _narrowed(wide, got.dtype)
         with _errstate():
             unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
             if stabilized:
@@ -1715,6 +1718,36 @@ class _Case:
         except Exception:
             return False
         return bool(np.all(_agreeing(got, rewritten[j], slack)[pending]))
+
+    def _decided_past_an_infinity(
+        self, f: Any, k: int, j: int, got: np.ndarray, pending: np.ndarray, precision: str | int
+    ) -> bool:
+        """For a boolean or integer output after a stabilization: whether the widest walk of the original
+        passes through an infinity or NaN on the way to output `j` from finite inputs (a comparison then
+        hides what the stabilization avoided: log1p(expm1(-1e253)) is -inf at any precision, x is not)
+        and the same walk of the rewritten graph, which does not, gives the mode's value."""
+        if not all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in self.arguments(k)):
+            return False
+        values: dict[Variable, Any] = {}
+        try:
+            _wide_walk(self.inputs, [self.outputs[j]], self.arguments(k), precision, env=values)
+            rewritten_values: dict[Variable, Any] = {}
+            rewritten = _wide_walk(
+                f.fgraph.inputs, [f.fgraph.outputs[j]], self.arguments(k), precision, env=rewritten_values
+            )[0]
+        except Exception:
+            return False
+
+        def passes_infinity(env: dict[Variable, Any]) -> bool:
+            return any(
+                v.dtype.startswith("float")
+                and not np.all(np.isfinite(_narrowed(np.asarray(value), np.float64)))
+                for v, value in env.items()
+            )
+
+        if not passes_infinity(values) or passes_infinity(rewritten_values):
+            return False
+        return bool(np.all((np.asarray(rewritten) == got)[pending]))
 
     def _declared(self, mode: Mode, k: int, f: Any, where: tuple[int, np.ndarray] | None) -> bool:
         """Whether an unsafe rule fired, or one that changes rounding and is exact in a wide walk here.

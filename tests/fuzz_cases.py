@@ -1,6 +1,7 @@
 """Fuzzer graphs that once exposed a bug, pinned as recipes (graph indices change with the catalogue).
 
-Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db; keyed by (seed, index).
+Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 53: at the commit adding
+them); keyed by (seed, index).
 """
 
 from numpy import array, float16, float32, inf, int8, int16, int32, int64, nan, uint8  # noqa: F401
@@ -646,6 +647,292 @@ CASES = {
                     ]
                 ),
                 5: array([5], dtype=uint8),
+            },
+        ],
+    ),
+    (37, 740): (
+        Recipe(
+            steps=[
+                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (4,)}),
+                Step(kind="constant", op="", args=(), params={"value": 1, "dtype": None}),
+                Step(kind="call", op="add", args=(Ref(index=1), Ref(index=1)), params={}),
+                Step(kind="call", op="expm1", args=(Ref(index=0),), params={}),
+                Step(kind="call", op="log1p", args=(Ref(index=3),), params={}),
+                Step(kind="call", op="add", args=(Ref(index=2), Ref(index=4)), params={}),
+                Step(kind="call", op="add", args=(Ref(index=0), Ref(index=5)), params={}),
+                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "int64", "shape": ()}),
+                Step(kind="call", op="op*", args=(Ref(index=7), Ref(index=6)), params={}),
+                Step(kind="call", op="op<", args=(Ref(index=8), Ref(index=6)), params={}),
+            ],
+            outputs=[9],
+            single=False,
+        ),
+        [
+            {
+                0: array([0.36250168208168204, -1.0014431822343104, 0.4810250668300254, 1.4065565865749419]),
+                7: array(0),
+            },
+            {
+                0: array(
+                    [
+                        -8.3275165598224330e211,
+                        2.8963687568341984e-126,
+                        1.7807095161650299e020,
+                        -1.0655035121805513e253,
+                    ]
+                ),
+                7: array(2959076249183648973),
+            },
+            {
+                0: array(
+                    [
+                        1.0000000000000001e300,
+                        1.7976931348623157e308,
+                        -0.0000000000000000e000,
+                        0.0000000000000000e000,
+                    ]
+                ),
+                7: array(2),
+            },
+            {
+                0: array(
+                    [
+                        -4.786393645437991e000,
+                        -7.500000000000000e002,
+                        -3.892706811916136e000,
+                        1.000000000000000e-300,
+                    ]
+                ),
+                7: array(-6),
+            },
+        ],
+    ),
+    (41, 728): (
+        Recipe(
+            steps=[
+                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "float64", "shape": (1,)}),
+                Step(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
+                Step(kind="call", op="true_div", args=(1, Ref(index=1)), params={}),
+            ],
+            outputs=[2, 2],
+            single=False,
+        ),
+        [
+            {0: array([0.8970856335073266])},
+            {0: array([-1.679894869741554e237])},
+            {0: array([30.0])},
+            {0: array([1.2560143459566844])},
+        ],
+    ),
+    (43, 1401): (
+        Recipe(
+            steps=[
+                Step(kind="constant", op="", args=(), params={"value": array([0]), "dtype": None}),
+                Step(kind="call", op="mul", args=(Ref(index=0), Ref(index=0), Ref(index=0)), params={}),
+                Step(kind="call", op="minimum", args=(Ref(index=0), Ref(index=0)), params={}),
+                Step(
+                    kind="input",
+                    op="",
+                    args=(),
+                    params={"name": "x1", "dtype": "int32", "shape": (None, None)},
+                ),
+                Step(kind="call", op="fill", args=(Ref(index=0), Ref(index=3)), params={}),
+                Step(kind="call", op="op**", args=(Ref(index=1), 1), params={}),
+                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "int32", "shape": (1,)}),
+                Step(
+                    kind="call",
+                    op="add",
+                    args=(Ref(index=1), Ref(index=6), Ref(index=3), Ref(index=5)),
+                    params={},
+                ),
+                Step(
+                    kind="call",
+                    op="add",
+                    args=(Ref(index=6), Ref(index=0), Ref(index=4), Ref(index=0)),
+                    params={},
+                ),
+                Step(kind="call", op="astype", args=(Ref(index=8),), params={"dtype": "float64"}),
+            ],
+            outputs=[9, 2, 7],
+            single=False,
+        ),
+        [
+            {3: array([[6], [6], [6], [-2], [-4]], dtype=int32), 6: array([6], dtype=int32)},
+            {
+                3: array(
+                    [[1244246725], [-1444597489], [-1257249877], [1046187879], [1560841792]], dtype=int32
+                ),
+                6: array([-515386050], dtype=int32),
+            },
+            {
+                3: array([[-2147483648], [-2147483648], [1], [0], [0]], dtype=int32),
+                6: array([2147483647], dtype=int32),
+            },
+            {3: array([[-5], [-3], [2], [-4], [-6]], dtype=int32), 6: array([-4], dtype=int32)},
+        ],
+    ),
+    (47, 675): (
+        Recipe(
+            steps=[
+                Step(kind="input", op="", args=(), params={"name": "x0", "dtype": "bool", "shape": (1,)}),
+                Step(
+                    kind="constant",
+                    op="",
+                    args=(),
+                    params={
+                        "value": array(
+                            [
+                                [
+                                    1.3487038099107785e001,
+                                    1.0000000000000000e-300,
+                                    -1.8546516053844890e001,
+                                    2.0000000000000000e000,
+                                    5.7066346864721758e001,
+                                ],
+                                [
+                                    nan,
+                                    -7.5000000000000000e002,
+                                    -7.3374734649005342e000,
+                                    -0.0000000000000000e000,
+                                    3.0000000000000000e001,
+                                ],
+                                [
+                                    5.3832495935168346e001,
+                                    5.0000000000000000e-001,
+                                    inf,
+                                    -3.0189726887117736e000,
+                                    1.5082443015210649e000,
+                                ],
+                                [
+                                    2.0000000000000000e000,
+                                    1.2359774043359794e001,
+                                    2.3452992378620145e001,
+                                    -1.8257791888419688e000,
+                                    -1.0000000000000000e000,
+                                ],
+                                [
+                                    2.0000000000000000e000,
+                                    1.0000000000000000e-300,
+                                    -1.0000000000000001e300,
+                                    -1.7976931348623157e308,
+                                    4.1203349439874231e001,
+                                ],
+                            ]
+                        ),
+                        "dtype": None,
+                    },
+                ),
+                Step(kind="call", op="eq", args=(Ref(index=1), Ref(index=1)), params={}),
+                Step(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
+                Step(kind="call", op="op**", args=(Ref(index=3), 0.5), params={}),
+                Step(kind="call", op="exp", args=(Ref(index=4),), params={}),
+                Step(kind="call", op="op/", args=(Ref(index=5), 300), params={}),
+            ],
+            outputs=[6, 2],
+            single=False,
+        ),
+        [{0: array([False])}, {0: array([True])}, {0: array([False])}, {0: array([False])}],
+    ),
+    (53, 748): (
+        Recipe(
+            steps=[
+                Step(
+                    kind="input",
+                    op="",
+                    args=(),
+                    params={"name": "x2", "dtype": "float64", "shape": (4, None)},
+                ),
+                Step(kind="call", op="log_softmax", args=(Ref(index=0),), params={"axis": -2}),
+                Step(kind="call", op="op/", args=(Ref(index=1), 3), params={}),
+                Step(kind="call", op="log1mexp", args=(Ref(index=2),), params={}),
+                Step(kind="call", op="eq", args=(Ref(index=3), 5e-324), params={}),
+                Step(kind="call", op="op-abs", args=(Ref(index=3),), params={}),
+                Step(kind="call", op="neq", args=(Ref(index=5), Ref(index=5)), params={}),
+                Step(kind="call", op="log_softmax", args=(Ref(index=3),), params={"axis": 0}),
+            ],
+            outputs=[7, 4, 6],
+            single=False,
+        ),
+        [
+            {
+                0: array(
+                    [
+                        [88.32542134224863, 14.451309751838853, -4.106496834087353, 2.372689719734571],
+                        [-12.313549994574887, 44.57119320978169, 35.86144338647983, 4.593365626567671],
+                        [-16.173611786006553, -17.92935180745044, 75.06584782436428, 9.483381679311393],
+                        [25.684834542525973, 6.679722986730819, 0.7108359848179603, 46.834669330808104],
+                    ]
+                )
+            },
+            {
+                0: array(
+                    [
+                        [
+                            -3.7576938326548084e109,
+                            -3.6815587617407304e-047,
+                            2.5401397662033188e-262,
+                            5.5026347265837749e-296,
+                        ],
+                        [
+                            -9.2090205326074354e285,
+                            7.9992696110760130e134,
+                            -3.9784664363500922e070,
+                            7.1452511958960063e-130,
+                        ],
+                        [
+                            9.3678814501261652e144,
+                            2.6812975819243566e-126,
+                            -9.2399193618900564e-195,
+                            2.5042613338018520e-051,
+                        ],
+                        [
+                            7.9824917428891074e-027,
+                            -2.6883532122415017e277,
+                            -6.1603952070690449e-172,
+                            7.7966065373977762e014,
+                        ],
+                    ]
+                )
+            },
+            {
+                0: array(
+                    [
+                        [5.0000000000000000e-001, -1.0000000000000000e000, -1.0000000000000000e000, nan],
+                        [
+                            -1.7976931348623157e308,
+                            -7.5000000000000000e002,
+                            5.0000000000000000e-001,
+                            7.0000000000000000e002,
+                        ],
+                        [-inf, 1.0000000000000000e000, -1.0000000000000001e300, 4.9406564584124654e-324],
+                        [
+                            1.0000000000000000e-300,
+                            0.0000000000000000e000,
+                            1.0000000000000000e-008,
+                            -1.7976931348623157e308,
+                        ],
+                    ]
+                )
+            },
+            {
+                0: array(
+                    [
+                        [3.2316695571014815e000, nan, -1.3647412828752570e-001, 1.9100015768603971e000],
+                        [-9.8503915577650014e-001, 5.2832781361374979e000, inf, 1.2050292147997630e000],
+                        [
+                            -7.3864033856299094e-001,
+                            -5.4144811219628437e000,
+                            5.0000000000000000e-001,
+                            1.7976931348623157e308,
+                        ],
+                        [
+                            2.7872241196208898e000,
+                            -1.2270873309754776e-001,
+                            -4.3095944392754948e000,
+                            -3.4135690750811358e000,
+                        ],
+                    ]
+                )
             },
         ],
     ),

@@ -167,6 +167,25 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
         assert all(f.category == "improvement" for f in fuzz.check(recipe, values, fuzz.parse_mode(mode)))
 
 
+@pytest.mark.parametrize(
+    ("case", "mode", "categories"),
+    [
+        # n * v < v, v = x + 2 + log1p(expm1(x)) at x = -1e253: log1p(expm1(x)) is -inf at any precision,
+        # x once stabilized; the comparison hides the infinity, the exact rewritten walk confirms True
+        ((37, 740), "fast_run", ["improvement"]),
+        ((41, 728), "fast_compile", ["improvement"]),  # 1 / log1mexp(-1.7e237): -0.0, so -inf
+        ((43, 1401), "fast_compile", []),  # add(int32 a, int64 0, int32 b): the zero stays, no wrap-around
+        ((47, 675), "fast_run", []),  # float16 x ** 0.5 at -inf: +inf, as NumPy's float16 power gives
+        ((53, 748), "fast_compile", ["improvement"]),  # log_softmax of a dominant maximum, to the last digit
+    ],
+)
+def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories):
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")
+    recipe, input_sets = CASES[case]
+    assert [f.category for f in fuzz.check(recipe, input_sets, fuzz.parse_mode(mode))] == categories
+
+
 def test_a_declared_reassociation_is_not_a_bug():
     """x * y * x overflows in x ** 2 at (1e200, 1e-200): declared by collect_factors, right in long double."""
     recipe = _recipe(
