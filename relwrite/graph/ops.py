@@ -652,16 +652,39 @@ def transpose(x: Any) -> Variable:
     return DimShuffle(x.ndim, tuple(reversed(range(x.ndim))))(x)
 
 
+def static_lengths(who: str, shape: Any) -> tuple[int, ...]:
+    """`shape` (ints, or lengths known before run time such as `y.shape` for a `y` of static shape) as
+    ints, or a TypeError naming `who` and the length that is only known at run time."""
+    from relwrite.graph.shape import static_length
+
+    try:
+        entries = list(shape)
+    except TypeError:
+        if isinstance(shape, Variable):
+            raise TypeError(
+                f"{who}: the shape {shape} is known only at run time ({who} takes static lengths)"
+            ) from None
+        raise TypeError(f"{who}: shape must be a sequence of ints, got {shape!r}") from None
+    lengths = []
+    for entry in entries:
+        known = static_length(entry)
+        if known is None:
+            if isinstance(entry, Variable):
+                raise TypeError(
+                    f"{who}: the length {entry} is known only at run time ({who} takes static lengths)"
+                )
+            raise TypeError(f"{who}: shape must be a sequence of ints, got {shape!r}")
+        lengths.append(known)
+    return tuple(lengths)
+
+
 class Reshape(Op):
     """The input's elements in a new static `shape` (one entry may be -1)."""
 
     __props__ = ("shape",)
 
     def __init__(self, shape: Sequence[int]):
-        try:
-            new = tuple(int(s) for s in shape)
-        except (TypeError, ValueError):
-            raise TypeError(f"Reshape: shape must be a sequence of ints, got {shape!r}") from None
+        new = static_lengths("Reshape", shape)
         if new.count(-1) > 1 or any(s < -1 for s in new):
             raise ValueError(f"Reshape: bad shape {new} (non-negative lengths, at most one -1)")
         super().__init__(shape=new)
@@ -693,10 +716,7 @@ class Alloc(Op):
     __props__ = ("shape",)
 
     def __init__(self, shape: Sequence[int]):
-        try:
-            new = tuple(int(s) for s in shape)
-        except (TypeError, ValueError):
-            raise TypeError(f"Alloc: shape must be a sequence of ints, got {shape!r}") from None
+        new = static_lengths("Alloc", shape)
         if any(s < 0 for s in new):
             raise ValueError(f"Alloc: lengths must be non-negative, got {new}")
         super().__init__(shape=new)

@@ -75,6 +75,28 @@ def shape_i(x: Any, i: int) -> Variable:
     return Shape_i(i)(x)
 
 
+def static_length(value: Any) -> int | None:
+    """The int a length stands for when it is known before run time, else None: an int, a 0-d integer
+    constant, or a length of a variable whose static shape has it (`shape_i(x, 1)`, `x.shape[1]`)."""
+    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+        return int(value)
+    if isinstance(value, Constant):
+        data = value.data
+        return int(data) if data.ndim == 0 and data.dtype.kind in "iu" else None
+    node = value.owner if isinstance(value, Variable) else None
+    if node is None:
+        return None
+    if isinstance(node.op, Shape_i):
+        return node.inputs[0].type.shape[node.op.i]
+    shaped = node.inputs[0].owner if isinstance(node.op, Subtensor) else None
+    if shaped is not None and isinstance(shaped.op, Shape) and node.op.idx_list == (INT,):
+        axis = static_length(node.inputs[1])
+        lengths = shaped.inputs[0].type.shape
+        if axis is not None and -len(lengths) <= axis < len(lengths):
+            return lengths[axis]
+    return None
+
+
 def length(x: Variable, i: int) -> Variable:
     """Length `i` of `x`: a constant when static, else `shape_i(x, i)`."""
     known = x.type.shape[i]

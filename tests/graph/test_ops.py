@@ -507,6 +507,23 @@ def test_reshape_errors():
     assert ops.Reshape((2, 3)) == ops.Reshape([2, 3])
 
 
+def test_shapes_take_lengths_known_before_run_time():
+    """`x.reshape(y.shape)` and `alloc(v, *y.shape)` for a `y` of static shape, as the seeds' systems
+    allow; a length known only at run time is refused by name."""
+    from relwrite.graph.shape import shape_i
+
+    y = matrix("y", shape=(2, 3))
+    assert ops.Reshape(y.shape) == ops.Reshape((2, 3)) == ops.Reshape([shape_i(y, 0), y.shape[-1]])
+    assert ops.Alloc((y.shape[1], constant(np.int32(4)))) == ops.Alloc((3, 4))
+    unknown = matrix("m")
+    with pytest.raises(TypeError, match=r"Reshape: the length .* is known only at run time"):
+        ops.Reshape(unknown.shape)
+    with pytest.raises(TypeError, match=r"Alloc: the shape v is known only at run time"):
+        ops.Alloc(vector("v"))
+    with pytest.raises(TypeError, match="shape must be a sequence of ints"):
+        ops.Reshape((2.5, 1))
+
+
 @given(
     st.sampled_from(DTYPES),
     hnp.array_shapes(min_dims=0, max_dims=3, max_side=3),
