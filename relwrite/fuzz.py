@@ -1225,19 +1225,23 @@ def _walk(
                 args.append(env[var])
             for out, value in zip(node.outputs, _node_value(node, args, precision)):
                 if noise is not None and out.dtype.startswith("float"):
-                    value = _nudged(
-                        value, noise.uniform(-2.0, 2.0, np.shape(value)) * np.finfo(out.dtype).eps
-                    )
+                    info = np.finfo(out.dtype)
+                    steps = noise.uniform(-2.0, 2.0, np.shape(value))
+                    value = _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
                 env[out] = value
         return [env[v] if v in env else start(v.data) for v in outputs]
 
 
-def _nudged(value: np.ndarray, move: np.ndarray) -> np.ndarray:
-    """`value * (1 + move)` for finite elements, computed as value + value * move (1 + move rounds)."""
+def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarray:
+    """`value * (1 + move) + floor` for finite elements, computed as value + value * move + floor (1 + move
+    rounds): a relative move, and an absolute one of the dtype's subnormal spacing, which is how far
+    rounding moves a value below the normal range (a float16 -4.1e-8 rounds to -6e-8)."""
     if value.dtype == object:
         mp = _mpmath()
-        return _mp_map(lambda v, m: v + v * m if mp.isfinite(v) else v, value, move)
-    return np.where(np.isfinite(value), value + value * move.astype(value.dtype), value)
+        return _mp_map(lambda v, m, f: v + v * m + f if mp.isfinite(v) else v, value, move, floor)
+    return np.where(
+        np.isfinite(value), value + value * move.astype(value.dtype) + floor.astype(value.dtype), value
+    )
 
 
 def _walk_all(

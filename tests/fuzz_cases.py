@@ -1,6 +1,6 @@
 """Fuzzer graphs that once exposed a bug, pinned as recipes (graph indices change with the catalogue).
 
-Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 53: at the commit adding
+Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 61: at the commit adding
 them); keyed by (seed, index).
 """
 
@@ -932,6 +932,97 @@ CASES = {
                             -3.4135690750811358e000,
                         ],
                     ]
+                )
+            },
+        ],
+    ),
+    (61, 1292): (
+        Recipe(
+            steps=[
+                Step(
+                    kind="constant",
+                    op="",
+                    args=(),
+                    params={
+                        "value": array([[-6.276328583513404e-001], [1.000000000000000e-300]]),
+                        "dtype": None,
+                    },
+                ),
+                Step(kind="input", op="", args=(), params={"name": "x4", "dtype": "int8", "shape": (5, 5)}),
+                Step(kind="call", op=".dot", args=(Ref(index=1), Ref(index=1)), params={}),
+                Step(kind="call", op="log_softmax", args=(Ref(index=2),), params={"axis": 0}),
+                Step(kind="call", op="abs", args=(Ref(index=0),), params={}),
+                Step(
+                    kind="constant",
+                    op="",
+                    args=(),
+                    params={
+                        "value": array(
+                            [
+                                [2, 0, 1, -2, -4],
+                                [2147483646, -2147483647, -1, 2147483646, -1],
+                                [-2147483647, -2, -2, -1, 2147483647],
+                                [-5, -1, -2147483648, 5, 0],
+                                [-2147483648, -1, 4, -2147483647, 4],
+                            ],
+                            dtype=int32,
+                        ),
+                        "dtype": None,
+                    },
+                ),
+                Step(kind="call", op="op*", args=(Ref(index=3), Ref(index=5)), params={}),
+                Step(kind="call", op="le", args=(Ref(index=0), Ref(index=4)), params={}),
+            ],
+            outputs=[7, 6],
+            single=False,
+        ),
+        [
+            {
+                1: array(
+                    [
+                        [1, 6, 1, -3, 1],
+                        [4, 0, 3, 1, 3],
+                        [-4, -6, 2, 0, -6],
+                        [-2, 0, -6, 3, -6],
+                        [-1, 5, -6, -6, -2],
+                    ],
+                    dtype=int8,
+                )
+            },
+            {
+                1: array(
+                    [
+                        [-47, -98, 99, 30, 59],
+                        [-82, 96, -127, -126, -115],
+                        [-99, 106, -7, -40, 51],
+                        [111, -119, 65, 41, 103],
+                        [-24, 92, 74, 42, -82],
+                    ],
+                    dtype=int8,
+                )
+            },
+            {
+                1: array(
+                    [
+                        [1, 0, -127, 2, 2],
+                        [1, 127, -1, 126, -1],
+                        [1, 0, 1, -1, -127],
+                        [127, 127, 2, -127, 2],
+                        [-127, -128, 1, 1, -2],
+                    ],
+                    dtype=int8,
+                )
+            },
+            {
+                1: array(
+                    [
+                        [3, -1, 127, 1, 4],
+                        [0, -127, 2, 126, 127],
+                        [-4, 0, -1, 1, -5],
+                        [4, -1, 0, 3, 3],
+                        [-5, 6, 5, -2, 3],
+                    ],
+                    dtype=int8,
                 )
             },
         ],

@@ -177,13 +177,17 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
         ((43, 1401), "fast_compile", []),  # add(int32 a, int64 0, int32 b): the zero stays, no wrap-around
         ((47, 675), "fast_run", []),  # float16 x ** 0.5 at -inf: +inf, as NumPy's float16 power gives
         ((53, 748), "fast_compile", ["improvement"]),  # log_softmax of a dominant maximum, to the last digit
+        # float16 log_softmax rounds -4.1e-8 to -6e-8, the nearest subnormal (NumPy's log(1 + tiny) is 0):
+        # the walks' slack allows rounding below the normal range, not only relative rounding
+        ((61, 1292), "fast_compile", ["improvement"]),
     ],
 )
 def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories):
     if not fuzz.mpmath_available():
         pytest.skip("needs mpmath")
     recipe, input_sets = CASES[case]
-    assert [f.category for f in fuzz.check(recipe, input_sets, fuzz.parse_mode(mode))] == categories
+    found = {f.category for f in fuzz.check(recipe, input_sets, fuzz.parse_mode(mode))}
+    assert found == set(categories)
 
 
 def test_a_declared_reassociation_is_not_a_bug():
