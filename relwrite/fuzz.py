@@ -990,7 +990,7 @@ def _wide_spread(clean: Any, noisy: Sequence[Any]) -> np.ndarray:
             else:
                 move = np.abs(other - clean).astype(np.float64)
             spread = np.maximum(spread, np.where(np.isfinite(move), move, 0))
-    return 8 * spread
+        return 8 * spread  # a spread near the largest float is an infinite slack
 
 
 def mpmath_available() -> bool:
@@ -1314,7 +1314,7 @@ def _slack(expected: np.ndarray, alternatives: list[np.ndarray]) -> np.ndarray |
         for alt in alternatives:
             move = np.abs(alt.astype(np.longdouble) - e)
             spread = np.maximum(spread, np.where(np.isfinite(move), move, 0))
-    return 8 * spread
+        return 8 * spread  # a spread near the largest float is an infinite slack
 
 
 def _all_steps(recipe: Recipe) -> Iterator[Step]:
