@@ -1900,8 +1900,8 @@ class _Drawer:
                 probe = np.asarray(step.params["value"], dtype=step.params["dtype"])
             else:
                 var = _CTORS[step.op].build(args, step.params)
-        except (TypeError, ValueError, OverflowError):
-            self.rejected += 1
+        except (TypeError, ValueError, OverflowError, IndexError):  # IndexError: a literal index the
+            self.rejected += 1  # static shape rules out, refused as NumPy refuses it
             return None
         except Exception as exc:
             if self.crash is None:

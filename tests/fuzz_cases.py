@@ -1,10 +1,10 @@
 """Fuzzer graphs that once exposed a bug, pinned as recipes (graph indices change with the catalogue).
 
-Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 61: at the commit adding
+Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 97: at the commit adding
 them); keyed by (seed, index).
 """
 
-from numpy import array, float16, float32, inf, int8, int16, int32, int64, nan, uint8  # noqa: F401
+from numpy import array, empty, float16, float32, float64, inf, int8, int16, int32, int64, nan, uint8  # noqa: F401
 
 from relwrite.fuzz import Recipe, Ref, Step
 
@@ -1024,6 +1024,110 @@ CASES = {
                     ],
                     dtype=int8,
                 )
+            },
+        ],
+    ),
+    (89, 86): (
+        Recipe(
+            steps=[
+                Step(
+                    kind="input",
+                    op="",
+                    args=(),
+                    params={"name": "x2", "dtype": "float64", "shape": (None, None)},
+                ),
+                Step(
+                    kind="constant",
+                    op="",
+                    args=(),
+                    params={"value": array([[True, False], [True, False]]), "dtype": None},
+                ),
+                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "float32", "shape": ()}),
+                Step(kind="call", op="op*", args=(Ref(index=2), Ref(index=1)), params={}),
+                Step(kind="call", op="min", args=(Ref(index=3),), params={"axis": None}),
+                Step(
+                    kind="input",
+                    op="",
+                    args=(),
+                    params={"name": "x4", "dtype": "float64", "shape": (None, 0)},
+                ),
+                Step(kind="call", op="dot", args=(Ref(index=5), Ref(index=0)), params={}),
+                Step(kind="call", op=".max", args=(Ref(index=5),), params={"axis": (0,)}),
+                Step(kind="call", op="zeros_like", args=(Ref(index=7),), params={}),
+                Step(kind="call", op="transpose", args=(Ref(index=8),), params={}),
+                Step(kind="call", op="op>", args=(Ref(index=9), Ref(index=8)), params={}),
+            ],
+            outputs=[10, 4, 6],
+            single=False,
+        ),
+        [
+            {
+                0: empty((0, 0), dtype=float64),
+                2: array(2.2680144, dtype=float32),
+                5: empty((2, 0), dtype=float64),
+            },
+            {
+                0: empty((0, 0), dtype=float64),
+                2: array(-7.417682e08, dtype=float32),
+                5: empty((2, 0), dtype=float64),
+            },
+            {
+                0: empty((0, 0), dtype=float64),
+                2: array(-inf, dtype=float32),
+                5: empty((2, 0), dtype=float64),
+            },
+            {
+                0: empty((0, 0), dtype=float64),
+                2: array(-1.1179814, dtype=float32),
+                5: empty((2, 0), dtype=float64),
+            },
+        ],
+    ),
+    (97, 445): (
+        Recipe(
+            steps=[
+                Step(kind="input", op="", args=(), params={"name": "x0", "dtype": "int8", "shape": ()}),
+                Step(kind="call", op="abs", args=(Ref(index=0),), params={}),
+                Step(kind="input", op="", args=(), params={"name": "x1", "dtype": "float32", "shape": ()}),
+                Step(
+                    kind="call",
+                    op="mul",
+                    args=(Ref(index=1), Ref(index=1), Ref(index=2), Ref(index=2)),
+                    params={},
+                ),
+                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float32", "shape": (3,)}),
+                Step(
+                    kind="call",
+                    op="add",
+                    args=(Ref(index=3), Ref(index=2), Ref(index=4), Ref(index=3)),
+                    params={},
+                ),
+                Step(kind="call", op=".dot", args=(Ref(index=5), Ref(index=4)), params={}),
+                Step(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int64"}),
+            ],
+            outputs=[7],
+            single=True,
+        ),
+        [
+            {
+                0: array(3, dtype=int8),
+                2: array(0.82761383, dtype=float32),
+                4: array([-5.9653816, 52.051647, 9.829117], dtype=float32),
+            },
+            {
+                0: array(-56, dtype=int8),
+                2: array(6.964575, dtype=float32),
+                4: array([4.8222555e-05, 5.9682560e-15, 8.6346928e07], dtype=float32),
+            },
+            {
+                0: array(126, dtype=int8),
+                2: array(-1.0, dtype=float32),
+                4: array([1.0e00, 1.0e00, 1.0e30], dtype=float32),
+            },
+            {
+                0: array(-5, dtype=int8),
+                2: array(0.9179889, dtype=float32),
+                4: array([-1.0444309e00, 5.0000000e-01, 3.4028235e38], dtype=float32),
             },
         ],
     ),

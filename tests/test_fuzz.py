@@ -180,6 +180,7 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
         # float16 log_softmax rounds -4.1e-8 to -6e-8, the nearest subnormal (NumPy's log(1 + tiny) is 0):
         # the walks' slack allows rounding below the normal range, not only relative rounding
         ((61, 1292), "fast_compile", ["improvement"]),
+        ((97, 445), "fast_compile", []),  # 2 * (int8 x * x * y * y): the coefficient no longer widens x * x
     ],
 )
 def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories):
@@ -188,6 +189,14 @@ def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories)
     recipe, input_sets = CASES[case]
     found = {f.category for f in fuzz.check(recipe, input_sets, fuzz.parse_mode(mode))}
     assert found == set(categories)
+
+
+def test_an_index_the_static_shape_rules_out_is_a_refusal_not_a_crash():
+    """x[0] of a value of static length 0 raises IndexError as NumPy would: the type system refusing the
+    step, like a TypeError (seed 89 reported the graph's constructor as crashed)."""
+    recipe, _ = CASES[89, 86]
+    _, _, rejected, crash = fuzz.draw_graph(89, 86)
+    assert crash is None and rejected >= 1
 
 
 def test_a_declared_reassociation_is_not_a_bug():

@@ -278,13 +278,17 @@ def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]
 
 
 def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable, ...]]:
-    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant."""
+    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant.
+
+    A product of factors of several dtypes stays one factor: its fold may wrap around in a narrow
+    dtype (int8 x * x) that a coefficient put first would widen away.
+    """
     negated = node_inputs(term, ops.neg)
     if negated is not None:
         term = negated[0]
     coefficient: np.ndarray = np.ones((), dtype=dtype)
     factors = node_inputs(term, ops.mul)
-    if factors is None:
+    if factors is None or not regroupable(factors):
         factors = (term,)
     elif len(factors) > 1 and isinstance(factors[0], Constant) and factors[0].dtype == dtype:
         coefficient, factors = factors[0].data, factors[1:]
