@@ -1072,8 +1072,11 @@ def _mp_limited(fn: Callable[[Any], Any], limit: Callable[[Any], Any]) -> Callab
 def _mp_log1mexp(x: Any) -> Any:
     """log(1 - exp(x)) without the cancellations any precision hits: log1p(-exp(x)) below -ln 2 (at
     x = -1e237 it is a negative number below every float, -0.0 once rounded, where 1 - exp(x) rounds
-    to 1), log(-expm1(x)) above (at x = -1e-300, 1 - exp(x) rounds to 0).  Above 0, NaN."""
+    to 1), log(-expm1(x)) above (at x = -1e-300, 1 - exp(x) rounds to 0); -0.0 at -inf, as
+    log1p(-0.0) is.  Above 0, NaN."""
     mp = _mpmath()
+    if mp.isinf(x) and x < 0:  # the limit from below, 0 approached by negative values: -0.0 once rounded
+        return -mp.ldexp(1, -(2**20))
     if x < -mp.log(2):
         return mp.log1p(-mp.exp(x))
     return mp.log(-mp.expm1(x))
@@ -1203,9 +1206,10 @@ def _walk(
 ) -> list[Any]:
     """The outputs of a graph on `values` by `_node_value`, node by node (no recursion over depth).
 
-    With `noise`, every floating result moves by up to two ulps of its own
-    dtype: a wide walk then shows how much the rounding the graph's dtypes
-    imply can move its outputs (the slack a comparison with it allows).
+    With `noise`, every floating result moves by two ulps of its own dtype
+    (and two subnormal spacings), up or down at random: a wide walk then
+    shows how much the rounding the graph's dtypes imply can move its
+    outputs (the slack a comparison with it allows).
     `env`, when given, receives every variable's value.
     """
     env = {} if env is None else env
@@ -1225,8 +1229,8 @@ def _walk(
                 args.append(env[var])
             for out, value in zip(node.outputs, _node_value(node, args, precision)):
                 if noise is not None and out.dtype.startswith("float"):
-                    info = np.finfo(out.dtype)
-                    steps = noise.uniform(-2.0, 2.0, np.shape(value))
+                    info = np.finfo(out.dtype)  # two ulps either way: a draw near 0 would hide its rounding
+                    steps = noise.integers(0, 2, np.shape(value)) * 4.0 - 2.0
                     value = _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
                 env[out] = value
         return [env[v] if v in env else start(v.data) for v in outputs]

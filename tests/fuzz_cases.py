@@ -1,6 +1,6 @@
 """Fuzzer graphs that once exposed a bug, pinned as recipes (graph indices change with the catalogue).
 
-Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 97: at the commit adding
+Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 103: at the commit adding
 them); keyed by (seed, index).
 """
 
@@ -1128,6 +1128,127 @@ CASES = {
                 0: array(-5, dtype=int8),
                 2: array(0.9179889, dtype=float32),
                 4: array([-1.0444309e00, 5.0000000e-01, 3.4028235e38], dtype=float32),
+            },
+        ],
+    ),
+    (103, 1062): (
+        Recipe(
+            steps=[
+                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": ()}),
+                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "bool", "shape": (4,)}),
+                Step(kind="call", op="op/", args=(Ref(index=0), Ref(index=1)), params={}),
+                Step(kind="call", op=".T", args=(Ref(index=2),), params={}),
+                Step(kind="call", op="logsumexp", args=(Ref(index=2),), params={"axis": (0,)}),
+                Step(kind="call", op="log1mexp", args=(Ref(index=3),), params={}),
+                Step(kind="call", op="true_div", args=(Ref(index=0), Ref(index=5)), params={}),
+            ],
+            outputs=[6, 4],
+            single=False,
+        ),
+        [
+            {0: array(-0.5279530092202658), 1: array([True, True, False, False])},
+            {0: array(-1.25229396296442e261), 1: array([True, False, True, True])},
+            {0: array(0.0), 1: array([True, True, True, True])},
+            {0: array(0.0), 1: array([False, True, True, False])},
+        ],
+    ),
+    (103, 1456): (
+        Recipe(
+            steps=[
+                Step(
+                    kind="input",
+                    op="",
+                    args=(),
+                    params={"name": "x0", "dtype": "float64", "shape": (3, None)},
+                ),
+                Step(kind="input", op="", args=(), params={"name": "x1", "dtype": "int8", "shape": ()}),
+                Step(kind="call", op="op>", args=(Ref(index=0), Ref(index=1)), params={}),
+                Step(kind="call", op="log1mexp", args=(Ref(index=1),), params={}),
+                Step(
+                    kind="call",
+                    op="composite",
+                    args=(Ref(index=0), Ref(index=3)),
+                    params={
+                        "inner": Recipe(
+                            steps=[
+                                Step(
+                                    kind="input",
+                                    op="",
+                                    args=(),
+                                    params={"name": "i0", "dtype": "float64", "shape": ()},
+                                ),
+                                Step(
+                                    kind="input",
+                                    op="",
+                                    args=(),
+                                    params={"name": "i1", "dtype": "float16", "shape": ()},
+                                ),
+                                Step(kind="call", op="pow", args=(Ref(index=0), Ref(index=1)), params={}),
+                            ],
+                            outputs=[2],
+                            single=False,
+                        )
+                    },
+                ),
+                Step(
+                    kind="call",
+                    op="mul",
+                    args=(Ref(index=3), Ref(index=2), Ref(index=4), Ref(index=1)),
+                    params={},
+                ),
+                Step(kind="call", op="ge", args=(1e-300, Ref(index=2)), params={}),
+                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (3,)}),
+                Step(kind="call", op="minimum", args=(Ref(index=7), Ref(index=3)), params={}),
+                Step(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int32"}),
+                Step(kind="call", op="op-x", args=(Ref(index=9),), params={}),
+            ],
+            outputs=[10, 5, 8],
+            single=False,
+        ),
+        [
+            {
+                0: array(
+                    [
+                        [-5.589152889576072, -3.73298481842554, -1.519104913341069],
+                        [-2.520189434974432, -0.7060243331800174, -0.5194454039849524],
+                        [4.580123121777445, 1.65701611024551, -1.6033654160163686],
+                    ]
+                ),
+                1: array(-2, dtype=int8),
+                7: array([20.817959937101552, 35.76305600420767, -34.471280711052884]),
+            },
+            {
+                0: array(
+                    [
+                        [-2.4192651103815802e267, 1.1583429185053389e-211, -2.9248880341223386e-248],
+                        [1.0457058431977859e-277, -7.5446466732639156e034, 2.4587675993571018e-234],
+                        [-2.0387127939357280e170, -1.3255315016982936e076, -1.7301200821089835e272],
+                    ]
+                ),
+                1: array(-10, dtype=int8),
+                7: array([-1.1505710759598537e298, 4.4023195815302639e-227, 6.0025328552169627e-051]),
+            },
+            {
+                0: array(
+                    [
+                        [inf, 5.0000000000000000e-001, inf],
+                        [1.0000000000000000e-008, 2.0000000000000000e000, nan],
+                        [-1.0000000000000001e300, 7.0000000000000000e002, 1.7976931348623157e308],
+                    ]
+                ),
+                1: array(0, dtype=int8),
+                7: array([2.2250738585072014e-308, 2.2250738585072014e-308, 0.0000000000000000e000]),
+            },
+            {
+                0: array(
+                    [
+                        [3.4764955207737404e-002, -1.0542225949814372e-001, -3.8099679991897190e-001],
+                        [-2.9780104912475740e000, -1.7976931348623157e308, 7.2075658073905080e-001],
+                        [-2.3224037539574993e-001, -1.0000000000000000e000, 5.0000000000000000e-001],
+                    ]
+                ),
+                1: array(0, dtype=int8),
+                7: array([-4.3858920036676441e-001, -1.5320442287446467e000, 1.7976931348623157e308]),
             },
         ],
     ),
