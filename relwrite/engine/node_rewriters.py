@@ -29,7 +29,7 @@ from unification.variable import isvar
 from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.registry import derive_tracks
-from relwrite.relations.runtime import answers
+from relwrite.relations.runtime import answers, direct_answers
 
 Tracks = Sequence[Op | type] | None
 
@@ -432,16 +432,19 @@ class KanrenRelationSub(NodeRewriter):
     def transform(self, fgraph: Any, node: Apply) -> bool | list:
         if self.node_filter is not None and not self.node_filter(node):
             return False
+        term = node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
+        direct = direct_answers(self.relation, term)
+        if direct is not None:  # function calls, no kanren stream: nothing for a budget to count
+            return self._first_replacement(fgraph, node, direct)
         with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
-            result = self._first_replacement(fgraph, node)
+            result = self._first_replacement(fgraph, node, answers(self.relation, term))
         if meter.error is not None:  # raised inside the run and swallowed there
             raise BudgetExceeded(str(meter.error), meter.error.budget)
         return result
 
-    def _first_replacement(self, fgraph: Any, node: Apply) -> bool | list:
+    def _first_replacement(self, fgraph: Any, node: Apply, found: Iterator[Any]) -> bool | list:
         single = len(node.outputs) == 1
-        term = node.outputs[0] if single else list(node.outputs)
-        answers = (a for a in self.answers(term) if not isvar(a))
+        answers = (v for v in islice((a.value for a in found), self.max_answers) if not isvar(v))
         if self.results_filter is not None:
             chosen = self.results_filter(answers)
             if chosen is None or chosen is False:

@@ -226,27 +226,36 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
     answer's `bindings` maps the names of the logic variables bound in its
     state (by prefix) to their values.
     """
-    if direction == "forward" and isinstance(term, Variable):
-        for guard in (getattr(rule, "screen", None), getattr(rule, "guard", None)):
-            if guard is not None and not guard(term):
-                return
-    relation = getattr(rule, "relation", rule)
-    matches = getattr(relation, "forward_matches", None)
-    if matches is not None and direction == "forward" and not isvar(term) and is_ground(term):
-        names = relation.names  # the goal's own ground branch, without building kanren states
-        for s, built in matches(term):
-            yield Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
+    direct = direct_answers(rule, term, direction)
+    if direct is not None:
+        yield from direct
         return
-    direct = getattr(relation, "forward_values", None)
-    if direct is not None and direction == "forward":
-        values = direct(term)  # a goal whose forward run is a function call (`rewrite_operandso`)
-        if values is not None:
-            for value in values:
-                yield Answer(value, None, dict)
-            return
-    for q, state in run_relation(relation, term, direction):
+    for q, state in run_relation(getattr(rule, "relation", rule), term, direction):
         value = walk(q, state)
         yield Answer(value if is_ground(value) else reify(value, state), state)
+
+
+def direct_answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Iterator[Answer] | None:
+    """`answers` where plain function calls give them, without kanren states (so no kanren budget
+    applies): a screen or guard refusing a graph, a pattern's matcher on a ground term, a goal's
+    `forward_values`; None when the goal must run."""
+    if direction != "forward":
+        return None
+    if isinstance(term, Variable):
+        for guard in (getattr(rule, "screen", None), getattr(rule, "guard", None)):
+            if guard is not None and not guard(term):
+                return iter(())
+    relation = getattr(rule, "relation", rule)
+    matches = getattr(relation, "forward_matches", None)
+    if matches is not None and not isvar(term) and is_ground(term):
+        names = relation.names  # the goal's own ground branch, without building kanren states
+        return (
+            Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
+            for s, built in matches(term)
+        )
+    direct = getattr(relation, "forward_values", None)
+    values = direct(term) if direct is not None else None  # a goal whose forward run is a function call
+    return None if values is None else (Answer(value, None, dict) for value in values)
 
 
 def bindings_of(state: Any) -> dict[str, Any]:
