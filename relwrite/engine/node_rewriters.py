@@ -433,7 +433,8 @@ class KanrenRelationSub(NodeRewriter):
         if self.node_filter is not None and not self.node_filter(node):
             return False
         term = node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
-        direct = direct_answers(self.relation, term)
+        # the engine tests `screen` (the relation's) before calling transform
+        direct = direct_answers(self.relation, term, screened=self.screen is not None)
         if direct is not None:  # function calls, no kanren stream: nothing for a budget to count
             return self._first_replacement(fgraph, node, direct)
         with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:

@@ -235,14 +235,16 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
         yield Answer(value if is_ground(value) else reify(value, state), state)
 
 
-def direct_answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Iterator[Answer] | None:
+def direct_answers(
+    rule: Rule | Callable, term: Any, direction: str = "forward", screened: bool = False
+) -> Iterator[Answer] | None:
     """`answers` where plain function calls give them, without kanren states (so no kanren budget
     applies): a screen or guard refusing a graph, a pattern's matcher on a ground term, a goal's
-    `forward_values`; None when the goal must run."""
+    `forward_values`; None when the goal must run.  `screened`: the caller has tested the screen."""
     if direction != "forward":
         return None
     if isinstance(term, Variable):
-        for guard in (getattr(rule, "screen", None), getattr(rule, "guard", None)):
+        for guard in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None)):
             if guard is not None and not guard(term):
                 return iter(())
     relation = getattr(rule, "relation", rule)
