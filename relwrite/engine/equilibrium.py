@@ -267,7 +267,7 @@ class EquilibriumRewriter(GraphRewriter):
     def _run_pass(self, run: _Run, stats: list[RuleStats], names: list[str], current_pass: PassStats) -> bool:
         """Visit the current generation; returns True when the run must stop (a limit was reached)."""
         fgraph, state, watch, log, profile = run.fgraph, run.state, run.watch, run.log, run.profile
-        apply_nodes = fgraph.apply_nodes
+        apply_nodes, decided = fgraph.apply_nodes, self.index.screened_by_heads
         while state.current:
             node = state.current.popleft()
             state.queued.discard(node)
@@ -285,7 +285,7 @@ class EquilibriumRewriter(GraphRewriter):
                 rewriter, rule = self.node_rewriters[k], stats[k]
                 rule.attempts += 1
                 screen = rewriter.screen
-                if screen is not None and not screen(node):
+                if screen is not None and k not in decided and not screen(node):
                     # it read only what cannot change without `node` changing: nothing to watch
                     state.failed.setdefault(node, set()).add(k)
                     failed = state.failed[node]

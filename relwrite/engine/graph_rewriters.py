@@ -454,7 +454,7 @@ class TracksIndex:
                 for t in tracks:
                     self._by_key.setdefault(t, []).append(k)
         self._cache: dict[Op, tuple[int, ...]] = {}
-        self._screened_by_heads = frozenset(
+        self.screened_by_heads = frozenset(
             k for k, r in enumerate(self.rewriters) if r.screen is not None and r.screen_reads_heads
         )
         self._by_signature: dict[tuple, tuple[tuple[int, ...], tuple[int, ...]]] = {}
@@ -463,7 +463,8 @@ class TracksIndex:
     """How many node signatures `for_node` remembers (then it starts over)."""
 
     def for_node(self, node: Apply) -> tuple[tuple[int, ...], tuple[int, ...]]:
-        """(the rewriters that may apply to `node`, those `for_op` gives whose screen refuses it).
+        """(the rewriters that may apply to `node`, those `for_op` gives whose screen refuses it): of
+        the rewriters in `screened_by_heads`, the first holds only those whose screen admits the node.
 
         A screen that reads only heads (`NodeRewriter.screen_reads_heads`) is decided once per
         signature: the node's op and output count, and per operand its value (a constant) or its
@@ -474,7 +475,7 @@ class TracksIndex:
         if found is None:
             candidates = self.for_op(node.op)
             refused = tuple(
-                k for k in candidates if k in self._screened_by_heads and not self.rewriters[k].screen(node)
+                k for k in candidates if k in self.screened_by_heads and not self.rewriters[k].screen(node)
             )
             found = (tuple(k for k in candidates if k not in refused), refused)
             if len(self._by_signature) >= self.SIGNATURES:
