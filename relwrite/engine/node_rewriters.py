@@ -198,11 +198,15 @@ def collect_rejections() -> Iterator[list[tuple[str, Apply, str]]]:
     if stack is None:
         stack = _local.rejections = []
     found: list[tuple[str, Apply, str]] = []
-    stack.append(found)
     try:
+        stack.append(found)
         yield found
     finally:
-        stack.remove(found)
+        # by identity: `remove` compares lists by value, and would take a nested block's equal list
+        for i in range(len(stack) - 1, -1, -1):
+            if stack[i] is found:
+                del stack[i]
+                break
 
 
 def reject_answer(rewriter: Any, node: Apply, why: str) -> None:

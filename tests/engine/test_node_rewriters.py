@@ -47,7 +47,9 @@ from relwrite.engine import (
 from relwrite.engine.node_rewriters import (
     BudgetExceeded,
     _metered_interleave,
+    collect_rejections,
     kanren_budget,
+    reject_answer,
     replacement_pairs,
 )
 from relwrite.graph import ops
@@ -540,3 +542,16 @@ def test_kanren_budget_limits_must_be_positive():
         kanren_budget("x", max_seconds=0)
     with pytest.raises(ValueError, match="max_steps must be at least 1"):
         KanrenRelationSub(exp_log, max_steps=0)
+
+
+def test_nested_rejection_collectors_each_keep_their_own():
+    """An inner block leaving while both lists are empty (equal) must not take the outer block's list
+    off the stack: the outer one would then collect nothing and later warnings would vanish."""
+    node = exp(float64("x")).owner
+    with collect_rejections() as outer:
+        with collect_rejections():
+            pass
+        reject_answer("r", node, "why")
+    assert outer == [("r", node, "why")]
+    with pytest.warns(RewriteWarning, match="why not"):
+        reject_answer("r", node, "why not")  # no block open: a warning
