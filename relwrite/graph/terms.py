@@ -66,8 +66,11 @@ class record_expansions:  # lower case: used like a function, `with record_expan
         return self.seen
 
     def __exit__(self, *exc_info: object) -> None:
-        # by identity: two recorders that saw the same nodes are equal sets
-        del _recorders[next(i for i in range(len(_recorders) - 1, -1, -1) if _recorders[i] is self.seen)]
+        # by identity: two recorders that saw the same nodes are equal sets (the innermost is the last)
+        if _recorders[-1] is self.seen:
+            del _recorders[-1]
+        else:
+            del _recorders[next(i for i in range(len(_recorders) - 1, -1, -1) if _recorders[i] is self.seen)]
 
 
 def note_read(node: Apply) -> Apply:
