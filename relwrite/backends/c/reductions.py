@@ -21,6 +21,7 @@ result or error.
 from __future__ import annotations
 
 import ctypes
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -194,54 +195,44 @@ _EXP_SOURCE = r"""
 #define RW_MADD(a, b, c) ((a) * (b) + (c))
 #define RW_MADDF(a, b, c) ((a) * (b) + (c))
 #endif
-static inline double rw_exp_nonpositive_f64(double x) {
-    x = x < -746.0 ? -746.0 : x;
-    const double shifter = 0x1.8p52;
-    double n = (x * 0x1.71547652b82fep0 + shifter) - shifter;
-    double r = (x - n * 0x1.62e42fefa3800p-1) - n * 0x1.ef35793c7673p-45;
-    double p = 1.0 / 6227020800.0;
-    p = RW_MADD(p, r, 1.0 / 479001600.0);
-    p = RW_MADD(p, r, 1.0 / 39916800.0);
-    p = RW_MADD(p, r, 1.0 / 3628800.0);
-    p = RW_MADD(p, r, 1.0 / 362880.0);
-    p = RW_MADD(p, r, 1.0 / 40320.0);
-    p = RW_MADD(p, r, 1.0 / 5040.0);
-    p = RW_MADD(p, r, 1.0 / 720.0);
-    p = RW_MADD(p, r, 1.0 / 120.0);
-    p = RW_MADD(p, r, 1.0 / 24.0);
-    p = RW_MADD(p, r, 1.0 / 6.0);
-    p = RW_MADD(p, r, 0.5);
-    p = RW_MADD(p, r, 1.0);
-    p = RW_MADD(p, r, 1.0);
-    int64_t k = (int64_t)n, k1 = k >> 1, k2 = k - k1;
-    int64_t b1 = (k1 + 1023) << 52, b2 = (k2 + 1023) << 52;
-    double s1, s2;
-    memcpy(&s1, &b1, sizeof s1);
-    memcpy(&s2, &b2, sizeof s2);
-    return p * s1 * s2;
-}
+"""
 
-static inline float rw_exp_nonpositive_f32(float x) {
-    x = x < -104.0f ? -104.0f : x;
-    const float shifter = 0x1.8p23f;
-    float n = (x * 0x1.715476p0f + shifter) - shifter;
-    float r = (x - n * 0x1.62e4p-1f) - n * 0x1.7f7d1cp-20f;
-    float p = 1.0f / 40320.0f;
-    p = RW_MADDF(p, r, 1.0f / 5040.0f);
-    p = RW_MADDF(p, r, 1.0f / 720.0f);
-    p = RW_MADDF(p, r, 1.0f / 120.0f);
-    p = RW_MADDF(p, r, 1.0f / 24.0f);
-    p = RW_MADDF(p, r, 1.0f / 6.0f);
-    p = RW_MADDF(p, r, 0.5f);
-    p = RW_MADDF(p, r, 1.0f);
-    p = RW_MADDF(p, r, 1.0f);
-    int32_t k = (int32_t)n, k1 = k >> 1, k2 = k - k1;
-    int32_t b1 = (k1 + 127) << 23, b2 = (k2 + 127) << 23;
-    float s1, s2;
+
+_EXP_CONSTANTS = {
+    # clamp, shifter, log2(e), ln2's high and low parts, Taylor degree, int type, exponent bias and shift
+    "double": (
+        "-746.0", "0x1.8p52", "0x1.71547652b82fep0", "0x1.62e42fefa3800p-1", "0x1.ef35793c7673p-45",
+        13, "int64_t", 1023, 52,
+    ),
+    "float": (
+        "-104.0f", "0x1.8p23f", "0x1.715476p0f", "0x1.62e4p-1f", "0x1.7f7d1cp-20f",
+        8, "int32_t", 127, 23,
+    ),
+}  # fmt: skip
+
+
+def _exp_source(ctype: str, suffix: str) -> str:
+    """`rw_exp_nonpositive_{suffix}` for `ctype` (see `_EXP_SOURCE`): its Horner steps written out."""
+    clamp, shifter, log2e, ln2_high, ln2_low, degree, itype, bias, bits = _EXP_CONSTANTS[ctype]
+    literal, madd = ("", "RW_MADD") if ctype == "double" else ("f", "RW_MADDF")
+    steps = "".join(
+        f"    p = {madd}(p, r, 1.0{literal} / {math.factorial(k)}.0{literal});\n"
+        for k in range(degree - 1, -1, -1)
+    )
+    return f"""
+static inline {ctype} rw_exp_nonpositive_{suffix}({ctype} x) {{
+    x = x < {clamp} ? {clamp} : x;
+    const {ctype} shifter = {shifter};
+    {ctype} n = (x * {log2e} + shifter) - shifter;
+    {ctype} r = (x - n * {ln2_high}) - n * {ln2_low};
+    {ctype} p = 1.0{literal} / {math.factorial(degree)}.0{literal};
+{steps}    {itype} k = ({itype})n, k1 = k >> 1, k2 = k - k1;
+    {itype} b1 = (k1 + {bias}) << {bits}, b2 = (k2 + {bias}) << {bits};
+    {ctype} s1, s2;
     memcpy(&s1, &b1, sizeof s1);
     memcpy(&s2, &b2, sizeof s2);
     return p * s1 * s2;
-}
+}}
 """
 
 
@@ -303,6 +294,7 @@ def reductions_source() -> str:
         _JOIN_SOURCE,
     ]
     for ctype, suffix in TYPES.values():
+        parts.append(_exp_source(ctype, suffix))
         log1p = "log1p" if ctype == "double" else "log1pf"
         parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG1P=log1p))
         for name, order in (("max", ">"), ("min", "<")):
