@@ -14,6 +14,7 @@ type that cannot replace the node's output are skipped and reported through
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import warnings
@@ -63,9 +64,12 @@ class Meter:
 
     Once the budget is exceeded, `error` holds the BudgetExceeded and every
     further step raises again, so code that swallows the error cannot go on.
+    It raises only while the block that entered it is running: an interrupt
+    (KeyboardInterrupt) landing in its exit can leave it on the thread's
+    stack, where it would otherwise fail every later kanren run.
     """
 
-    __slots__ = ("deadline", "error", "max_seconds", "max_steps", "steps", "what")
+    __slots__ = ("deadline", "error", "max_seconds", "max_steps", "owner", "steps", "what")
 
     def __init__(self, what: str | Callable[[], str], max_steps: int, max_seconds: float):
         self.what, self.max_steps, self.max_seconds = what, max_steps, max_seconds
@@ -74,6 +78,8 @@ class Meter:
         self.error: BudgetExceeded | None = None
 
     def __enter__(self) -> Meter:
+        frame = sys._getframe(1)  # the block's frame, by identity: a reference would keep it alive
+        self.owner = (id(frame), frame.f_code)
         _meters().append(self)
         return self
 
@@ -92,7 +98,22 @@ class Meter:
                     "max_seconds",
                 )
         if self.error is not None:
+            if not self._block_running():
+                # left behind by an interrupted exit: no longer in force (the caller's loop over the
+                # stack may skip the next meter for this one step)
+                _meters().remove(self)
+                return
             raise BudgetExceeded(str(self.error), self.error.budget)
+
+    def _block_running(self) -> bool:
+        """Whether the frame that entered the block is on the current call stack."""
+        owner_id, owner_code = self.owner
+        frame = sys._getframe(1)
+        while frame is not None:
+            if id(frame) == owner_id and frame.f_code is owner_code:
+                return True
+            frame = frame.f_back
+        return False
 
     def _exceeded(self, why: str, budget: str) -> None:
         what = self.what() if callable(self.what) else self.what

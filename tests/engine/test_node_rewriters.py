@@ -555,3 +555,20 @@ def test_nested_rejection_collectors_each_keep_their_own():
     assert outer == [("r", node, "why")]
     with pytest.warns(RewriteWarning, match="why not"):
         reject_answer("r", node, "why not")  # no block open: a warning
+
+
+def test_a_budget_left_on_the_stack_by_an_interrupted_exit_fails_no_later_run():
+    """An interrupt landing in a budget block's exit leaves its meter on the thread's stack; once spent,
+    it must not fail the kanren runs that come after its block."""
+    from relwrite.engine.node_rewriters import _meters
+
+    def interrupted_block():
+        meter = kanren_budget("left behind", max_steps=1)
+        meter.__enter__()  # the exit never runs, as when an interrupt lands on its first line
+        return meter
+
+    meter = interrupted_block()
+    assert meter in _meters()
+    q = var()
+    assert run(3, q, conde([eq(q, 1)], [eq(q, 2)], [eq(q, 3)])) == (1, 2, 3)
+    assert meter not in _meters()  # dropped once it found its block gone
