@@ -75,6 +75,21 @@ def shape_i(x: Any, i: int) -> Variable:
     return Shape_i(i)(x)
 
 
+def length_read(op: Any, inputs: Sequence[Any]) -> tuple[Variable, int] | None:
+    """(x, axis) when a node of `op` on `inputs` reads one length of `x`: `shape_i(x, axis)`, or
+    `shape(x)[i]` for a literal i in range (the axis counted from the start); else None."""
+    if isinstance(op, Shape_i):
+        return inputs[0], op.i
+    if not isinstance(op, Subtensor) or op.idx_list != (INT,) or len(inputs) != 2:
+        return None
+    vector, index = inputs
+    owner = vector.owner if isinstance(vector, Variable) else None
+    if owner is None or not isinstance(owner.op, Shape) or not isinstance(index, Constant) or index.data.ndim:
+        return None
+    x, i = owner.inputs[0], int(index.data)
+    return (x, i % x.ndim) if -x.ndim <= i < x.ndim else None
+
+
 def static_length(value: Any) -> int | None:
     """The int a length stands for when it is known before run time, else None: an int, a 0-d integer
     constant, or a length of a variable whose static shape has it (`shape_i(x, 1)`, `x.shape[1]`)."""
@@ -84,17 +99,8 @@ def static_length(value: Any) -> int | None:
         data = value.data
         return int(data) if data.ndim == 0 and data.dtype.kind in "iu" else None
     node = value.owner if isinstance(value, Variable) else None
-    if node is None:
-        return None
-    if isinstance(node.op, Shape_i):
-        return node.inputs[0].type.shape[node.op.i]
-    shaped = node.inputs[0].owner if isinstance(node.op, Subtensor) else None
-    if shaped is not None and isinstance(shaped.op, Shape) and node.op.idx_list == (INT,):
-        axis = static_length(node.inputs[1])
-        lengths = shaped.inputs[0].type.shape
-        if axis is not None and -len(lengths) <= axis < len(lengths):
-            return lengths[axis]
-    return None
+    read = length_read(node.op, node.inputs) if node is not None else None
+    return None if read is None else read[0].type.shape[read[1]]
 
 
 def length(x: Variable, i: int) -> Variable:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, Variable
+from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.subtensor import IncSubtensor, Subtensor
 from relwrite.relations.goals import Goal, node_mappingo
 from relwrite.relations.registry import relation
@@ -46,6 +46,18 @@ def _indexed(parts: tuple) -> tuple[Subtensor, tuple] | None:
     if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
         return None
     return op, operands
+
+
+def _indexed_node(parts: tuple, kind: type) -> tuple[Subtensor, Apply, tuple] | None:
+    """(op, node, index) of a Subtensor node whose indexed array a single-output node of `kind` computes."""
+    split = _indexed(parts)
+    if split is None:
+        return None
+    op, operands = split
+    node = operands[0].owner if isinstance(operands[0], Variable) else None
+    if node is None or not isinstance(node.op, kind) or len(node.outputs) != 1:
+        return None
+    return op, node, operands[1:]
 
 
 def whole(parts: tuple) -> Variable | None:
@@ -87,14 +99,11 @@ def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) ->
 
 def lifted(parts: tuple) -> Variable | None:
     """(Subtensor, (f(a, b, ...), *index)) -> f(a[index], b[index], ...), scalars left as they are."""
-    split = _indexed(parts)
-    if split is None:
+    found = _indexed_node(parts, o.Elemwise)
+    if found is None:
         return None
-    op, operands = split
-    inner, index = operands[0], operands[1:]
-    node = inner.owner if isinstance(inner, Variable) else None
-    if node is None or not isinstance(node.op, o.Elemwise) or len(node.outputs) != 1:
-        return None
+    op, node, index = found
+    inner = node.outputs[0]
     arrays = [v for v in node.inputs if v.ndim > 0]
     if not arrays or not all(_shaped_like(v, inner, arrays) for v in node.inputs):
         return None
@@ -169,14 +178,10 @@ def _plain_items(op: Subtensor, index: tuple) -> list[tuple] | None:
 
 def merged_subtensor(parts: tuple) -> Variable | None:
     """(Subtensor, (x[inner], *outer index)) -> x[composed] for literal, forward-stepping indices."""
-    split = _indexed(parts)
-    if split is None:
+    found = _indexed_node(parts, Subtensor)
+    if found is None:
         return None
-    op, operands = split
-    inner_var, outer_index = operands[0], operands[1:]
-    node = inner_var.owner if isinstance(inner_var, Variable) else None
-    if node is None or not isinstance(node.op, Subtensor):
-        return None
+    op, node, outer_index = found
     x = node.inputs[0]
     inner, outer = _plain_items(node.op, tuple(node.inputs[1:])), _plain_items(op, outer_index)
     if inner is None or outer is None:
@@ -223,14 +228,11 @@ def subtensor_merge(lhs: Any, rhs: Any) -> Goal:
 def alloc_part(parts: tuple) -> Variable | None:
     """(Subtensor, (alloc(v, *shape), *index)) -> alloc(v, *part shape) for a scalar v, where the
     part's static shape is known (a new array of the same value, never the whole one)."""
-    split = _indexed(parts)
-    if split is None:
+    found = _indexed_node(parts, o.Alloc)
+    if found is None or found[1].inputs[0].ndim != 0:
         return None
-    op, operands = split
-    node = operands[0].owner if isinstance(operands[0], Variable) else None
-    if node is None or not isinstance(node.op, o.Alloc) or node.inputs[0].ndim != 0:
-        return None
-    shape = op.make_node(*operands).outputs[0].type.shape
+    op, node, index = found
+    shape = op.make_node(node.outputs[0], *index).outputs[0].type.shape
     if None in shape:
         return None
     return o.alloc(node.inputs[0], *shape)

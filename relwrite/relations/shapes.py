@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from relwrite.graph.basic import Constant, Variable, constant
-from relwrite.graph.shape import Shape, Shape_i, promoted_length, promoted_shape
+from relwrite.graph.basic import Variable, constant
+from relwrite.graph.shape import Shape, Shape_i, length_read, promoted_length, promoted_shape
 from relwrite.graph.subtensor import INT, Subtensor
 from relwrite.relations.goals import Goal, node_mappingo
 from relwrite.relations.registry import relation
@@ -52,16 +52,8 @@ def shape_promotion(lhs: Any, rhs: Any) -> Goal:
 def length_of_shape(parts: tuple) -> Variable | None:
     """(Subtensor{int}, (shape(x), i)) -> shape_i(x, i) for a literal i."""
     op, operands = parts
-    if not isinstance(op, Subtensor) or op.idx_list != (INT,) or not isinstance(operands, tuple):
-        return None
-    vector, index = operands
-    owner = vector.owner if isinstance(vector, Variable) else None
-    if owner is None or not isinstance(owner.op, Shape) or not isinstance(index, Constant):
-        return None
-    x, i = owner.inputs[0], int(index.data)
-    if not -x.ndim <= i < x.ndim:
-        return None
-    return Shape_i(i % x.ndim)(x)
+    read = length_read(op, operands) if isinstance(op, Subtensor) and isinstance(operands, tuple) else None
+    return None if read is None else Shape_i(read[1])(read[0])
 
 
 def shape_indexed(result: Any) -> list[tuple]:
