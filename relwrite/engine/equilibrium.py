@@ -94,6 +94,21 @@ class _RunState:
             self.queued.add(node)
             self.next.append(node)
 
+    def generation(self, levels: dict[Apply, int] | None, outputs_first: bool) -> deque[Apply]:
+        """The queued nodes, outputs first or inputs first: by their level in the graph, or (`levels`
+        None: the queue is in topological order, as on the first pass) as queued.
+
+        A pass visiting outputs first queues what it touched top-down and
+        what its rewrites built bottom-up; ordering by level makes the next
+        pass again start where the order says (a flatten at the top of a
+        chain of adds then takes the whole chain at once, instead of one
+        level per rewrite from the bottom).
+        """
+        queued = reversed(self.next) if outputs_first else self.next  # ties: the last queued first
+        if levels is None:
+            return deque(queued)
+        return deque(sorted(queued, key=lambda n: levels.get(n, 0), reverse=outputs_first))
+
     def settle(self, nodes: Iterable[Apply]) -> None:
         """Visit the nodes a rewrite just built next, before the rest of the generation.
 
@@ -233,6 +248,7 @@ class EquilibriumRewriter(GraphRewriter):
         fgraph, state, watch, profile = run.fgraph, run.state, run.watch, run.profile
         for node in fgraph.toposort():
             state.enqueue(node)
+        first_generation = True  # queued in topological order (unless a graph rewriter changes that)
         events_at_graph_run = -1
         while True:
             current_pass = PassStats(nodes_at_start=len(fgraph.apply_nodes))
@@ -240,6 +256,7 @@ class EquilibriumRewriter(GraphRewriter):
             if self.graph_rewriters and watch.events != events_at_graph_run:
                 events_at_graph_run = watch.events
                 self._run_graph_rewriters(run, graph_names, current_pass)
+                first_generation = first_generation and watch.events == events_at_graph_run
                 if profile.stopped_early:
                     current_pass.time = time.perf_counter() - pass_start
                     profile.passes.append(current_pass)
@@ -248,7 +265,9 @@ class EquilibriumRewriter(GraphRewriter):
                 current_pass.time = time.perf_counter() - pass_start
                 profile.passes.append(current_pass)
                 break
-            state.current = deque(reversed(state.next) if self.order == "out_to_in" else state.next)
+            levels = None if first_generation else fgraph.levels()
+            state.current = state.generation(levels, outputs_first=self.order == "out_to_in")
+            first_generation = False
             state.next = deque()
             if not state.current:
                 if current_pass.applied:

@@ -170,6 +170,22 @@ def test_out_to_in_retries_only_the_nodes_next_to_a_rewrite():
     assert counter.calls == expected
 
 
+def test_a_later_pass_visits_outputs_first_by_level():
+    """Removing every `* 1.0` of an alternating chain (first pass) leaves directly nested sums: the
+    next pass starts at the top, where one flatten takes the whole chain (not one level per rewrite)."""
+    from relwrite.engine.db import optdb
+
+    x = vector("x")
+    out = x
+    for i in range(200):
+        out = add(out, 1.0) if i % 2 else mul(out, 1.0)
+    fgraph = FunctionGraph([x], [out])
+    profile = run_quietly(optdb["canonicalize"].query("+fast_run"), fgraph)
+    assert repr(fgraph) == "FunctionGraph(add(100.0, x))"
+    assert profile.rules["flatten_add"].applied == 1
+    assert profile.rules["fold_add_constants"].applied == 1
+
+
 def test_in_to_out_tries_every_node_once_on_a_chain():
     fgraph = chain_with_one_redex(below=30, above=30)
     nodes_before = set(fgraph.apply_nodes)
