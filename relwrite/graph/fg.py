@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from relwrite.graph import basic
 from relwrite.graph.basic import Apply, Constant, Variable, toposort_nodes
+from relwrite.graph.memory import collection_paused
 
 Node = Apply | Literal["output"]
 Client = tuple[Node, int]
@@ -122,9 +123,6 @@ class FunctionGraph:
         for i, out in enumerate(outputs):
             if not isinstance(out, Variable):
                 raise TypeError(f"FunctionGraph: output {i} is {out!r}, not a Variable")
-        inputs = basic.graph_inputs(outputs) if inputs is None else list(inputs)
-        if clone:
-            inputs, outputs = basic.clone(inputs, outputs)
         self.inputs: list[Variable] = []
         self.outputs: list[Variable] = []
         self.apply_nodes: dict[Apply, None] = {}
@@ -137,10 +135,14 @@ class FunctionGraph:
         self._toposort_cache: tuple[int, dict, list[Apply]] | None = None
         self._undo_log: list[tuple[Node, int, Variable]] | None = None
         self._levels: dict[Apply, int] | None = {}
-        for var in inputs:
-            self.add_input(var)
-        for var in outputs:
-            self.add_output(var)
+        with collection_paused():  # cloning and importing allocate O(nodes) objects that all live on
+            inputs = basic.graph_inputs(outputs) if inputs is None else list(inputs)
+            if clone:
+                inputs, outputs = basic.clone(inputs, outputs)
+            for var in inputs:
+                self.add_input(var)
+            for var in outputs:
+                self.add_output(var)
         for feature in features:
             self.attach_feature(feature)
 
