@@ -29,7 +29,7 @@ from unification.variable import isvar
 
 from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
-from relwrite.relations.registry import derive_tracks
+from relwrite.relations.registry import Rule, derive_tracks
 from relwrite.relations.runtime import answers, direct_answers
 
 Tracks = Sequence[Op | type] | None
@@ -445,7 +445,10 @@ class KanrenRelationSub(NodeRewriter):
         self._output_screen = getattr(relation, "screen", None)
         if self._output_screen is not None:
             self.screen = self._screen_output
-            self.screen_reads_heads = isinstance(getattr(self._output_screen, "__self__", None), Pattern)
+            # a Rule's screen reads only heads, by its contract; so does a pattern's
+            self.screen_reads_heads = isinstance(relation, Rule) or isinstance(
+                getattr(self._output_screen, "__self__", None), Pattern
+            )
 
     def tracks(self) -> Tracks:
         return self._tracks

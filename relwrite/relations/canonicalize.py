@@ -63,7 +63,14 @@ from relwrite.relations.goals import (
     sortedo,
     variadico,
 )
-from relwrite.relations.operands import is_neutral_of, neutral_drops, rest_regroupable
+from relwrite.relations.operands import (
+    holds_constants,
+    holds_variables,
+    is_neutral_of,
+    nests,
+    neutral_drops,
+    rest_regroupable,
+)
 from relwrite.relations.predicates import (
     broadcasts_into,
     equals_everywhere,
@@ -142,7 +149,11 @@ mul_of_one_factor = rule(
 
 
 @relation(
-    CANON, semantics="reassociates", tracks=(o.add,), examples=("add(x, add(y, z))", "(x + y) + (z + w)")
+    CANON,
+    semantics="reassociates",
+    tracks=(o.add,),
+    examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
+    screen=nests(o.add),
 )
 def flatten_add(lhs: Any, rhs: Any) -> Goal:
     """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested).
@@ -153,7 +164,11 @@ def flatten_add(lhs: Any, rhs: Any) -> Goal:
 
 
 @relation(
-    CANON, semantics="reassociates", tracks=(o.mul,), examples=("mul(x, mul(y, z))", "(x * y) * (z * w)")
+    CANON,
+    semantics="reassociates",
+    tracks=(o.mul,),
+    examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
+    screen=nests(o.mul),
 )
 def flatten_mul(lhs: Any, rhs: Any) -> Goal:
     """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested).
@@ -169,6 +184,7 @@ def flatten_mul(lhs: Any, rhs: Any) -> Goal:
     tracks=(o.add,),
     backward="a folded constant does not say which constants it came from",
     examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
+    screen=holds_constants,
 )
 def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
     """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.
@@ -186,6 +202,7 @@ def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
     tracks=(o.mul,),
     backward="a folded constant does not say which constants it came from",
     examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
+    screen=holds_constants,
 )
 def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
     """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
@@ -456,6 +473,7 @@ def mul_cancel(lhs: Any, rhs: Any) -> Goal:
     tracks=(o.add,),
     backward="a collected coefficient does not say how it was split",
     examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, x)", "add(neg(x), neg(x))"),
+    screen=holds_variables,
 )
 def collect_terms(lhs: Any, rhs: Any) -> Goal:
     """x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.
@@ -473,6 +491,7 @@ def collect_terms(lhs: Any, rhs: Any) -> Goal:
     tracks=(o.add,),
     backward="a collected coefficient does not say how it was split",
     examples=("add(x, neg(x))", "add(mul(3, x), neg(x))", "add(y, x, mul(-1, x))"),
+    screen=holds_variables,
 )
 def collect_terms_cancelling(lhs: Any, rhs: Any) -> Goal:
     """x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.
@@ -489,6 +508,7 @@ def collect_terms_cancelling(lhs: Any, rhs: Any) -> Goal:
     tracks=(o.mul,),
     backward="a collected exponent does not say how it was split",
     examples=("x * x", "mul(x ** 2, x)", "mul(x, y, x)"),
+    screen=holds_variables,
 )
 def collect_factors(lhs: Any, rhs: Any) -> Goal:
     """x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.
@@ -506,6 +526,7 @@ def collect_factors(lhs: Any, rhs: Any) -> Goal:
     assumptions=("x > 0",),
     backward="a collected exponent does not say how it was split",
     examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
+    screen=holds_variables,
 )
 def collect_factors_general(lhs: Any, rhs: Any) -> Goal:
     """x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).

@@ -83,6 +83,35 @@ def rest_regroupable(rest: tuple[Any, ...]) -> bool:
     return bool(rest) and all(isinstance(r, Variable) for r in rest) and regroupable(rest)
 
 
+# -- screens: necessary conditions reading only a node's operands' heads (see `registry.Rule`) ------
+
+
+def nests(op: Op) -> Callable[[Any], bool]:
+    """A screen: some operand of the node computing the value is itself computed by `op` (to flatten)."""
+
+    def screen(value: Any) -> bool:
+        node = value.owner if isinstance(value, Variable) else None
+        return node is None or any(
+            i.owner is not None and i.owner.op == op and len(i.owner.outputs) == 1 for i in node.inputs
+        )
+
+    screen.__name__ = f"nests_{op}"
+    return screen
+
+
+def holds_constants(value: Any) -> bool:
+    """A screen: the node computing the value has two or more constant operands (to fold)."""
+    node = value.owner if isinstance(value, Variable) else None
+    return node is None or sum(isinstance(i, Constant) for i in node.inputs) >= 2
+
+
+def holds_variables(value: Any) -> bool:
+    """A screen: the node computing the value has two or more operands that are not constants (to
+    gather like terms or factors)."""
+    node = value.owner if isinstance(value, Variable) else None
+    return node is None or sum(not isinstance(i, Constant) for i in node.inputs) >= 2
+
+
 def is_neutral_of(op: Op) -> Callable[[Any], bool]:
     """A constraint: the value is `op`'s neutral element, possibly shaped by fills (`neutral_parts`).
 

@@ -361,7 +361,10 @@ class _Screen:
     multisets and the operands a sequence variable may shift) with a test:
     an op the operand must be computed by, a number it must equal, or the
     `heads` a constraint on a named operand declares (a tuple of ops, op
-    classes or `Constant`: what the constraint can accept at all).
+    classes or `Constant`: what the constraint can accept at all; a constant
+    operand is decided by the constraint itself, `_Heads`).  Every test reads
+    what a node's signature holds (`TracksIndex.for_node`), so an engine may
+    decide the screen once per signature.
     """
 
     op: Op
@@ -381,14 +384,15 @@ class _Screen:
         for i, arg in enumerate(root.args):
             heads = None
             while isinstance(arg, _Guarded):
-                heads = getattr(arg.constraint, "heads", heads)
+                if getattr(arg.constraint, "heads", None) is not None:
+                    heads = _Heads(tuple(arg.constraint.heads), arg.constraint)
                 arg = arg.inner
             if isinstance(arg, _Apply) and not arg.op_is_var:
                 test: Any = arg.op
             elif isinstance(arg, _Number):
                 test = arg
             elif heads is not None:
-                test = tuple(heads)
+                test = heads
             else:
                 continue
             if root.multiset:
@@ -414,11 +418,28 @@ class _Screen:
         return True
 
 
+@dataclass(frozen=True)
+class _Heads:
+    """A screen's test from a constraint that declares `heads`: what it can accept at all.
+
+    A constant operand is all value, so the constraint itself decides it;
+    another operand passes when its owner's op is one of the heads.
+    """
+
+    heads: tuple[Any, ...]
+    constraint: Constraint
+
+    def passes(self, operand: Variable) -> bool:
+        if isinstance(operand, Constant):
+            return Constant in self.heads and bool(self.constraint(operand))
+        return any(_has_head(operand, head) for head in self.heads)
+
+
 def _passes(operand: Variable, test: Any) -> bool:
     if isinstance(test, _Number):
         return isinstance(operand, Constant) and is_literal(operand, test.value)
-    if isinstance(test, tuple):  # a constraint's `heads`
-        return any(_has_head(operand, head) for head in test)
+    if isinstance(test, _Heads):
+        return test.passes(operand)
     owner = operand.owner
     return owner is not None and len(owner.outputs) == 1 and owner.op == test
 

@@ -113,9 +113,11 @@ class Rule:
       (a necessary condition), checked by `forward` before the relation is
       built, so that failing attempts cost microseconds;
     - `screen`: a necessary condition of the same kind that reads only the
-      graph's node and its operands' ops (which never change), so an engine
-      may skip a screened-out attempt's bookkeeping; a pattern rule's is its
-      left side's (`Pattern.screen`).
+      node's op and output count and, per operand, a constant's value or its
+      owner's op and output count (none of which changes while the node
+      stays), so an engine may decide it once per such signature and skip a
+      screened-out attempt's bookkeeping; a pattern rule's is its left side's
+      (`Pattern.screen`).
     """
 
     def __init__(
@@ -291,11 +293,13 @@ def relation(
     name: str | None = None,
     guard: Callable[[Any], bool] | None = None,
     semantics: str | None = None,
+    screen: Callable[[Any], bool] | None = None,
 ) -> Callable[[Callable], Rule]:
     """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
 
-    Tracks not given are derived with `derive_tracks`; `guard` is a cheap
-    necessary condition on a graph for the rule to match (see Rule).  Goals
+    Tracks not given are derived with `derive_tracks`; `guard` and `screen`
+    are cheap necessary conditions on a graph for the rule to match, the
+    screen reading only heads (see Rule).  Goals
     written in Python answer once a side is bound; with both sides unbound
     the relation enumerates the pairs its examples give (each example, and
     each of its answers), so it still runs generatively.
@@ -315,6 +319,7 @@ def relation(
             doc=fn.__doc__ or "",
             guard=guard,
             semantics=semantics,
+            screen=screen,
         )
 
     return decorate

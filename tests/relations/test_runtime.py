@@ -213,7 +213,7 @@ def test_a_user_rule_runs_in_the_engine_on_any_operand_order():
 
 # -- cheap paths: they give exactly what the full run gives ---------------------------------------------
 
-PATTERN_RULES = [r for r in CATALOGUE if r.screen is not None]
+SCREENED_RULES = [r for r in CATALOGUE if r.screen is not None]
 OPERAND_RULES = [  # rules whose forward run is a function call (`rewrite_operandso`, `node_mappingo`)
     r for r in CATALOGUE if getattr(r.relation, "forward_values", lambda _: None)(vector("probe")) is not None
 ]
@@ -227,18 +227,47 @@ def _subterms(graph):
 
 
 @given(st.data())
-def test_a_screen_never_refuses_what_its_pattern_matches(data):
+def test_a_screen_never_refuses_what_its_rule_matches(data):
     """`Rule.screen` is a necessary condition: a refused node has no match (so the engine may skip it)."""
     from relwrite.testing.strategies import expression_graphs
 
     _, out = data.draw(expression_graphs(ops=RANDOM_OPS, max_nodes=8))
     for term in _subterms(out):
-        for rule_ in PATTERN_RULES:
+        for rule_ in SCREENED_RULES:
             if not rule_.screen(term):
-                assert rule_.lhs.match(term) is None, f"{rule_.name} screened out {pprint(term)}"
+                if rule_.lhs is not None:
+                    assert rule_.lhs.match(term) is None, f"{rule_.name} screened out {pprint(term)}"
+                else:  # the relation itself, run without the rule's screen
+                    found = next(answers(rule_.relation, term), None)
+                    assert found is None, f"{rule_.name} screened out {pprint(term)}"
 
 
-@pytest.mark.parametrize("rule_", PATTERN_RULES, ids=lambda r: r.name)
+def test_a_constraint_decides_a_constant_operand_in_the_screen():
+    """add_zeros_like's operand constraint accepts fills and constants: of constants, only zeros."""
+    x = vector("x")
+    add_zeros_like = next(r for r in CATALOGUE if r.name == "add_zeros_like")
+    assert add_zeros_like.screen(o.add(x, 0.0))
+    assert add_zeros_like.screen(o.add(x, o.fill(x, 0.0)))
+    assert not add_zeros_like.screen(o.add(x, 1.0))
+
+
+@pytest.mark.parametrize(
+    "name, admitted, refused",
+    [
+        ("flatten_add", "add(x, add(y, 1))", "add(x, mul(y, 2))"),
+        ("fold_add_constants", "add(1, x, 2)", "add(1, x, y)"),
+        ("collect_terms", "add(1, x, y)", "add(1, x)"),
+        ("collect_factors", "mul(x, x)", "mul(2, x)"),
+    ],
+)
+def test_an_operand_rule_screens_on_its_operands_heads(name, admitted, refused):
+    rule_ = next(r for r in CATALOGUE if r.name == name)
+    types = {"x": "vector", "y": "vector"}
+    assert rule_.screen(parse(admitted, types=types))
+    assert not rule_.screen(parse(refused, types=types))
+
+
+@pytest.mark.parametrize("rule_", SCREENED_RULES, ids=lambda r: r.name)
 def test_a_screen_admits_every_example(rule_):
     for text in rule_.examples:
         assert rule_.screen(parse(text, types=rule_.types)), f"{rule_.name} screens out its example {text}"
