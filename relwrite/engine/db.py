@@ -198,14 +198,24 @@ class RewriteDatabase:
         nested = (e.item._state() for e in self._entries.values() if isinstance(e.item, RewriteDatabase))
         return (self._version, *nested)
 
-    def query(self, query: Query | None = None, **kwargs: Any) -> Any:
-        """The rewriter for `query` (or `Query(**kwargs)`), built once while the contents stay the same.
+    def query(self, *tags: Query | str, **kwargs: Any) -> Any:
+        """The rewriter for a query, built once while the contents stay the same: a `Query`,
+        `Query(**kwargs)`, or tags as strings, ``"+tag"`` to include, ``"-tag"`` to exclude and
+        ``"&tag"`` to require (``optdb.query("+canonicalize", "-unsafe")``).
 
         Rewriters keep no state between runs, so one answer serves every graph.
         """
-        query = query if query is not None else Query(**kwargs)
-        if not isinstance(query, Query):
-            raise TypeError(f"query: expected a Query (or Query's keywords), got {query!r}")
+        if not tags:
+            query = Query(**kwargs)
+        elif len(tags) == 1 and not kwargs and isinstance(tags[0], Query):
+            query = tags[0]
+        elif not kwargs and all(isinstance(t, str) for t in tags):
+            query = _parsed_query(tags)
+        else:
+            shown = ", ".join([*map(repr, tags), *(f"{k}={v!r}" for k, v in kwargs.items())])
+            raise TypeError(
+                f"query: expected a Query, Query's keywords or '+tag'/'-tag'/'&tag' strings, got {shown}"
+            )
         key = (query, self._state())
         built = self._built.get(key)
         if built is None:
@@ -219,6 +229,16 @@ class RewriteDatabase:
 
     def __str__(self) -> str:
         return f"{type(self).__name__}({self.name or ''})"
+
+
+def _parsed_query(tags: Sequence[str]) -> Query:
+    """The Query that ``"+a"``, ``"-b"`` and ``"&c"`` strings (include, exclude, require) spell."""
+    kinds: dict[str, list[str]] = {"+": [], "-": [], "&": []}
+    for tag in tags:
+        if len(tag) < 2 or tag[0] not in kinds:
+            raise ValueError(f"query: a tag string starts with '+', '-' or '&' and names a tag, got {tag!r}")
+        kinds[tag[0]].append(tag[1:])
+    return Query(include=kinds["+"], exclude=kinds["-"], require=kinds["&"])
 
 
 class SequenceDB(RewriteDatabase):

@@ -376,5 +376,12 @@ def test_log_sum_exp_and_log_softmax_are_stabilized_in_every_mode(mode):
 
 
 def test_a_query_that_is_not_a_query_is_refused_by_name():
-    with pytest.raises(TypeError, match=r"expected a Query .* got \['canonicalize'\]"):
+    with pytest.raises(TypeError, match=r"expected a Query.* got \['canonicalize'\]"):
         optdb.query(["canonicalize"])
+    with pytest.raises(ValueError, match=r"starts with '\+', '-' or '&' .* got 'canonicalize'"):
+        optdb.query("canonicalize")
+
+
+def test_a_query_may_be_spelled_as_tag_strings():
+    spelled = optdb.query("+fast_run", "-unsafe", "&canonicalize")
+    assert spelled is optdb.query(Query(include=["fast_run"], exclude=["unsafe"], require=["canonicalize"]))
