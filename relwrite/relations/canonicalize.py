@@ -41,7 +41,7 @@ from kanren.core import eq
 from unification import var
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, Variable
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
 from relwrite.relations.goals import (
     Goal,
@@ -49,21 +49,22 @@ from relwrite.relations.goals import (
     cancelledo,
     choiceo,
     conj,
-    divided_outo,
     flatteno,
     foldedo,
     involutiono,
     like_factorso,
     like_termso,
     mappingo,
+    node_mappingo,
     nodeo,
     operandso,
     replaceableo,
     rewrite_operandso,
     sortedo,
-    variadico,
 )
 from relwrite.relations.operands import (
+    applied,
+    divided_out,
     holds_constants,
     holds_variables,
     is_neutral_of,
@@ -78,6 +79,7 @@ from relwrite.relations.predicates import (
     float_var,
     is_float,
     is_zero_dimensional,
+    node_inputs,
     regroupable,
     same_dtype_at,
     signed_var,
@@ -362,12 +364,7 @@ def mul_zero(lhs: Any, rhs: Any) -> Goal:
 
     A zero filled to some shape (as x - x leaves) counts as zero too.
     """
-    factors = var(prefix="factors")
-    return conj(
-        operandso(lhs, o.mul, factors),
-        mappingo(factors, rhs, zeros_of_product),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, o.mul, lambda found: zeros_of_product(found[1]))
 
 
 def zeros_of_product(factors: Any) -> Variable | None:
@@ -437,15 +434,17 @@ def mul_div_cancel(lhs: Any, rhs: Any) -> Goal:
     Floats; unsafe: at y = 0 or y = inf the left side is NaN, so valid for finite
     y != 0.  Ones shaped like y stay where y could widen the result.
     """
-    numerator, y = var(prefix="numerator"), var(prefix="y")
-    factors, kept = var(prefix="factors"), var(prefix="kept")
-    return conj(
-        operandso(lhs, o.true_div, (numerator, y)),
-        operandso(numerator, o.mul, factors),
-        divided_outo(y, factors, kept),
-        variadico(rhs, o.mul, kept),
-        replaceableo(lhs, rhs),
-    )
+    return node_mappingo(lhs, rhs, o.true_div, _cancelled_quotient)
+
+
+def _cancelled_quotient(found: tuple[Op, tuple]) -> Variable | None:
+    """mul(*factors) / y with one factor y divided out (`divided_out`), or None."""
+    numerator, divisor = found[1]
+    factors = node_inputs(numerator, o.mul) if isinstance(numerator, Variable) else None
+    kept = divided_out((divisor, factors)) if factors is not None else None
+    if not kept:
+        return None
+    return kept[0] if len(kept) == 1 else applied(o.mul, kept)
 
 
 @relation(

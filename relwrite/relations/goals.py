@@ -142,6 +142,11 @@ def _arguments(term: Any, op: Op | None = None, kind: type | None = None) -> tup
     return None
 
 
+def _kind_arguments(term: Any, kind: type | tuple[type, ...] | Op) -> tuple[Op, tuple] | None:
+    """`_arguments` for an op class (or classes), or for one op."""
+    return _arguments(term, op=kind) if isinstance(kind, Op) else _arguments(term, kind=kind)
+
+
 def _bind(v: Any, value: Any, state: Any) -> Iterator[Any]:
     s = _unify(v, value, state)
     if s is not False:
@@ -298,8 +303,9 @@ def variadico(term: Any, op: Op, args: Any) -> Goal:
     return goal
 
 
-def nodeo(term: Any, kind: type, op: Any, args: Any) -> Goal:
-    """`term` applies `op`, an op of class `kind` (e.g. a `DimShuffle`), to the tuple `args`.
+def nodeo(term: Any, kind: type | tuple[type, ...] | Op, op: Any, args: Any) -> Goal:
+    """`term` applies `op`, an op of class `kind` (e.g. a `DimShuffle`) or the op `kind` itself, to
+    the tuple `args`.
 
     With `term` bound, `op` and `args` are read from it; with `op` and
     `args` bound, `term` is built.
@@ -308,14 +314,15 @@ def nodeo(term: Any, kind: type, op: Any, args: Any) -> Goal:
     def goal(state):
         t = _walk(term, state)
         if not _isvar(t):
-            found = _arguments(t, kind=kind)
+            found = _kind_arguments(t, kind)
             if found is not None:
                 s = _unify((op, args), found, state)
                 if s is not False:
                     yield s
             return
         head, a = _walk(op, state), _resolve(args, state)
-        if isinstance(head, kind) and isinstance(a, (tuple, list)):
+        heads_match = head == kind if isinstance(kind, Op) else isinstance(head, kind)
+        if heads_match and isinstance(a, (tuple, list)):
             built = _build(head, a)
             if built is not None:
                 yield from _bind(t, built, state)
@@ -391,12 +398,13 @@ def choiceo(x: Any, options: Callable[[Any], Iterable[Any]], given: Any) -> Goal
 def node_mappingo(
     lhs: Any,
     rhs: Any,
-    kind: type | tuple[type, ...],
+    kind: type | tuple[type, ...] | Op,
     forward: Callable[[Any], Any],
     preimages: Callable[[Any], Iterable[Any]] | None = None,
 ) -> Goal:
-    """`lhs` applies an op of class `kind` to operands, `rhs` is `forward((op, operands))`, and `rhs` may
-    stand for `lhs`; backward (with `preimages`) the (op, operands) pairs mapped onto `rhs` build `lhs`.
+    """`lhs` applies an op of class `kind` (or the op `kind`) to operands, `rhs` is
+    `forward((op, operands))`, and `rhs` may stand for `lhs`; backward (with `preimages`) the
+    (op, operands) pairs mapped onto `rhs` build `lhs`.
 
     The shape of every rule that computes its right side from the node it matches.
     """
@@ -413,12 +421,12 @@ def node_mappingo(
     return goal
 
 
-def node_image(kind: type | tuple[type, ...], forward: Callable[[Any], Any], given: Any) -> tuple | None:
+def node_image(kind: type | tuple[type, ...] | Op, forward: Callable[[Any], Any], given: Any) -> tuple | None:
     """The right sides `node_mappingo` answers for a bound graph `given`: its forward run, computed
     without kanren states (at most one); None when `given` is not a graph variable (run the goal)."""
     if not isinstance(given, Variable):
         return None
-    found = _arguments(given, kind=kind)
+    found = _kind_arguments(given, kind)
     if found is None:
         return ()
     image = forward(found)
