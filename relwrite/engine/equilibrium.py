@@ -351,7 +351,11 @@ class EquilibriumRewriter(GraphRewriter):
                     return True
                 if node in apply_nodes:
                     state.enqueue(node)
-                state.settle(new.owner for _, new in pairs if new.owner in apply_nodes)
+                built = [new.owner for _, new in pairs if new.owner in apply_nodes]
+                if rewriter.idempotent:  # what it built does not match it again: tried once its inputs change
+                    for owner in built:
+                        state.fail(k, owner, {v.owner for v in owner.inputs if v.owner is not None})
+                state.settle(built)
                 break
         return False
 

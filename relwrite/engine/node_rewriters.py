@@ -258,6 +258,9 @@ class NodeRewriter:
     """Whether `screen` reads no more than the node's op and output count and, per operand, a
     constant's value or its owner's op and output count (a pattern's screen): engines may then
     decide it once per such signature (`TracksIndex.for_node`)."""
+    idempotent: bool = False
+    """Whether the nodes this rewriter builds never match it again while their inputs stay (a sorted
+    sum is sorted): engines then skip trying it on them."""
 
     def tracks(self) -> Tracks:
         """The ops or op classes this rewriter applies to; None means every node."""
@@ -442,6 +445,7 @@ class KanrenRelationSub(NodeRewriter):
             with kanren_budget(f"deriving the tracks of {self}", max_steps, max_seconds):
                 tracks = derive_tracks(relation)  # None when the budget runs out
         self._tracks = list(tracks) if tracks is not None else None
+        self.idempotent = bool(getattr(relation, "idempotent", False))
         self._output_screen = getattr(relation, "screen", None)
         if self._output_screen is not None:
             self.screen = self._screen_output

@@ -68,8 +68,8 @@ from relwrite.relations.operands import (
     holds_constants,
     holds_variables,
     is_neutral_of,
-    nests,
     neutral_drops,
+    reads,
     rest_regroupable,
 )
 from relwrite.relations.predicates import (
@@ -155,7 +155,8 @@ mul_of_one_factor = rule(
     semantics="reassociates",
     tracks=(o.add,),
     examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
-    screen=nests(o.add),
+    screen=reads(o.add),
+    idempotent=True,
 )
 def flatten_add(lhs: Any, rhs: Any) -> Goal:
     """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested).
@@ -170,7 +171,8 @@ def flatten_add(lhs: Any, rhs: Any) -> Goal:
     semantics="reassociates",
     tracks=(o.mul,),
     examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
-    screen=nests(o.mul),
+    screen=reads(o.mul),
+    idempotent=True,
 )
 def flatten_mul(lhs: Any, rhs: Any) -> Goal:
     """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested).
@@ -187,6 +189,7 @@ def flatten_mul(lhs: Any, rhs: Any) -> Goal:
     backward="a folded constant does not say which constants it came from",
     examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
     screen=holds_constants,
+    idempotent=True,
 )
 def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
     """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.
@@ -205,6 +208,7 @@ def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
     backward="a folded constant does not say which constants it came from",
     examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
     screen=holds_constants,
+    idempotent=True,
 )
 def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
     """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
@@ -218,7 +222,11 @@ def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
 
 
 @relation(
-    CANON, semantics="reassociates", tracks=(o.add,), examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)")
+    CANON,
+    semantics="reassociates",
+    tracks=(o.add,),
+    examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)"),
+    idempotent=True,
 )
 def sort_add(lhs: Any, rhs: Any) -> Goal:
     """add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
@@ -231,7 +239,11 @@ def sort_add(lhs: Any, rhs: Any) -> Goal:
 
 
 @relation(
-    CANON, semantics="reassociates", tracks=(o.mul,), examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)")
+    CANON,
+    semantics="reassociates",
+    tracks=(o.mul,),
+    examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)"),
+    idempotent=True,
 )
 def sort_mul(lhs: Any, rhs: Any) -> Goal:
     """mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.

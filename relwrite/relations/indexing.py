@@ -21,6 +21,7 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.subtensor import IncSubtensor, Subtensor
 from relwrite.relations.goals import Goal, node_mappingo
+from relwrite.relations.operands import reads
 from relwrite.relations.registry import relation
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -307,6 +308,7 @@ def serialized(parts: tuple) -> Variable | None:
         "x + inc_subtensor(zeros_like(x)[0], z) + inc_subtensor(zeros_like(x)[2:], w)",
     ),
     types={"x": "vector", "z": "scalar", "w": "scalar"},
+    screen=reads(IncSubtensor),
 )
 def inc_subtensor_serialize(lhs: Any, rhs: Any) -> Goal:
     """x + inc(zeros[i], a) + inc(zeros[j], b) -> inc(inc(x[i], a)[j], b) (inc: inc_subtensor):

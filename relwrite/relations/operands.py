@@ -86,16 +86,21 @@ def rest_regroupable(rest: tuple[Any, ...]) -> bool:
 # -- screens: necessary conditions reading only a node's operands' heads (see `registry.Rule`) ------
 
 
-def nests(op: Op) -> Callable[[Any], bool]:
-    """A screen: some operand of the node computing the value is itself computed by `op` (to flatten)."""
+def reads(head: Op | type) -> Callable[[Any], bool]:
+    """A screen: some operand of the node computing the value is computed by the op `head` (or by an
+    op of class `head`): what flattening needs, or serializing increments."""
+
+    def computed_by(operand: Variable) -> bool:
+        owner = operand.owner
+        if owner is None or len(owner.outputs) != 1:
+            return False
+        return isinstance(owner.op, head) if isinstance(head, type) else owner.op == head
 
     def screen(value: Any) -> bool:
         node = value.owner if isinstance(value, Variable) else None
-        return node is None or any(
-            i.owner is not None and i.owner.op == op and len(i.owner.outputs) == 1 for i in node.inputs
-        )
+        return node is None or any(computed_by(i) for i in node.inputs)
 
-    screen.__name__ = f"nests_{op}"
+    screen.__name__ = f"reads_{getattr(head, '__name__', head)}"
     return screen
 
 

@@ -117,7 +117,10 @@ class Rule:
       owner's op and output count (none of which changes while the node
       stays), so an engine may decide it once per such signature and skip a
       screened-out attempt's bookkeeping; a pattern rule's is its left side's
-      (`Pattern.screen`).
+      (`Pattern.screen`);
+    - `idempotent`: the graphs its forward run builds never match it again
+      while their operands stay the same (sorting, flattening), so an engine
+      need not try it on them.
     """
 
     def __init__(
@@ -136,6 +139,7 @@ class Rule:
         guard: Callable[[Any], bool] | None = None,
         semantics: str | None = None,
         screen: Callable[[Any], bool] | None = None,
+        idempotent: bool = False,
     ):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"rule name must be an identifier, got {name!r}")
@@ -155,6 +159,7 @@ class Rule:
         self.lhs, self.rhs = lhs, rhs
         self.guard = guard
         self.screen = screen
+        self.idempotent = idempotent
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -294,12 +299,14 @@ def relation(
     guard: Callable[[Any], bool] | None = None,
     semantics: str | None = None,
     screen: Callable[[Any], bool] | None = None,
+    idempotent: bool = False,
 ) -> Callable[[Callable], Rule]:
     """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
 
     Tracks not given are derived with `derive_tracks`; `guard` and `screen`
     are cheap necessary conditions on a graph for the rule to match, the
-    screen reading only heads (see Rule).  Goals
+    screen reading only heads; `idempotent` says its results never match it
+    again (see Rule).  Goals
     written in Python answer once a side is bound; with both sides unbound
     the relation enumerates the pairs its examples give (each example, and
     each of its answers), so it still runs generatively.
@@ -320,6 +327,7 @@ def relation(
             guard=guard,
             semantics=semantics,
             screen=screen,
+            idempotent=idempotent,
         )
 
     return decorate

@@ -186,6 +186,24 @@ def test_a_later_pass_visits_outputs_first_by_level():
     assert profile.rules["fold_add_constants"].applied == 1
 
 
+@pytest.mark.parametrize("idempotent", [False, True])
+def test_an_idempotent_rewriter_is_not_tried_on_what_it_built(idempotent):
+    x, y = float64("x"), float64("y")
+    fgraph = FunctionGraph([x, y], [sin(add(y, x))])
+    tried = []
+
+    @node_rewriter([add], name="order")
+    def order(fgraph, node):
+        tried.append(node)
+        first, second = node.inputs
+        return [add(second, first)] if first.name == "y" else False
+
+    order.idempotent = idempotent
+    run_quietly(EquilibriumRewriter([order]), fgraph)
+    assert repr(fgraph) == "FunctionGraph(sin(add(x, y)))"
+    assert len(tried) == (1 if idempotent else 2)
+
+
 def test_in_to_out_tries_every_node_once_on_a_chain():
     fgraph = chain_with_one_redex(below=30, above=30)
     nodes_before = set(fgraph.apply_nodes)
