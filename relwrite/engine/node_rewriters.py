@@ -25,10 +25,10 @@ from itertools import islice
 from typing import Any
 
 import kanren.core
-from unification.variable import isvar
 
 from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
+from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
 from relwrite.relations.runtime import answers, direct_answers
 
@@ -477,7 +477,7 @@ class KanrenRelationSub(NodeRewriter):
 
     def _first_replacement(self, fgraph: Any, node: Apply, found: Iterator[Any]) -> bool | list:
         single = len(node.outputs) == 1
-        answers = (v for v in islice((a.value for a in found), self.max_answers) if not isvar(v))
+        answers = (v for v in islice((a.value for a in found), self.max_answers) if not is_logic_variable(v))
         if self.results_filter is not None:
             chosen = self.results_filter(answers)
             if chosen is None or chosen is False:

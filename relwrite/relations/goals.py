@@ -55,7 +55,7 @@ from relwrite.relations.operands import (
     with_neutral,
     without_neutral,
 )
-from relwrite.relations.predicates import NUMBER, is_literal, node_inputs
+from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable, node_inputs
 
 Goal = Callable[[Any], Iterator[Any]]
 
@@ -158,11 +158,6 @@ def _resolve(term: Any, state: Any) -> Any:
     return reify(term, state) if isinstance(term, (tuple, list)) else _walk(term, state)
 
 
-def _isvar(value: Any) -> bool:
-    """`isvar` without its metaclass check: whether `value` is a logic variable."""
-    return Var in type(value).__mro__
-
-
 def _walk(value: Any, state: Any) -> Any:
     """What `value` is bound to in `state` (itself when it is not a bound logic variable)."""
     while Var in type(value).__mro__ and value in state:
@@ -173,7 +168,7 @@ def _walk(value: Any, state: Any) -> Any:
 def _unify(u: Any, v: Any, state: Any) -> Any:
     """`unify`, with the common case (an unbound logic variable on the left) done directly."""
     u = _walk(u, state)
-    if _isvar(u) and type(state) is dict:  # a constrained state must see the binding (its guards)
+    if is_logic_variable(u) and type(state) is dict:  # a constrained state must see the binding (its guards)
         return assoc(state, u, v)
     return unify(u, v, state)
 
@@ -211,7 +206,7 @@ def along(lhs: Any, *links: Goal) -> Goal:
     forward, backward = conj(*links), conj(*reversed(links))
 
     def goal(state):
-        return (backward if _isvar(_walk(lhs, state)) else forward)(state)
+        return (backward if is_logic_variable(_walk(lhs, state)) else forward)(state)
 
     return goal
 
@@ -219,7 +214,7 @@ def along(lhs: Any, *links: Goal) -> Goal:
 def bound_graph(value: Any, state: Any) -> Variable | None:
     """The graph variable `value` stands for in `state`, or None while it is (partly) unbound."""
     value = _walk(value, state)
-    if _isvar(value):
+    if is_logic_variable(value):
         return None
     return graph_of(value)
 
@@ -257,7 +252,7 @@ def operandso(term: Any, op: Op, args: Any) -> Goal:
 
     def goal(state):
         t = _walk(term, state)
-        if not _isvar(t):
+        if not is_logic_variable(t):
             found = _arguments(t, op)
             if found is not None:
                 s = _unify(args, found[1], state)
@@ -282,7 +277,7 @@ def variadico(term: Any, op: Op, args: Any) -> Goal:
 
     def goal(state):
         t = _walk(term, state)
-        if not _isvar(t):
+        if not is_logic_variable(t):
             found = _arguments(t, op)
             if found is not None and len(found[1]) > 1:
                 s = _unify(args, found[1], state)
@@ -313,7 +308,7 @@ def nodeo(term: Any, kind: type | tuple[type, ...] | Op, op: Any, args: Any) -> 
 
     def goal(state):
         t = _walk(term, state)
-        if not _isvar(t):
+        if not is_logic_variable(t):
             found = _kind_arguments(t, kind)
             if found is not None:
                 s = _unify((op, args), found, state)

@@ -37,7 +37,7 @@ from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Constant, Op, Variable, as_variable
 from relwrite.graph.terms import GraphETuple, note_read, same_expression
-from relwrite.relations.predicates import NUMBER, as_graph, is_literal
+from relwrite.relations.predicates import NUMBER, as_graph, is_literal, is_logic_variable
 
 Constraint = Callable[[Variable], bool]
 Substitution = dict[Var, Any]
@@ -131,6 +131,15 @@ class _Apply:
     multiset: bool
     op_is_var: bool = False  # decided once, at compile time: matching is the hot path
     spliced: bool = False  # whether an argument is a sequence variable
+    fixed: tuple = ()  # the arguments other than the sequence variable, cheapest to match first
+
+    def __post_init__(self) -> None:
+        fixed = sorted((a for a in self.args if not isinstance(a, _Sequence)), key=_cost)
+        object.__setattr__(self, "fixed", tuple(fixed))
+
+    @property
+    def sequence(self) -> _Sequence | None:
+        return next((a for a in self.args if isinstance(a, _Sequence)), None)
 
 
 class Pattern:
@@ -345,7 +354,7 @@ def _match_application(
     elif node.op != op:
         return
     if node.multiset:
-        yield from _match_multiset(node.args, operands, s, clients, lone)
+        yield from _match_multiset(node, operands, s, clients, lone)
     else:
         yield from _match_ordered(node.args, operands, s, clients, lone)
 
@@ -505,11 +514,11 @@ def _cost(node: Any) -> int:
 
 
 def _match_multiset(
-    args: tuple, operands: tuple, s: Substitution, clients: Any, lone: bool
+    node: _Apply, operands: tuple, s: Substitution, clients: Any, lone: bool
 ) -> Iterator[Substitution]:
     """Operands as a multiset: each fixed pattern takes a distinct operand; a sequence variable the rest."""
-    sequence = next((a for a in args if isinstance(a, _Sequence)), None)
-    fixed = sorted((a for a in args if not isinstance(a, _Sequence)), key=_cost)
+    fixed = node.fixed
+    sequence = node.sequence if node.spliced else None
     if sequence is None and len(fixed) != len(operands):
         return
     if sequence is not None and len(operands) < len(fixed):
@@ -567,7 +576,7 @@ def _build(node: Any, s: Mapping) -> Any:
     for a in node.args:
         if isinstance(a, _Sequence):
             bound = s.get(a.var, a.var)
-            if isvar(bound):
+            if is_logic_variable(bound):
                 args.append(bound)  # unbound: a logic variable stands for one operand
             else:
                 args.extend(bound)

@@ -13,11 +13,18 @@ from typing import Any
 
 import numpy as np
 from etuples.core import ExpressionTuple
+from unification.variable import Var
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import note_read
 from relwrite.graph.types import fits
+
+
+def is_logic_variable(value: Any) -> bool:
+    """`unification.isvar` without its metaclass hook (hot paths call it): whether `value` is a
+    logic variable (objects made logic variables by `unification.variables` are not used here)."""
+    return Var in type(value).__mro__
 
 
 def as_graph(value: Any) -> Any:
@@ -41,7 +48,11 @@ def literal_value(value: Any) -> np.ndarray | None:
 def is_literal(value: Any, number: Any) -> bool:
     """Whether `value` is a constant whose every element equals `number`."""
     data = literal_value(value)
-    return data is not None and data.size > 0 and bool(np.all(data == number))
+    if data is None or data.size == 0:
+        return False
+    if data.ndim == 0:  # the common case, without numpy's reduction machinery (compared in its dtype)
+        return bool(data == number)
+    return bool((data == number).all())
 
 
 def broadcasts_into(small: Variable, big: Variable) -> bool:

@@ -31,6 +31,7 @@ from unification.variable import Var, isvar
 from relwrite.graph.basic import Variable
 from relwrite.relations.guards import is_ground, with_guard
 from relwrite.relations.pattern import EmptyApplication, Pattern, _build, as_graph, can_replace, to_graph
+from relwrite.relations.predicates import is_logic_variable
 
 if TYPE_CHECKING:
     from relwrite.relations.registry import Rule
@@ -249,7 +250,7 @@ def direct_answers(
                 return iter(())
     relation = getattr(rule, "relation", rule)
     matches = getattr(relation, "forward_matches", None)
-    if matches is not None and not isvar(term) and is_ground(term):
+    if matches is not None and not is_logic_variable(term) and is_ground(term):
         names = relation.names  # the goal's own ground branch, without building kanren states
         return (
             Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})

@@ -255,3 +255,23 @@ def test_involutiono_runs_backward_by_applying_the_function_again():
     assert run(0, q, involutiono((1, 2), q, flip)) == ((2, 1),)
     assert run(0, q, involutiono(q, (1, 2), flip)) == ((2, 1),)
     assert run(0, q, involutiono(q, "not a pair", flip)) == ()
+
+
+@pytest.mark.parametrize(
+    "value, number, expected",
+    [
+        (np.float32(0.1), 0.1, True),  # compared in the constant's dtype, as the graph would
+        (np.float64(0.1), np.float32(0.1), False),
+        (np.uint8(255), -1, False),
+        (np.nan, np.nan, False),
+        (-0.0, 0, True),
+        (np.array([1.0, 1.0]), 1, True),
+        (np.array([1.0, 2.0]), 1, False),
+        (np.zeros(0), 0, False),
+    ],
+)
+def test_is_literal_compares_every_element_in_the_constants_dtype(value, number, expected):
+    from relwrite import constant
+    from relwrite.relations.predicates import is_literal
+
+    assert is_literal(constant(value), number) is expected
