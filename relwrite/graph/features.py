@@ -8,8 +8,7 @@ op -> nodes index current, and `ChangeTracker` remembers what changed.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from typing import Any
 
 from relwrite.graph.basic import Apply, Op, Variable
@@ -63,6 +62,30 @@ def _uninstall(fgraph: FunctionGraph, *names: str) -> None:
         delattr(fgraph, name)
 
 
+class _Transaction:
+    """`History.transaction`: a class rather than a generator-based context manager, as every
+    validated replacement opens one."""
+
+    __slots__ = ("fgraph", "history", "mark")
+
+    def __init__(self, history: History, fgraph: FunctionGraph):
+        self.history, self.fgraph, self.mark = history, fgraph, 0
+
+    def __enter__(self) -> None:
+        self.mark = len(self.history.changes)
+        self.history._open_transactions += 1
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, traceback: Any) -> None:
+        history = self.history
+        try:
+            if kind is not None:
+                history.revert(self.fgraph, self.mark)
+        finally:
+            history._open_transactions -= 1
+        if kind is None and not history._open_transactions and not history._checkpoints_given:
+            history.changes.clear()
+
+
 class History(Feature):
     """Record input changes; `fgraph.checkpoint()` marks a point, `fgraph.revert(mark)` returns to it.
 
@@ -95,20 +118,9 @@ class History(Feature):
         self._checkpoints_given = True
         return len(self.changes)
 
-    @contextmanager
-    def transaction(self, fgraph: FunctionGraph) -> Iterator[None]:
+    def transaction(self, fgraph: FunctionGraph) -> _Transaction:
         """Run the block's changes as one unit: all undone if it raises, kept if it returns."""
-        mark = len(self.changes)
-        self._open_transactions += 1
-        try:
-            yield
-        except BaseException:
-            self.revert(fgraph, mark)
-            raise
-        finally:
-            self._open_transactions -= 1
-        if not self._open_transactions and not self._checkpoints_given:
-            self.changes.clear()
+        return _Transaction(self, fgraph)
 
     def revert(self, fgraph: FunctionGraph, mark: int) -> None:
         """Undo, newest first, every input change recorded after `mark`."""

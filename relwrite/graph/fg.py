@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator, MutableSequence, Sequence
-from contextlib import contextmanager
 from typing import Any, Literal
 
 from relwrite.graph import basic
@@ -100,6 +99,31 @@ class Clients(MutableSequence):
 
     def __repr__(self) -> str:
         return repr(list(self._items))
+
+
+class _AllOrNothing:
+    """`FunctionGraph._all_or_nothing`: a class rather than a generator-based context manager, as
+    every replacement opens one."""
+
+    __slots__ = ("fgraph", "outermost")
+
+    def __init__(self, fgraph: FunctionGraph):
+        self.fgraph = fgraph
+        self.outermost = False
+
+    def __enter__(self) -> None:
+        if self.fgraph._undo_log is None:  # else an enclosing block undoes everything
+            self.outermost = True
+            self.fgraph._undo_log = []
+
+    def __exit__(self, kind: type | None, exc: BaseException | None, traceback: Any) -> None:
+        if not self.outermost:
+            return
+        fgraph, log = self.fgraph, self.fgraph._undo_log
+        fgraph._undo_log = None
+        if kind is not None:
+            for node, i, old in reversed(log):
+                fgraph.change_node_input(node, i, old, reason="rollback", check=False)
 
 
 class FunctionGraph:
@@ -365,23 +389,9 @@ class FunctionGraph:
             raise IndexError(f"{node} has no input {i!r} (it has {len(node.inputs)})")
         return node.inputs[i]
 
-    @contextmanager
-    def _all_or_nothing(self) -> Iterator[None]:
+    def _all_or_nothing(self) -> _AllOrNothing:
         """Undo the block's input changes, newest first, if it raises: the graph is left as it was."""
-        if self._undo_log is not None:  # an enclosing block undoes everything
-            yield
-            return
-        log: list[tuple[Node, int, Variable]] = []
-        self._undo_log = log
-        try:
-            yield
-        except BaseException:
-            self._undo_log = None
-            for node, i, old in reversed(log):
-                self.change_node_input(node, i, old, reason="rollback", check=False)
-            raise
-        finally:
-            self._undo_log = None
+        return _AllOrNothing(self)
 
     @staticmethod
     def _check_types(old: Variable, new: Variable) -> None:
