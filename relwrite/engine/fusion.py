@@ -182,16 +182,21 @@ class _Group:
 def _inline(node: Apply, args: list[Variable]) -> list[Variable]:
     """`node` applied to the 0-d inner variables `args`; a Composite's own inner graph is copied in.
 
-    A plain node keeps its output dtypes (dtype rules do not depend on shapes), so its
-    type inference, already done on the outer node, is not run again.
+    Every copy keeps its output dtypes (dtype rules do not depend on shapes, and the
+    copies read the dtypes the originals read), so type inference, already done, is not
+    run again: a Composite fused into a later group is copied at the cost of its nodes.
     """
     if not isinstance(node.op, Composite):
-        return Apply(node.op, args, [TensorType(out.dtype, ())() for out in node.outputs]).outputs
+        return _copy(node, args)
     inner = dict(zip(node.op.inputs, args))
     for step in node.op.nodes:
-        copy = step.op.make_node(*(inner.get(v, v) for v in step.inputs))
-        inner.update(zip(step.outputs, copy.outputs))
+        inner.update(zip(step.outputs, _copy(step, [inner.get(v, v) for v in step.inputs])))
     return [inner.get(v, v) for v in node.op.outputs]
+
+
+def _copy(node: Apply, args: list[Variable]) -> list[Variable]:
+    """The outputs of `node`'s op applied to 0-d `args` of the dtypes its inputs have."""
+    return Apply(node.op, args, [TensorType(out.dtype, ())() for out in node.outputs]).outputs
 
 
 class FusionRewriter(GraphRewriter):
