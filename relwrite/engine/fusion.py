@@ -5,7 +5,11 @@ one pass (and one temporary array) per op.
 
 How groups are formed.  Nodes are visited outputs first; each elementwise
 node not yet fused starts a group (it is the group's root) that grows towards
-the inputs.  Candidates are taken in reverse topological order, so when a
+the inputs.  The first group also takes the graph's other sinks (elementwise
+nodes no elementwise node reads) as candidates, and is then split where its
+members do not read one another: an output whose ancestors another output's
+group took would otherwise fuse that whole Composite again (copying it), once
+per output.  Candidates are taken in reverse topological order, so when a
 node is considered, every one of its clients that will ever join the group
 already has.  A candidate joins when it is elementwise (any `Elemwise`,
 `Composite`s included, whose inner graphs are inlined) and either
@@ -78,19 +82,25 @@ class _Group:
         clients = self.fgraph.clients
         return [c for out in node.outputs for c, _ in clients.get(out, ()) if c not in self.members]
 
-    def grow(self) -> None:
-        """Take in the root's elementwise ancestors that may join (see the module docstring)."""
+    def grow(self, sinks: Iterable[Apply] = ()) -> None:
+        """Take in the root's elementwise ancestors that may join (see the module docstring), and the
+        `sinks` (elementwise nodes no elementwise node reads) that may join with theirs."""
         heap: list[tuple[int, int, Apply]] = []
-        queued: set[Apply] = set()
+        queued: set[Apply] = {self.root}
+
+        def push(owner: Apply) -> None:
+            if owner not in queued and fusable(owner.op):
+                queued.add(owner)
+                heapq.heappush(heap, (-self.position[owner], len(queued), owner))
 
         def push_inputs(node: Apply) -> None:
             for var in node.inputs:
-                owner = var.owner
-                if owner is not None and owner not in queued and fusable(owner.op):
-                    queued.add(owner)
-                    heapq.heappush(heap, (-self.position[owner], len(queued), owner))
+                if var.owner is not None:
+                    push(var.owner)
 
         push_inputs(self.root)
+        for sink in sinks:
+            push(sink)
         while heap:
             node = heapq.heappop(heap)[2]
             readers = self.outside_readers(node)
@@ -136,6 +146,33 @@ class _Group:
         self._cleared |= seen
         return False
 
+    def parts(self) -> list[_Group]:
+        """The group split where its members do not read one another (sinks grown together may be
+        unrelated computations, whose lengths may differ at run time): one group per part."""
+        parent = {node: node for node in self.members}
+
+        def find(node: Apply) -> Apply:
+            while parent[node] is not node:
+                parent[node] = parent[parent[node]]
+                node = parent[node]
+            return node
+
+        for node in self.members:
+            for var in node.inputs:
+                if var.owner in parent:
+                    parent[find(var.owner)] = find(node)
+        by_part: dict[Apply, set[Apply]] = {}
+        for node in self.members:
+            by_part.setdefault(find(node), set()).add(node)
+        if len(by_part) == 1:
+            return [self]
+        parts = []
+        for members in by_part.values():
+            part = _Group(self.fgraph, max(members, key=self.position.__getitem__), self.position)
+            part.members = members
+            parts.append(part)
+        return parts
+
     def ordered(self) -> list[Apply]:
         return sorted(self.members, key=self.position.__getitem__)
 
@@ -179,6 +216,13 @@ class _Group:
         return pairs
 
 
+def _read_by_fusable(fgraph: FunctionGraph, node: Apply) -> bool:
+    """Whether an elementwise node reads an output of `node` (else it is a sink of fusion)."""
+    return any(
+        c != "output" and fusable(c.op) for out in node.outputs for c, _ in fgraph.clients.get(out, ())
+    )
+
+
 def _inline(node: Apply, args: list[Variable]) -> list[Variable]:
     """`node` applied to the 0-d inner variables `args`; a Composite's own inner graph is copied in.
 
@@ -214,23 +258,28 @@ class FusionRewriter(GraphRewriter):
         fused = 0
         reorder_time = 0.0
         t1 = time.perf_counter()
+        sinks = [node for node in reversed(order) if fusable(node.op) and not _read_by_fusable(fgraph, node)]
         for root in reversed(order):
             if root not in fgraph.apply_nodes or not fusable(root.op):
                 continue
             group = _Group(fgraph, root, position)
-            group.grow()
-            if not group.worth_fusing():
-                continue
-            pairs = group.composite_replacements()
-            if pairs is None or not commit(fgraph, pairs, str(self)):
-                continue
-            fused += 1
-            composite = pairs[0][1].owner
-            position[composite] = position[root]
-            readers = (
-                c for out in composite.outputs for c, _ in fgraph.clients.get(out, ()) if c != "output"
-            )
-            if any(position[c] <= position[root] for c in readers):  # the order no longer holds
+            group.grow(sinks)  # the first group takes every sink it may: each would fuse it again
+            sinks = []
+            reorder = False
+            for part in group.parts():
+                if not part.worth_fusing():
+                    continue
+                pairs = part.composite_replacements()
+                if pairs is None or not commit(fgraph, pairs, str(self)):
+                    continue
+                fused += 1
+                composite = pairs[0][1].owner
+                position[composite] = position[part.root]
+                readers = (
+                    c for out in composite.outputs for c, _ in fgraph.clients.get(out, ()) if c != "output"
+                )
+                reorder = reorder or any(position[c] <= position[part.root] for c in readers)
+            if reorder:  # the order no longer holds
                 t2 = time.perf_counter()
                 position = {node: k for k, node in enumerate(fgraph.toposort())}
                 reorder_time += time.perf_counter() - t2

@@ -170,6 +170,29 @@ def test_an_intermediate_read_outside_becomes_another_output_of_the_composite():
     assert fgraph.outputs[2].owner.inputs == [fgraph.outputs[1]]
 
 
+def test_outputs_sharing_intermediates_fuse_into_one_composite_and_unrelated_ones_apart():
+    x, y = vector("x"), vector("y")
+    shared = o.exp(x) * 2.0
+    outputs = [o.sin(shared) + 1.0, o.cos(shared) * x, o.tanh(y) + 3.0]  # two related outputs, one apart
+    fgraph = assert_fusion_keeps_values([x, y], outputs, [np.array([0.5, -1.0, 2.0]), np.array([0.25, 0.75])])
+    related, apart = sorted(composites(fgraph), key=lambda node: -len(node.outputs))
+    assert len(related.outputs) == 2 and related.inputs == [fgraph.inputs[0]]
+    assert len(apart.outputs) == 1 and apart.inputs == [fgraph.inputs[1]]
+
+
+def test_a_shared_dag_with_many_outputs_is_fused_once_per_part():
+    """Each output reached from another's group used to fuse that group's Composite again (copying it
+    whole); grown together from every output, the DAG is fused in one step."""
+    x, y = vector("x"), vector("y")
+    pool = [x, y]
+    for k in range(300):
+        pool.append(o.tanh(pool[-1] + pool[k // 2]) if k % 3 else o.exp(pool[-1] * pool[-2]))
+    outputs = [pool[-1], *(o.sin(v) for v in pool[10::30])]  # each sin read by nothing else
+    fgraph = FunctionGraph([x, y], outputs, clone=False)
+    profile = FusionRewriter().rewrite(fgraph)
+    assert profile.nb_changed == 1 and len(composites(fgraph)) == 1
+
+
 def test_a_reader_that_leads_back_into_the_group_keeps_its_producer_out():
     x = vector("x")
     t = o.exp(x)
