@@ -234,8 +234,10 @@ def _failure(status: int, reference: Callable[..., Any], arrays: Sequence[np.nda
     raise RuntimeError(f"a compiled kernel returned the unknown status {status}")
 
 
-def _broadcast_shape(node: Apply) -> Callable[[Sequence[np.ndarray]], tuple[int, ...]]:
-    """The output shape from the inputs' runtime shapes; inputs typed 0-d cannot change it."""
+def _broadcast_shape(node: Apply) -> Callable[[Sequence[np.ndarray]], tuple[int, ...] | None]:
+    """The loop's shape from the inputs' runtime shapes (inputs typed 0-d cannot change it), or None
+    where they do not broadcast together: outputs that read only some inputs may still be computed
+    op by op (or NumPy names the node that fails)."""
     shaped = tuple(i for i, v in enumerate(node.inputs) if v.ndim > 0)
     if not shaped:
         return lambda arrays: ()
@@ -243,11 +245,14 @@ def _broadcast_shape(node: Apply) -> Callable[[Sequence[np.ndarray]], tuple[int,
     if not rest:
         return lambda arrays: arrays[first].shape
 
-    def shape(arrays: Sequence[np.ndarray]) -> tuple[int, ...]:
+    def shape(arrays: Sequence[np.ndarray]) -> tuple[int, ...] | None:
         result = arrays[first].shape
         for i in rest:
             if arrays[i].shape != result:
-                return np.broadcast_shapes(*(a.shape for a in arrays))
+                try:
+                    return np.broadcast_shapes(*(a.shape for a in arrays))
+                except ValueError:
+                    return None
         return result
 
     return shape
@@ -277,6 +282,8 @@ def _composite_impl(node: Apply, kernel: Callable[..., int], reference: Impl) ->
 
         def run_checked(*arrays: np.ndarray) -> Any:
             shape = shape_of(arrays)
+            if shape is None:
+                return ref(*arrays)
             for read in narrow:
                 if np.broadcast_shapes(*(arrays[i].shape for i in read)) != shape:
                     return ref(*arrays)
@@ -291,7 +298,10 @@ def _composite_impl(node: Apply, kernel: Callable[..., int], reference: Impl) ->
         (dtype,) = dtypes
 
         def run(*arrays: np.ndarray) -> np.ndarray:
-            out = empty(shape_of(arrays), dtype)
+            shape = shape_of(arrays)
+            if shape is None:
+                return ref(*arrays)
+            out = empty(shape, dtype)
             status = kernel(out, *arrays)
             return out if status == 0 else _failure(status, ref, arrays)
 
@@ -299,6 +309,8 @@ def _composite_impl(node: Apply, kernel: Callable[..., int], reference: Impl) ->
 
         def run(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
             shape = shape_of(arrays)
+            if shape is None:
+                return ref(*arrays)
             outs = [empty(shape, dtype) for dtype in dtypes]
             status = kernel(*outs, *arrays)
             return tuple(outs) if status == 0 else _failure(status, ref, arrays)
