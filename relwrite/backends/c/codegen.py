@@ -530,6 +530,69 @@ int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
     return Kernel(name, source, n_ops)
 
 
+def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> Kernel:
+    """The C kernel summing a one-output `Composite` over every element, without storing its values:
+    `name(out, inputs..., n)` on contiguous inputs of n elements each, but those `scalars` marks,
+    which hold one value.
+
+    The sum is NumPy's pairwise summation step for step (as the reductions module's), each block
+    of at most 128 values computed into a stack buffer first, so it equals the unfused sum of the
+    composite's values.  Raises Unsupported when the output is not float32 or float64 or an inner
+    op has no C form.
+    """
+    (out,) = op.outputs
+    if not _is_float(out.dtype):
+        raise Unsupported(f"a fused sum of {out.dtype} values")
+    t = _ctype(out.dtype)
+    in_dtypes = [v.dtype for v in op.inputs]
+    body, (result,) = _loop_body(op, [Value(f"v{k}", d) for k, d in enumerate(in_dtypes)])
+    params = ", ".join(f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes))
+    args = ", ".join(f"i{k}" for k in range(len(in_dtypes)))
+    loads = [
+        f"const {_ctype(d)} v{k} = i{k}[{'0' if scalar else 'j'}];"
+        for k, (d, scalar) in enumerate(zip(in_dtypes, scalars))
+    ]
+    casts = ", ".join(f"(const {_ctype(d)} *)a{k}" for k, d in enumerate(in_dtypes))
+    indent = "\n        "
+    source = f"""
+static void {name}_fill({t} *restrict buf, ptrdiff_t start, ptrdiff_t n, {params}) {{
+    for (ptrdiff_t m = 0; m < n; m++) {{
+        const ptrdiff_t j = start + m;
+        {indent.join(loads + body)}
+        buf[m] = {_as(result, out.dtype)};
+    }}
+}}
+static {t} {name}_pairwise(ptrdiff_t start, ptrdiff_t n, {params}) {{
+    {t} buf[128];
+    if (n < 8) {{
+        {name}_fill(buf, start, n, {args});
+        {t} res = -0.0;
+        for (ptrdiff_t i = 0; i < n; i++) res += buf[i];
+        return res;
+    }}
+    if (n <= 128) {{
+        {name}_fill(buf, start, n, {args});
+        {t} r[8];
+        for (int k = 0; k < 8; k++) r[k] = buf[k];
+        ptrdiff_t i = 8;
+        for (; i < n - (n % 8); i += 8)
+            for (int k = 0; k < 8; k++) r[k] += buf[i + k];
+        {t} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += buf[i];
+        return res;
+    }}
+    ptrdiff_t half = n / 2;
+    half -= half % 8;
+    return {name}_pairwise(start, half, {args}) + {name}_pairwise(start + half, n - half, {args});
+}}
+int {name}(void *out, {", ".join(f"const void *a{k}" for k in range(len(in_dtypes)))}, ptrdiff_t n) {{
+    *({t} *)out = {name}_pairwise(0, n, {casts});
+    return 0;
+}}
+"""
+    return Kernel(name, source, len(in_dtypes) + 2)
+
+
 # -- BLAS ---------------------------------------------------------------------------------------------
 
 BLAS_ARITY = {ops.Dot22: 3, ops.Gemm: 6, ops.Gemv: 6, ops.Ger: 5}

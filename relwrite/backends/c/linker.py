@@ -49,6 +49,7 @@ from relwrite.backends.c.codegen import (
     composite_kernel,
     kernels_source,
     ndarray_layout,
+    reduction_kernel,
     runtime_source,
 )
 from relwrite.backends.c.compiler import (
@@ -57,6 +58,14 @@ from relwrite.backends.c.compiler import (
     CompilerUnavailableError,
     ModuleCache,
     default_cache,
+)
+from relwrite.backends.c.fused_reductions import (
+    deferred_impl,
+    fused_reduction_impl,
+    kernel_function,
+    loop_composite,
+    reductions_of_loops,
+    scalar_inputs,
 )
 from relwrite.backends.c.reductions import REDUCTION_OPS, reduction_impl, reductions_source
 from relwrite.backends.numpy.impls import Impl
@@ -391,7 +400,16 @@ class CLinker(NumpyLinker):
             return {}
         compiled = self._blas_nodes(nodes, impls)
         compiled.update(self._reduction_nodes(nodes, impls))
-        compiled.update(self._composite_nodes(nodes, impls, cache or runtime.cache, runtime.driver))
+        fusable = reductions_of_loops(self.fgraph, nodes)
+        composites, fused = self._composite_nodes(
+            nodes, impls, cache or runtime.cache, runtime.driver, fusable
+        )
+        compiled.update(composites)
+        for r, kernel in fused.items():  # a reduction of a loop's values: one kernel for both
+            c = fusable[r]
+            loop, reduction = compiled.get(c, impls[c]), compiled.get(r, impls[r])
+            compiled[r] = fused_reduction_impl(nodes[r], nodes[c], kernel, loop, reduction)
+            compiled[c] = deferred_impl()
         return compiled
 
     @staticmethod
@@ -420,8 +438,14 @@ class CLinker(NumpyLinker):
 
     @staticmethod
     def _composite_nodes(
-        nodes: Sequence[Apply], impls: Sequence[Impl], cache: ModuleCache, driver: int
-    ) -> dict[int, Impl]:
+        nodes: Sequence[Apply],
+        impls: Sequence[Impl],
+        cache: ModuleCache,
+        driver: int,
+        fusable: dict[int, int],
+    ) -> tuple[dict[int, Impl], dict[int, Callable[..., int]]]:
+        """The Composites' implementations by position, and the fused kernels of the `fusable`
+        reductions of their values (by the reduction's position), from one compiled module."""
         kernels: dict[ops.Composite, Kernel] = {}
         chosen: list[int] = []
         for index, node in enumerate(nodes):
@@ -434,9 +458,19 @@ class CLinker(NumpyLinker):
                 except Unsupported:
                     continue
             chosen.append(index)
-        if not chosen:
-            return {}
-        source = kernels_source(list(kernels.values()), cache.toolchain.vector_math)
+        summing: dict[tuple[ops.Composite, tuple[bool, ...]], Kernel] = {}
+        fused: dict[int, tuple[ops.Composite, tuple[bool, ...]]] = {}
+        for r, c in fusable.items():
+            key = (loop_composite(nodes[c]), scalar_inputs(nodes[c]))
+            if key not in summing:
+                try:
+                    summing[key] = reduction_kernel(key[0], key[1], f"rw_s{len(summing)}")
+                except Unsupported:
+                    continue
+            fused[r] = key
+        if not chosen and not fused:
+            return {}, {}
+        source = kernels_source([*kernels.values(), *summing.values()], cache.toolchain.vector_math)
         try:
             module = cache.load(source, (GENERATOR_VERSION,))
         except _LOAD_ERRORS as exc:
@@ -444,10 +478,12 @@ class CLinker(NumpyLinker):
                 cache.key(source, (GENERATOR_VERSION,)),
                 f"relwrite: compiling a C module failed, its loops run with the NumPy backend: {exc}",
             )
-            return {}
+            return {}, {}
         module.rw_set_driver(ctypes.c_void_p(driver))
         functions = {op: _function(module, k.name, k.n_args) for op, k in kernels.items()}
-        return {i: _composite_impl(nodes[i], functions[nodes[i].op], impls[i]) for i in chosen}
+        composites = {i: _composite_impl(nodes[i], functions[nodes[i].op], impls[i]) for i in chosen}
+        sums = {key: kernel_function(module, k.name, len(key[1])) for key, k in summing.items()}
+        return composites, {r: sums[key] for r, key in fused.items()}
 
     def _kernel_input(self, position: int, value: Any) -> np.ndarray:
         """`value` for input `position` (it feeds a kernel) as an ndarray of its dtype, or a TypeError."""
