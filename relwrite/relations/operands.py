@@ -10,6 +10,7 @@ preimages against them.  They act only on operands of one dtype
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Sequence
 from functools import reduce
 from typing import Any
@@ -379,6 +380,11 @@ def _groups(keys: Sequence[tuple[Variable, ...] | None]) -> list[list[int]]:
 
 def _same_sign(arrays: Sequence[np.ndarray]) -> bool:
     """Whether the arrays are finite and nonzero, all positive or all negative."""
+    if all(a.ndim == 0 for a in arrays):  # the common case, in Python numbers (exact for every dtype)
+        values = [a.item() for a in arrays]
+        if not all(math.isfinite(v) for v in values):
+            return False
+        return all(v > 0 for v in values) or all(v < 0 for v in values)
     if not all(np.all(np.isfinite(a)) for a in arrays):
         return False
     return all(np.all(a > 0) for a in arrays) or all(np.all(a < 0) for a in arrays)
@@ -417,7 +423,7 @@ def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
 
 def _scaled(total: np.ndarray, factors: Sequence[Variable], dtype: str) -> Variable:
     """total * factors...: the factors alone for a 0-d total of 1, zeros shaped like them for 0."""
-    if total.size > 0 and np.all(total == 0):
+    if total.size > 0 and not total.any():
         value: Variable = typed_constant(total, dtype)
         for factor in reversed(factors):
             value = ops.fill(factor, value)
