@@ -530,6 +530,49 @@ int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
     return Kernel(name, source, n_ops)
 
 
+def pairwise_sum_source(
+    name: str, ctype: str, params: str, args: str, *, array: str | None = None, fill: str | None = None
+) -> str:
+    """`static ctype name(ptrdiff_t start, ptrdiff_t n, params)`: the sum of the n values from `start` by
+    NumPy's pairwise summation, step for step (so sums are bit-identical to NumPy's): fewer than 8
+    terms in order from -0.0; up to 128 in eight running sums (the loop vectorizes), combined as a
+    tree, the rest added in order; longer runs split in two at a multiple of 8.
+
+    The values are an `array` (one of `params`, read from index `start`), or `fill` computes them,
+    at most 128 at a time, into `buf` (a statement); `args` passes `params` on.
+    """
+    if (array is None) == (fill is None):
+        raise ValueError("pairwise_sum_source takes an array or a fill statement, not both")
+    if fill is not None:
+        prepare, v = f"{ctype} buf[128];\n        {fill}", "buf"
+    else:
+        prepare, v = "", f"{array} + start"
+    return f"""
+static {ctype} {name}(ptrdiff_t start, ptrdiff_t n, {params}) {{
+    if (n <= 128) {{
+        {prepare}
+        const {ctype} *restrict v = {v};
+        if (n < 8) {{
+            {ctype} res = -0.0;
+            for (ptrdiff_t i = 0; i < n; i++) res += v[i];
+            return res;
+        }}
+        {ctype} r[8];
+        for (int k = 0; k < 8; k++) r[k] = v[k];
+        ptrdiff_t i = 8;
+        for (; i < n - (n % 8); i += 8)
+            for (int k = 0; k < 8; k++) r[k] += v[i + k];
+        {ctype} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; i++) res += v[i];
+        return res;
+    }}
+    ptrdiff_t half = n / 2;
+    half -= half % 8;
+    return {name}(start, half, {args}) + {name}(start + half, n - half, {args});
+}}
+"""
+
+
 def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> Kernel:
     """The C kernel summing a one-output `Composite` over every element, without storing its values:
     `name(out, inputs..., n)` on contiguous inputs of n elements each, but those `scalars` marks,
@@ -562,29 +605,7 @@ static void {name}_fill({t} *restrict buf, ptrdiff_t start, ptrdiff_t n, {params
         buf[m] = {_as(result, out.dtype)};
     }}
 }}
-static {t} {name}_pairwise(ptrdiff_t start, ptrdiff_t n, {params}) {{
-    {t} buf[128];
-    if (n < 8) {{
-        {name}_fill(buf, start, n, {args});
-        {t} res = -0.0;
-        for (ptrdiff_t i = 0; i < n; i++) res += buf[i];
-        return res;
-    }}
-    if (n <= 128) {{
-        {name}_fill(buf, start, n, {args});
-        {t} r[8];
-        for (int k = 0; k < 8; k++) r[k] = buf[k];
-        ptrdiff_t i = 8;
-        for (; i < n - (n % 8); i += 8)
-            for (int k = 0; k < 8; k++) r[k] += buf[i + k];
-        {t} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++) res += buf[i];
-        return res;
-    }}
-    ptrdiff_t half = n / 2;
-    half -= half % 8;
-    return {name}_pairwise(start, half, {args}) + {name}_pairwise(start + half, n - half, {args});
-}}
+{pairwise_sum_source(f"{name}_pairwise", t, params, args, fill=f"{name}_fill(buf, start, n, {args});")}
 int {name}(void *out, {", ".join(f"const void *a{k}" for k in range(len(in_dtypes)))}, ptrdiff_t n) {{
     *({t} *)out = {name}_pairwise(0, n, {casts});
     return 0;

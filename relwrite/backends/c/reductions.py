@@ -26,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from relwrite.backends.c.codegen import pairwise_sum_source
 from relwrite.backends.numpy.impls import Impl
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply
@@ -34,36 +35,12 @@ TYPES = {"float64": ("double", "f64"), "float32": ("float", "f32")}
 _MASKS = {"double": "long long", "float": "int"}
 
 _REDUCTION_TEMPLATE = r"""
-/* NumPy's pairwise summation, step for step (so sums are bit-identical to NumPy's): fewer than 8
-   terms in order from -0.0; up to 128 in eight running sums (the loop vectorizes), combined as a tree,
-   the rest added in order; longer runs split in two at a multiple of 8. */
-static {T} rw_pairwise_{S}(const {T} *restrict x, ptrdiff_t n) {{
-    if (n < 8) {{
-        {T} res = -0.0;
-        for (ptrdiff_t i = 0; i < n; i++) res += x[i];
-        return res;
-    }}
-    if (n <= 128) {{
-        {T} r[8];
-        for (int k = 0; k < 8; k++) r[k] = x[k];
-        ptrdiff_t i = 8;
-        for (; i < n - (n % 8); i += 8)
-            for (int k = 0; k < 8; k++) r[k] += x[i + k];
-        {T} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++) res += x[i];
-        return res;
-    }}
-    ptrdiff_t half = n / 2;
-    half -= half % 8;
-    return rw_pairwise_{S}(x, half) + rw_pairwise_{S}(x + half, n - half);
-}}
-
 int rw_sum_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_t R, ptrdiff_t B) {{
     for (ptrdiff_t a = 0; a < A; a++) {{
         const {T} *x = in + a * R * B;
         {T} *y = out + a * B;
         if (B == 1) {{
-            y[0] = rw_pairwise_{S}(x, R);
+            y[0] = rw_pairwise_{S}(0, R, x);
         }} else {{
             for (ptrdiff_t b = 0; b < B; b++) y[b] = x[b];
             for (ptrdiff_t r = 1; r < R; r++)
@@ -317,6 +294,9 @@ def reductions_source() -> str:
     ]
     for ctype, suffix in TYPES.values():
         parts.append(_exp_source(ctype, suffix))
+        parts.append(
+            pairwise_sum_source(f"rw_pairwise_{suffix}", ctype, f"const {ctype} *restrict x", "x", array="x")
+        )
         log1p = "log1p" if ctype == "double" else "log1pf"
         parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG1P=log1p))
         for name, order in (("max", ">"), ("min", "<")):
