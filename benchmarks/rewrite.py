@@ -213,6 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     print(header)
     print("-" * len(header))
     notes: list[str] = []
+    seed_unsafe = pytensor_seed_is_unsafe()
     for name, build in cases:
         variants = variants_of(name)
         ours = {label: Measure() for label in variants}
@@ -229,7 +230,8 @@ def main(argv: list[str] | None = None) -> int:
                 + (f", pytensor {other.nodes_before} -> {other.nodes_after}" if other else "")
             )
             notes.extend(f"{label}: relwrite warned: {message}" for message in measured.warnings)
-            print(_row(label, measured, other), flush=True)
+            unsafe_peer = name == "seed" and label == name and seed_unsafe
+            print(_row(label, measured, other, unsafe_peer), flush=True)
     print()
     print("nodes before -> after:")
     for note in notes:
@@ -242,14 +244,15 @@ def main(argv: list[str] | None = None) -> int:
         fgraph = PtFunctionGraph(outputs=seed(pt), clone=False)
         pt_rewrite_graph(fgraph, include=PHASES)
         print(f"pytensor on the seed with {' + '.join(PHASES)}: {pt_pprint(fgraph.outputs[0])}")
-        print_unsafe_seed_rewrite(fgraph)
+        for point in unsafe_seed_points(fgraph):
+            print(f"  {point}")
     if args.against:
         compare_with_revision(args.against, args.repeat, args.chain)
     return 0
 
 
-def print_unsafe_seed_rewrite(rewritten: Any) -> None:
-    """Show where PyTensor's safe phases change the seed's value (relwrite calls such a rewrite unsafe:
+def unsafe_seed_points(rewritten: Any) -> list[str]:
+    """Where PyTensor's safe phases change the seed's value (relwrite calls such a rewrite unsafe:
     x * y / y -> x and z / x * x -> z cancel, wrong where y or x is 0, infinite or NaN)."""
     import numpy as np
     import pytensor
@@ -262,30 +265,43 @@ def print_unsafe_seed_rewrite(rewritten: Any) -> None:
     theirs = pytensor.function(
         list(rewritten.inputs), rewritten.outputs[0], mode=as_written, on_unused_input="ignore"
     )
+    found = []
     with np.errstate(all="ignore"):
         for point in ((1.0, 0.0, 1.0), (0.0, 1.0, 1.0), (1.0, np.inf, 1.0)):
             by_name = dict(zip("xyz", point))
             before, after = float(original(*point)), float(theirs(*(by_name[n] for n in names)))
             if not (before == after or (np.isnan(before) and np.isnan(after))):
-                print(
-                    f"  unsafe by relwrite's definition: at (x, y, z) = {point} the seed is {before},"
+                found.append(
+                    f"unsafe by relwrite's definition: at (x, y, z) = {point} the seed is {before},"
                     f" pytensor's rewritten seed gives {after} (relwrite cancels only with `unsafe`)"
                 )
+    return found
 
 
-def _row(label: str, ours: Measure, theirs: Measure | None) -> str:
+def pytensor_seed_is_unsafe() -> bool:
+    """Whether PyTensor's three phases change the seed's value somewhere (then the seed's node counts
+    compare safe-vs-safe on the "+unsafe" row only)."""
+    if pt is None:
+        return False
+    fgraph = PtFunctionGraph(outputs=seed(pt), clone=False)
+    pt_rewrite_graph(fgraph, include=PHASES)
+    return bool(unsafe_seed_points(fgraph))
+
+
+def _row(label: str, ours: Measure, theirs: Measure | None, unsafe_peer: bool = False) -> str:
+    """One table row; with `unsafe_peer` PyTensor's node count comes from rewrites relwrite calls
+    unsafe, so nodes are compared on the "+unsafe" row instead (safe against safe)."""
     if theirs is None:
         their_time, their_nodes, ratio, goal = "-", "-", "-", "-"
     else:
         their_time, their_nodes = f"{theirs.seconds * 1e3:10.2f} ms", str(theirs.nodes_after)
         time_ratio = ours.seconds / theirs.seconds
         ratio = f"{time_ratio:.2f}x"
-        misses = [
-            what
-            for what, ok in (("time", time_ratio <= 0.5), ("nodes", ours.nodes_after <= theirs.nodes_after))
-            if not ok
-        ]
+        nodes_ok = unsafe_peer or ours.nodes_after <= theirs.nodes_after
+        misses = [what for what, ok in (("time", time_ratio <= 0.5), ("nodes", nodes_ok)) if not ok]
         goal = "met" if not misses else f"NOT met ({', '.join(misses)})"
+        if unsafe_peer:
+            goal += " (nodes: PyTensor's come from unsafe rewrites, see +unsafe)"
     return (
         f"{label:<20} | {ours.seconds * 1e3:10.2f} ms | {ours.nodes_after:>20} | {their_time:>13} | "
         f"{their_nodes:>20} | {ratio:>10} | {goal}"
