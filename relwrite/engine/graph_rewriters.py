@@ -426,7 +426,8 @@ class SequentialRewriter(GraphRewriter):
     def apply(self, fgraph: FunctionGraph) -> SequenceProfile:
         profile = SequenceProfile(str(self), nodes_before=len(fgraph.apply_nodes))
         start = time.perf_counter()
-        with Progress(len(self.rewriters), f"rewriting {profile.nodes_before} nodes", unit="step") as bar:
+        steps = Progress(len(self.rewriters), f"rewriting {profile.nodes_before} nodes", unit="step")
+        with steps as bar, undo_log(fgraph):  # one log for every step (each would attach its own)
             for index, r in enumerate(self.rewriters):
                 bar.update(index, step=str(r), nodes=len(fgraph.apply_nodes))
                 t0 = time.perf_counter()
