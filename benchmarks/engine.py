@@ -30,6 +30,11 @@ elementwise DAG with shared subexpressions and an output every n/20 nodes;
 it prints each growth ratio (linear: the size ratio) and how many
 elementwise nodes (kernels) are left.
 
+A last line compiles the alternating chain of `--function-chain` steps (default
+100,000) with `relwrite.function(..., mode="fast_run")` in a fresh process and
+prints the whole call's time (building the FunctionGraph, rewriting, linking)
+and the process's peak memory; goals 10 s and 1 GB.
+
     python benchmarks/engine.py                 # 1k, 10k, 100k nodes; loops of 1k, 2k, 4k steps
     python benchmarks/engine.py --sizes 1000 5000 --naive-budget 30 --loops 1000 4000
 """
@@ -39,6 +44,7 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import subprocess
 import sys
 import time
 import warnings
@@ -277,6 +283,36 @@ def main_shapes(sizes: list[int], budget: float) -> None:
             previous = (n, seconds)
 
 
+FUNCTION_CHAIN = """
+import resource, sys, time
+import numpy as np
+import relwrite as rw
+x = rw.vector("x")
+out = x
+for i in range(int(sys.argv[1])):
+    out = out + 1 if i % 2 else out * 1.0
+start = time.perf_counter()
+f = rw.function([x], out, mode="fast_run")
+seconds = time.perf_counter() - start
+assert f(np.zeros(2))[0] == int(sys.argv[1]) // 2 and len(f.fgraph.apply_nodes) == 1
+print(seconds, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+
+
+def main_function_chain(steps: int) -> None:
+    """The alternating chain through `function(mode="fast_run")` in a fresh process: time and peak memory."""
+    run = subprocess.run(
+        [sys.executable, "-c", FUNCTION_CHAIN, str(steps)], capture_output=True, text=True, check=True
+    )
+    seconds, megabytes = map(float, run.stdout.split())
+    met = seconds <= 10 and megabytes <= 1024
+    print()
+    print(
+        f"function(mode='fast_run') on the alternating chain of {steps} steps: {seconds:.2f} s, "
+        f"peak {megabytes:.0f} MB (goals 10 s, 1 GB: {'met' if met else 'NOT met'})"
+    )
+
+
 def _pytensor() -> object:
     try:
         import pytensor.tensor as pt
@@ -334,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--shape-budget", type=float, default=120.0, help="skip a shape's larger sizes projected past this"
     )
+    parser.add_argument(
+        "--function-chain", type=int, default=100_000, help="steps of the compiled chain (0: skip)"
+    )
     args = parser.parse_args(argv)
     sys.setrecursionlimit(1000)  # the default: a RecursionError here means recursion over graph depth
 
@@ -389,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         main_loops(args.loops, args.repeat)
     if args.shapes is None or args.shapes:
         main_shapes(args.shapes or args.sizes, args.shape_budget)
+    if args.function_chain:
+        main_function_chain(args.function_chain)
     return 0
 
 
