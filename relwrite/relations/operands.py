@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Sequence
-from functools import reduce
+from functools import cache, reduce
 from typing import Any
 
 import numpy as np
@@ -192,9 +192,15 @@ def typed_constant(value: Any, dtype: str) -> Constant:
     return Constant(TensorType(dtype, array.shape), array)
 
 
+@cache
+def neutral_constant(op: Op, dtype: str) -> Constant:
+    """`op`'s neutral element (0 or 1) as a 0-d constant of `dtype` (one object: constants are values)."""
+    return typed_constant(NEUTRAL[op], dtype)
+
+
 def neutral_like(op: Op, model: Variable, dtype: str) -> Variable:
     """`op`'s neutral element (0 or 1) of `dtype`, broadcast to `model`'s shape: fill(model, 0 or 1)."""
-    return ops.fill(model, typed_constant(NEUTRAL[op], dtype))
+    return ops.fill(model, neutral_constant(op, dtype))
 
 
 def spliced(op: Op, terms: Any) -> tuple[Variable, ...] | None:
@@ -304,7 +310,7 @@ def without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
 def with_neutral(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
     graphs = graphs_of(terms)
     if graphs:
-        yield (typed_constant(NEUTRAL[op], upcast(*(g.dtype for g in graphs))), *graphs)
+        yield (neutral_constant(op, upcast(*(g.dtype for g in graphs))), *graphs)
 
 
 def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]:
@@ -321,7 +327,7 @@ def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable
     negated = node_inputs(term, ops.neg)
     if negated is not None:
         term = negated[0]
-    coefficient: np.ndarray = np.ones((), dtype=dtype)
+    coefficient: np.ndarray = _one(dtype)
     factors = node_inputs(term, ops.mul)
     if factors is None or not regroupable(factors):
         factors = (term,)
@@ -330,6 +336,14 @@ def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable
     if negated is not None:
         coefficient = np.negative(coefficient)
     return coefficient, factors
+
+
+@cache
+def _one(dtype: str) -> np.ndarray:
+    """A read-only 0-d one of `dtype` (the coefficient of a term written without one)."""
+    one = np.ones((), dtype=dtype)
+    one.flags.writeable = False
+    return one
 
 
 def _signature(value: Variable) -> Any:
@@ -477,7 +491,7 @@ def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variabl
         with np.errstate(all="raise"):
             total = reduce(np.add, [np.ones((), dtype) if e is None else e.data for e in exponents])
         return typed_constant(total, dtype)
-    return ops.add(*(typed_constant(1, dtype) if e is None else e for e in exponents))
+    return ops.add(*(neutral_constant(ops.mul, dtype) if e is None else e for e in exponents))
 
 
 def _position(graphs: Sequence[Variable], target: Variable, skip: int = -1) -> int | None:
