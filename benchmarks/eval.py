@@ -24,8 +24,9 @@ Six measurements, each printed with its ratio, its goal and whether the goal is 
     Goal: <= 1.1x jax.
 
 (f) a loss reduced to one number, mean((x - y) ** 2 * 0.5 + abs(x)) on two float64 vectors of 1e7
-    elements: relwrite (the loop and its mean in one kernel, no 1e7-element array stored) against
-    the same graph with the mean apart from its loop, numpy and jax.jit (x64, when installed).
+    elements, in one thread (a fresh process, as (e)): relwrite (the loop and its mean in one kernel,
+    no 1e7-element array stored) against the same graph with the mean apart from its loop, numpy and
+    jax.jit (x64, when installed).
     Goals: <= 0.75x relwrite's unfused time, <= 1x numpy's.
 
 Times are the best of `--repeat` rounds; in each round every contender runs once, in turn, so
@@ -450,17 +451,21 @@ print(*(f"{name}={seconds}" for name, seconds in best.items()))
 """
 
 
-def bench_softmax(repeat: int) -> None:
-    print("(e) softmax of the rows of a 1000x1000 float64 matrix, one thread (a fresh process)")
-    env = dict(
+def one_thread_environment() -> dict[str, str]:
+    """The environment of a fresh process whose numpy, BLAS and jax (XLA) run on one thread."""
+    return dict(
         os.environ,
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
         XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     )
+
+
+def bench_softmax(repeat: int) -> None:
+    print("(e) softmax of the rows of a 1000x1000 float64 matrix, one thread (a fresh process)")
     run = subprocess.run(
         [sys.executable, "-c", SOFTMAX_IN_ONE_THREAD, str(repeat), "10"],
-        env=env,
+        env=one_thread_environment(),
         capture_output=True,
         text=True,
         check=True,
@@ -490,9 +495,21 @@ def loss_terms(x: Any, y: Any, lib: Any) -> Any:
 
 
 def bench_fused_reduction(size: int, repeat: int) -> None:
+    """Part (f) in a fresh process with every library on one thread (`fused_reduction_in_this_process`)."""
+    print(f"(f) mean((x - y) ** 2 * 0.5 + abs(x)) on {size:.0e} float64, one thread (a fresh process)")
+    run = subprocess.run(
+        [sys.executable, __file__, "--fused-reduction-child", str(size), "--repeat", str(repeat)],
+        env=one_thread_environment(),
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    print(run.stdout, end="")
+
+
+def fused_reduction_in_this_process(size: int, repeat: int) -> None:
     import relwrite.backends.c.linker as linker_module
 
-    print(f"(f) mean((x - y) ** 2 * 0.5 + abs(x)) on {size:.0e} float64")
     x, y = rw.vector("x"), rw.vector("y")
     fused = rw.function([x, y], loss_terms(x, y, rw), cache=False)
     original = linker_module.reductions_of_loops
@@ -553,9 +570,13 @@ def main() -> None:
     parser.add_argument(
         "--only", choices="abcdef", action="append", help="run only these parts (repeatable; default: all)"
     )
+    parser.add_argument("--fused-reduction-child", type=int, help=argparse.SUPPRESS)  # part (f)'s process
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.fused_reduction_child:
+        fused_reduction_in_this_process(args.fused_reduction_child, args.repeat)
+        return
     if not c_available():
         raise SystemExit("the C backend is unavailable here (no compiler, or RELWRITE_NO_C is set)")
     size, sizes = (10**5, (128, 256)) if args.quick else (10**6, (512, 2048))

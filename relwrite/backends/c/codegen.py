@@ -530,47 +530,61 @@ int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
     return Kernel(name, source, n_ops)
 
 
-def pairwise_sum_source(
-    name: str, ctype: str, params: str, args: str, *, array: str | None = None, fill: str | None = None
-) -> str:
-    """`static ctype name(ptrdiff_t start, ptrdiff_t n, params)`: the sum of the n values from `start` by
-    NumPy's pairwise summation, step for step (so sums are bit-identical to NumPy's): fewer than 8
-    terms in order from -0.0; up to 128 in eight running sums (the loop vectorizes), combined as a
-    tree, the rest added in order; longer runs split in two at a multiple of 8.
+FILLED_BLOCK = 2048
+"""Values a fused sum computes into its stack buffer at a time (then summed there as an array)."""
 
-    The values are an `array` (one of `params`, read from index `start`), or `fill` computes them,
-    at most 128 at a time, into `buf` (a statement); `args` passes `params` on.
+
+def pairwise_sum_source(name: str, ctype: str, fill: tuple[str, str, str] | None = None) -> str:
+    """`static ctype name(const ctype *x, ptrdiff_t n)`: the sum of x[0..n) by NumPy's pairwise
+    summation, step for step (so sums are bit-identical to NumPy's): fewer than 8 terms in order from
+    -0.0; up to 128 in eight running sums (the loop vectorizes), combined as a tree, the rest added in
+    order; longer runs split in two at a multiple of 8.
+
+    With `fill` = (params, args, statement) also `static ctype name_computed(ptrdiff_t start,
+    ptrdiff_t n, params)`: the same sum of values the statement computes into `buf` (those from
+    `start`, n of them; `args` passes `params` on), `FILLED_BLOCK` at a time.  It splits longer runs
+    as NumPy does, and a block's sum splits the same way again, so the tree is NumPy's.
     """
-    if (array is None) == (fill is None):
-        raise ValueError("pairwise_sum_source takes an array or a fill statement, not both")
-    if fill is not None:
-        prepare, v = f"{ctype} buf[128];\n        {fill}", "buf"
-    else:
-        prepare, v = "", f"{array} + start"
-    return f"""
-static {ctype} {name}(ptrdiff_t start, ptrdiff_t n, {params}) {{
+    source = f"""
+static {ctype} {name}(const {ctype} *restrict x, ptrdiff_t n) {{
+    if (n < 8) {{
+        {ctype} res = -0.0;
+        for (ptrdiff_t i = 0; i < n; i++) res += x[i];
+        return res;
+    }}
     if (n <= 128) {{
-        {prepare}
-        const {ctype} *restrict v = {v};
-        if (n < 8) {{
-            {ctype} res = -0.0;
-            for (ptrdiff_t i = 0; i < n; i++) res += v[i];
-            return res;
-        }}
         {ctype} r[8];
-        for (int k = 0; k < 8; k++) r[k] = v[k];
+        for (int k = 0; k < 8; k++) r[k] = x[k];
         ptrdiff_t i = 8;
         for (; i < n - (n % 8); i += 8)
-            for (int k = 0; k < 8; k++) r[k] += v[i + k];
+            for (int k = 0; k < 8; k++) r[k] += x[i + k];
         {ctype} res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
-        for (; i < n; i++) res += v[i];
+        for (; i < n; i++) res += x[i];
         return res;
     }}
     ptrdiff_t half = n / 2;
     half -= half % 8;
-    return {name}(start, half, {args}) + {name}(start + half, n - half, {args});
+    return {name}(x, half) + {name}(x + half, n - half);
 }}
 """
+    if fill is None:
+        return source
+    params, args, statement = fill
+    return (
+        source
+        + f"""
+static {ctype} {name}_computed(ptrdiff_t start, ptrdiff_t n, {params}) {{
+    if (n <= {FILLED_BLOCK}) {{
+        {ctype} buf[{FILLED_BLOCK}];
+        {statement}
+        return {name}(buf, n);
+    }}
+    ptrdiff_t half = n / 2;
+    half -= half % 8;
+    return {name}_computed(start, half, {args}) + {name}_computed(start + half, n - half, {args});
+}}
+"""
+    )
 
 
 def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> Kernel:
@@ -579,8 +593,8 @@ def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> K
     which hold one value.
 
     The sum is NumPy's pairwise summation step for step (as the reductions module's), each block
-    of at most 128 values computed into a stack buffer first, so it equals the unfused sum of the
-    composite's values.  Raises Unsupported when the output is not float32 or float64 or an inner
+    of at most `FILLED_BLOCK` values computed into a stack buffer first, so it equals the unfused sum
+    of the composite's values.  Raises Unsupported when the output is not float32 or float64 or an inner
     op has no C form.
     """
     (out,) = op.outputs
@@ -605,9 +619,9 @@ static void {name}_fill({t} *restrict buf, ptrdiff_t start, ptrdiff_t n, {params
         buf[m] = {_as(result, out.dtype)};
     }}
 }}
-{pairwise_sum_source(f"{name}_pairwise", t, params, args, fill=f"{name}_fill(buf, start, n, {args});")}
+{pairwise_sum_source(f"{name}_sum", t, (params, args, f"{name}_fill(buf, start, n, {args});"))}
 int {name}(void *out, {", ".join(f"const void *a{k}" for k in range(len(in_dtypes)))}, ptrdiff_t n) {{
-    *({t} *)out = {name}_pairwise(0, n, {casts});
+    *({t} *)out = {name}_sum_computed(0, n, {casts});
     return 0;
 }}
 """

@@ -3,8 +3,8 @@
 A `Sum` or `Mean` over every axis of the value of a one-output elementwise
 node (a fused `Composite` or a single op, ``sum(x * y)``) that nothing else
 reads runs as one kernel (`codegen.reduction_kernel`): the
-elementwise values are computed a block of at most 128 at a time into a stack
-buffer and summed there by NumPy's pairwise algorithm, step for step, so the
+elementwise values are computed a block (`codegen.FILLED_BLOCK`) at a time into
+a stack buffer and summed there by NumPy's pairwise algorithm, step for step, so the
 result equals the unfused sum of the same values, while the loop's n-element
 array is never written or read back (half the memory traffic, no allocation).
 

@@ -40,7 +40,7 @@ int rw_sum_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_t
         const {T} *x = in + a * R * B;
         {T} *y = out + a * B;
         if (B == 1) {{
-            y[0] = rw_pairwise_{S}(0, R, x);
+            y[0] = rw_pairwise_{S}(x, R);
         }} else {{
             for (ptrdiff_t b = 0; b < B; b++) y[b] = x[b];
             for (ptrdiff_t r = 1; r < R; r++)
@@ -294,9 +294,7 @@ def reductions_source() -> str:
     ]
     for ctype, suffix in TYPES.values():
         parts.append(_exp_source(ctype, suffix))
-        parts.append(
-            pairwise_sum_source(f"rw_pairwise_{suffix}", ctype, f"const {ctype} *restrict x", "x", array="x")
-        )
+        parts.append(pairwise_sum_source(f"rw_pairwise_{suffix}", ctype))
         log1p = "log1p" if ctype == "double" else "log1pf"
         parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG1P=log1p))
         for name, order in (("max", ">"), ("min", "<")):

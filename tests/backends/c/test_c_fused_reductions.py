@@ -94,7 +94,7 @@ def test_a_fused_sum_equals_the_unfused_loop_and_reduction_bit_for_bit(name, dty
 def test_a_large_fused_sum_follows_numpys_pairwise_order():
     fgraph = fused_graph(ARITHMETIC["sum((x - y) * s + x * x)"])
     rng = np.random.default_rng(0)
-    for n in (127, 128, 129, 1000, 8193, 100_003):
+    for n in (127, 128, 129, 1000, 2047, 2048, 2049, 4104, 8193, 100_003):  # around 128 and FILLED_BLOCK
         x, y, s = rng.standard_normal(n) * 1e3, rng.standard_normal(n), np.array(0.37)
         (got,) = CLinker(fgraph)(x, y, s)
         assert got == np.sum((x - y) * s + x * x)
