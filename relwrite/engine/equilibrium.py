@@ -165,8 +165,8 @@ class EquilibriumRewriter(GraphRewriter):
     """Apply node and graph rewriters until no rewriter changes the graph.
 
     Nodes are visited outputs first (`order="out_to_in"`, as Aesara's
-    equilibrium does) or inputs first (`"in_to_out"`); within later passes,
-    the nodes queued last (outputs first) or first (inputs first) lead.
+    equilibrium does) or inputs first (`"in_to_out"`): the first pass in
+    topological order, later passes by the nodes' levels in the graph.
 
     `max_use_ratio` bounds the work: when one rewriter has applied more than
     `max_use_ratio` times the starting node count, or the graph grows past
