@@ -451,26 +451,24 @@ print(*(f"{name}={seconds}" for name, seconds in best.items()))
 """
 
 
-def one_thread_environment() -> dict[str, str]:
-    """The environment of a fresh process whose numpy, BLAS and jax (XLA) run on one thread."""
-    return dict(
+def run_in_one_thread(arguments: list[str]) -> str:
+    """What `python arguments...` prints, run in a fresh process whose numpy, BLAS and jax (XLA) use
+    one thread."""
+    env = dict(
         os.environ,
         OMP_NUM_THREADS="1",
         OPENBLAS_NUM_THREADS="1",
         XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1",
     )
+    return subprocess.run(
+        [sys.executable, *arguments], env=env, capture_output=True, text=True, check=True
+    ).stdout
 
 
 def bench_softmax(repeat: int) -> None:
     print("(e) softmax of the rows of a 1000x1000 float64 matrix, one thread (a fresh process)")
-    run = subprocess.run(
-        [sys.executable, "-c", SOFTMAX_IN_ONE_THREAD, str(repeat), "10"],
-        env=one_thread_environment(),
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    times = {name: float(value) for name, value in (word.split("=") for word in run.stdout.split())}
+    printed = run_in_one_thread(["-c", SOFTMAX_IN_ONE_THREAD, str(repeat), "10"])
+    times = {name: float(value) for name, value in (word.split("=") for word in printed.split())}
     ours, jax_time = times["relwrite"], times.get("jax")
     versus = f"relwrite/jax = {ours / jax_time:.2f}x" if jax_time else "jax not installed"
     line(
@@ -497,14 +495,9 @@ def loss_terms(x: Any, y: Any, lib: Any) -> Any:
 def bench_fused_reduction(size: int, repeat: int) -> None:
     """Part (f) in a fresh process with every library on one thread (`fused_reduction_in_this_process`)."""
     print(f"(f) mean((x - y) ** 2 * 0.5 + abs(x)) on {size:.0e} float64, one thread (a fresh process)")
-    run = subprocess.run(
-        [sys.executable, __file__, "--fused-reduction-child", str(size), "--repeat", str(repeat)],
-        env=one_thread_environment(),
-        capture_output=True,
-        text=True,
-        check=True,
+    print(
+        run_in_one_thread([__file__, "--fused-reduction-child", str(size), "--repeat", str(repeat)]), end=""
     )
-    print(run.stdout, end="")
 
 
 def fused_reduction_in_this_process(size: int, repeat: int) -> None:

@@ -63,7 +63,6 @@ from relwrite.relations.goals import (
     sortedo,
 )
 from relwrite.relations.operands import (
-    applied,
     divided_out,
     holds_constants,
     holds_variables,
@@ -71,6 +70,7 @@ from relwrite.relations.operands import (
     neutral_drops,
     reads,
     rest_regroupable,
+    variadic_applied,
 )
 from relwrite.relations.predicates import (
     broadcasts_into,
@@ -454,9 +454,7 @@ def _cancelled_quotient(found: tuple[Op, tuple]) -> Variable | None:
     numerator, divisor = found[1]
     factors = node_inputs(numerator, o.mul) if isinstance(numerator, Variable) else None
     kept = divided_out((divisor, factors)) if factors is not None else None
-    if not kept:
-        return None
-    return kept[0] if len(kept) == 1 else applied(o.mul, kept)
+    return variadic_applied(o.mul, kept) if kept else None
 
 
 @relation(

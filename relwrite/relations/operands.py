@@ -230,6 +230,12 @@ def applied(op: Op, graphs: Sequence[Variable]) -> Variable | None:
         return None
 
 
+def variadic_applied(op: Op, graphs: Sequence[Variable]) -> Variable | None:
+    """`op` applied to `graphs`, or the graph itself when there is one (an add or mul of one operand
+    is that operand); None when the op refuses their types."""
+    return graphs[0] if len(graphs) == 1 else applied(op, graphs)
+
+
 def nestings(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
     graphs = graphs_of(terms) or ()
     n = len(graphs)
@@ -489,7 +495,7 @@ def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variabl
     """The sum of the exponents (None standing for 1): a constant when all are, else an add."""
     if all(e is None or isinstance(e, Constant) for e in exponents):
         with np.errstate(all="raise"):
-            total = reduce(np.add, [np.ones((), dtype) if e is None else e.data for e in exponents])
+            total = reduce(np.add, [_one(dtype) if e is None else e.data for e in exponents])
         return typed_constant(total, dtype)
     return ops.add(*(neutral_constant(ops.mul, dtype) if e is None else e for e in exponents))
 

@@ -130,16 +130,13 @@ class _Apply:
     args: tuple
     multiset: bool
     op_is_var: bool = False  # decided once, at compile time: matching is the hot path
-    spliced: bool = False  # whether an argument is a sequence variable
     fixed: tuple = ()  # the arguments other than the sequence variable, cheapest to match first
+    sequence: _Sequence | None = None  # the sequence variable among the arguments
 
-    def __post_init__(self) -> None:
+    def __post_init__(self) -> None:  # derived once, at compile time, for matching
         fixed = sorted((a for a in self.args if not isinstance(a, _Sequence)), key=_cost)
         object.__setattr__(self, "fixed", tuple(fixed))
-
-    @property
-    def sequence(self) -> _Sequence | None:
-        return next((a for a in self.args if isinstance(a, _Sequence)), None)
+        object.__setattr__(self, "sequence", next((a for a in self.args if isinstance(a, _Sequence)), None))
 
 
 class Pattern:
@@ -212,7 +209,6 @@ class Pattern:
                     args,
                     self.commutative and is_variadic(item[0]),
                     isvar(item[0]),
-                    any(isinstance(a, _Sequence) for a in args),
                 )
             return leaf(item, top)
 
@@ -518,7 +514,7 @@ def _match_multiset(
 ) -> Iterator[Substitution]:
     """Operands as a multiset: each fixed pattern takes a distinct operand; a sequence variable the rest."""
     fixed = node.fixed
-    sequence = node.sequence if node.spliced else None
+    sequence = node.sequence
     if sequence is None and len(fixed) != len(operands):
         return
     if sequence is not None and len(operands) < len(fixed):
@@ -582,7 +578,7 @@ def _build(node: Any, s: Mapping) -> Any:
                 args.extend(bound)
         else:
             args.append(_build(a, s))
-    if node.multiset and node.spliced and len(args) == 1:
+    if node.multiset and node.sequence is not None and len(args) == 1:
         return args[0]
     if node.multiset and not args:
         raise EmptyApplication(f"{op} of no operands")

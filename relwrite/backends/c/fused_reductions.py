@@ -65,9 +65,9 @@ def loop_composite(node: Apply) -> ops.Composite:
     return ops.Composite(inner, node.op.make_node(*inner).outputs)
 
 
-def scalar_inputs(composite: Apply) -> tuple[bool, ...]:
-    """Which inputs of a Composite node are typed 0-d (one value for every element)."""
-    return tuple(v.ndim == 0 for v in composite.inputs)
+def scalar_inputs(loop: Apply) -> tuple[bool, ...]:
+    """Which inputs of an elementwise node are typed 0-d (one value for every element)."""
+    return tuple(v.ndim == 0 for v in loop.inputs)
 
 
 def kernel_function(module: ctypes.CDLL, name: str, n_inputs: int) -> Callable[..., int]:
@@ -93,15 +93,15 @@ def deferred_impl() -> Impl:
 
 
 def fused_reduction_impl(
-    reduction: Apply, composite: Apply, kernel: Callable[..., int], composite_impl: Impl, reduction_impl: Impl
+    reduction: Apply, loop: Apply, kernel: Callable[..., int], loop_impl: Impl, reduction_impl: Impl
 ) -> Impl:
-    """The reduction node's implementation: the kernel on the Composite's inputs, or the unfused path
-    (`composite_impl`, then `reduction_impl`) where the kernel cannot take them."""
-    scalars = scalar_inputs(composite)
-    dtypes = tuple(np.dtype(v.dtype) for v in composite.inputs)
+    """The reduction node's implementation: the kernel on the elementwise `loop`'s inputs, or the
+    unfused path (`loop_impl`, then `reduction_impl`) where the kernel cannot take them."""
+    scalars = scalar_inputs(loop)
+    dtypes = tuple(np.dtype(v.dtype) for v in loop.inputs)
     out_dtype = np.dtype(reduction.outputs[0].dtype)
     mean = isinstance(reduction.op, ops.Mean)
-    compute, reduce = composite_impl.fn, reduction_impl.fn
+    compute, reduce = loop_impl.fn, reduction_impl.fn
 
     def run(pending: Any) -> Any:
         if not isinstance(pending, _Deferred):  # computed elsewhere (a profile's node by node run)
