@@ -157,9 +157,12 @@ class Rule:
         self.types = dict(types or {})
         self.doc = " ".join(doc.split())
         self.lhs, self.rhs = lhs, rhs
+        for what, test in (("guard", guard), ("screen", screen)):
+            if test is not None and not callable(test):
+                raise TypeError(f"rule {name}: a {what} must be callable, got {test!r}")
         self.guard = guard
         self.screen = screen
-        self.idempotent = idempotent
+        self.idempotent = bool(idempotent)
 
     @property
     def phases(self) -> tuple[str, ...]:

@@ -313,3 +313,14 @@ def test_a_constraint_declaring_its_heads_lets_the_screen_refuse_without_calling
     assert not drop_exp.screen(a + b) and not calls
     assert drop_exp.screen(a + o.exp(b))
     assert [pprint(v) for v in drop_exp.forward(a + o.exp(b))] == ["a"]
+
+
+@pytest.mark.parametrize("what", ["screen", "guard"])
+def test_a_screen_or_guard_that_is_not_callable_is_refused_by_name(what):
+    from relwrite.relations import relation
+
+    with pytest.raises(TypeError, match=rf"rule my_rule: a {what} must be callable, got 3"):
+
+        @relation(tags=["canonicalize"], tracks=(o.add,), examples=(), **{what: 3})
+        def my_rule(lhs, rhs):
+            return eq(lhs, rhs)
