@@ -149,6 +149,21 @@ class _RunState:
                 self.watchers.setdefault(seen, set()).add((rule, node))
 
 
+class _RuleTable(dict):
+    """Node rewriter index -> its RuleStats, made at the rule's first attempt and entered in the profile
+    under its name (most rules never meet a node of their op: the profile lists the rules tried)."""
+
+    __slots__ = ("names", "rules")
+
+    def __init__(self, names: list[str], rules: dict[str, RuleStats]) -> None:
+        super().__init__()
+        self.names, self.rules = names, rules
+
+    def __missing__(self, k: int) -> RuleStats:
+        stats = self[k] = self.rules[self.names[k]] = RuleStats()
+        return stats
+
+
 def _unique_names(rewriters: Sequence[NodeRewriter | GraphRewriter]) -> list[str]:
     """The rewriters' names, numbered where several share one, so each keeps its own statistics."""
     names = [str(r) for r in rewriters]
@@ -219,7 +234,7 @@ class EquilibriumRewriter(GraphRewriter):
         profile.nodes_start = profile.nodes_max = len(fgraph.apply_nodes)
         max_use = max(1, int(self.max_use_ratio * max(profile.nodes_start, 1)))
         names, graph_names = self._names
-        stats = [profile.rules.setdefault(n, RuleStats()) for n in names]
+        stats = _RuleTable(names, profile.rules)
         for n in graph_names:
             profile.graph_rewriters[n] = RuleStats()
         state = _RunState()
@@ -244,7 +259,7 @@ class EquilibriumRewriter(GraphRewriter):
         profile.time = time.perf_counter() - start
         return profile
 
-    def _run(self, run: _Run, stats: list[RuleStats], names: list[str], graph_names: list[str]) -> None:
+    def _run(self, run: _Run, stats: _RuleTable, names: list[str], graph_names: list[str]) -> None:
         fgraph, state, watch, profile = run.fgraph, run.state, run.watch, run.profile
         for node in fgraph.toposort():
             state.enqueue(node)
@@ -283,7 +298,7 @@ class EquilibriumRewriter(GraphRewriter):
             if stop:
                 break
 
-    def _run_pass(self, run: _Run, stats: list[RuleStats], names: list[str], current_pass: PassStats) -> bool:
+    def _run_pass(self, run: _Run, stats: _RuleTable, names: list[str], current_pass: PassStats) -> bool:
         """Visit the current generation; returns True when the run must stop (a limit was reached)."""
         fgraph, state, watch, log, profile = run.fgraph, run.state, run.watch, run.log, run.profile
         apply_nodes, decided = fgraph.apply_nodes, self.index.screened_by_heads

@@ -581,14 +581,12 @@ class FunctionGraph:
             except AlreadyThere:
                 return
         self._features.append(feature)
-        self._callbacks.clear()
-        self._toposort_cache = None
+        self._callbacks.clear()  # the toposort cache stays: it is checked against the features' orderings
 
     def remove_feature(self, feature: Any) -> None:
         """Detach `feature` and call its `on_detach`."""
         self._features.remove(feature)
         self._callbacks.clear()
-        self._toposort_cache = None
         on_detach = getattr(feature, "on_detach", None)
         if on_detach is not None:
             on_detach(self)
@@ -612,9 +610,20 @@ class FunctionGraph:
 
     def orderings(self) -> dict[Apply, list[Apply]]:
         """Extra evaluation dependencies the features ask for: node -> nodes that must come first."""
+        providers = self._callbacks.get("orderings")
+        if providers is None:  # the features that may ask for any (Feature's own method never does)
+            from relwrite.graph.features import Feature
+
+            providers = [
+                f.orderings
+                for f in self._features
+                if callable(getattr(f, "orderings", None))
+                and getattr(type(f), "orderings", None) is not Feature.orderings
+            ]
+            self._callbacks["orderings"] = providers
         merged: dict[Apply, list[Apply]] = {}
-        for orderings in self.collect_callbacks("orderings").values():
-            for node, before in orderings.items():
+        for provider in providers:
+            for node, before in provider(self).items():
                 merged.setdefault(node, []).extend(before)
         return merged
 

@@ -99,7 +99,14 @@ def same_expression(u: Variable, v: Variable) -> bool:
     Atoms match when they are the same variable or equal constants.  Each pair
     of variables is compared once, so shared subgraphs cost nothing extra.
     """
-    stack = [(u, v)]
+    if u is v:
+        return True
+    node_u, node_v = _expression_node(u), _expression_node(v)
+    if node_u is None or node_v is None:  # an atom: decided here, without the walk's bookkeeping
+        return node_u is node_v and u == v
+    if note_read(node_u).op != note_read(node_v).op or len(node_u.inputs) != len(node_v.inputs):
+        return False
+    stack = list(zip(node_u.inputs, node_v.inputs))
     seen: set[tuple[int, int]] = set()
     while stack:
         a, b = stack.pop()

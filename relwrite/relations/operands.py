@@ -40,13 +40,13 @@ def canonical_key(term: Any) -> tuple:
     names of their leaf inputs, so `exp(b) + exp(a)` and `exp(a) + exp(b)` agree.
     """
     value = as_graph(term)
-    if literal_value(value) is not None:
+    if not isinstance(value, Variable):
+        return (0,) if literal_value(value) is not None else (3,)
+    if isinstance(value, Constant):
         return (0,)
-    if isinstance(value, Variable) and value.owner is None:
-        return (1, value.name or "", value.type.ndim)
-    node = value.owner if isinstance(value, Variable) else None
+    node = value.owner
     if node is None:
-        return (3,)
+        return (1, value.name or "", value.type.ndim)
     leaves = tuple(v.name or "" for v in node.inputs if v.owner is None and v.name)
     return (2, str(node.op), leaves)
 

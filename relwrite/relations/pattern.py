@@ -132,11 +132,19 @@ class _Apply:
     op_is_var: bool = False  # decided once, at compile time: matching is the hot path
     fixed: tuple = ()  # the arguments other than the sequence variable, cheapest to match first
     sequence: _Sequence | None = None  # the sequence variable among the arguments
+    split: int | None = None  # its position
+    order: tuple[int, ...] = ()  # the positions of the `fixed` arguments, in their order
 
     def __post_init__(self) -> None:  # derived once, at compile time, for matching
-        fixed = sorted((a for a in self.args if not isinstance(a, _Sequence)), key=_cost)
-        object.__setattr__(self, "fixed", tuple(fixed))
-        object.__setattr__(self, "sequence", next((a for a in self.args if isinstance(a, _Sequence)), None))
+        order = sorted(
+            (i for i, a in enumerate(self.args) if not isinstance(a, _Sequence)),
+            key=lambda i: _cost(self.args[i]),
+        )
+        split = next((i for i, a in enumerate(self.args) if isinstance(a, _Sequence)), None)
+        object.__setattr__(self, "order", tuple(order))
+        object.__setattr__(self, "fixed", tuple(self.args[i] for i in order))
+        object.__setattr__(self, "split", split)
+        object.__setattr__(self, "sequence", None if split is None else self.args[split])
 
 
 class Pattern:
@@ -352,7 +360,7 @@ def _match_application(
     if node.multiset:
         yield from _match_multiset(node, operands, s, clients, lone)
     else:
-        yield from _match_ordered(node.args, operands, s, clients, lone)
+        yield from _match_ordered(node, operands, s, clients, lone)
 
 
 _UNBOUND = object()
@@ -464,34 +472,28 @@ class EmptyApplication(ValueError):
 
 
 def _match_ordered(
-    args: tuple, operands: tuple, s: Substitution, clients: Any, lone: bool
+    node: _Apply, operands: tuple, s: Substitution, clients: Any, lone: bool
 ) -> Iterator[Substitution]:
     """Operands in order; a sequence variable takes the (zero or more) operands between the fixed ones."""
-    split = next((i for i, a in enumerate(args) if isinstance(a, _Sequence)), None)
+    args, split = node.args, node.split
     if split is None:
         if len(args) != len(operands):
             return
-        pairs = list(zip(args, operands))
+        pairs = [(args[i], operands[i]) for i in node.order]
     else:
-        before, after = args[:split], args[split + 1 :]
-        middle = len(operands) - len(before) - len(after)
+        middle = len(operands) - len(args) + 1
         if middle < 0:
             return
-        sequence = operands[len(before) : len(before) + middle]
-        bound = s.get(args[split].var, _UNBOUND)
+        sequence = operands[split : split + middle]
+        bound = s.get(node.sequence.var, _UNBOUND)
         if bound is _UNBOUND:
-            s = {**s, args[split].var: sequence}
+            s = {**s, node.sequence.var: sequence}
         elif not same_value(tuple(bound), sequence):
             return
-        pairs = [*zip(before, operands), *zip(after, operands[len(before) + middle :])]
-    yield from _match_pairs(pairs, s, clients, lone)
-
-
-def _match_pairs(pairs: list, s: Substitution, clients: Any, lone: bool) -> Iterator[Substitution]:
-    """Every substitution matching each (pattern, value) pair, cheapest tests first."""
-    pairs = sorted(pairs, key=lambda pair: _cost(pair[0]))
+        # past the sequence, arguments are counted from the end of the operands
+        pairs = [(args[i], operands[i if i < split else i - len(args)]) for i in node.order]
     states = [s]
-    for pattern, value in pairs:
+    for pattern, value in pairs:  # cheapest tests first (`_Apply.order`)
         states = [found for state in states for found in _match(pattern, value, state, clients, False, lone)]
         if not states:
             return
