@@ -345,7 +345,10 @@ class Op:
         return tuple(getattr(self, p) for p in self.__props__)
 
     def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._props() == other._props()
+        # ops are immutable: identity, then the cached hashes, decide most comparisons without the props
+        if self is other:
+            return True
+        return type(self) is type(other) and hash(self) == hash(other) and self._props() == other._props()
 
     def __hash__(self) -> int:
         cached = self.__dict__.get("_hash")

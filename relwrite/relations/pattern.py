@@ -134,6 +134,9 @@ class _Apply:
     sequence: _Sequence | None = None  # the sequence variable among the arguments
     split: int | None = None  # its position
     order: tuple[int, ...] = ()  # the positions of the `fixed` arguments, in their order
+    equal: tuple[
+        tuple[int, int], ...
+    ] = ()  # positions the same name takes (x / x), or all operands: ((-1, -1),)
 
     def __post_init__(self) -> None:  # derived once, at compile time, for matching
         order = sorted(
@@ -145,6 +148,30 @@ class _Apply:
         object.__setattr__(self, "fixed", tuple(self.args[i] for i in order))
         object.__setattr__(self, "split", split)
         object.__setattr__(self, "sequence", None if split is None else self.args[split])
+        object.__setattr__(self, "equal", self._equal_operands(split))
+
+    def _equal_operands(self, split: int | None) -> tuple[tuple[int, int], ...]:
+        """Operand positions that must hold the same value, tested before matching (a cheap refusal of
+        `x / y` by `x / x`): pairs of positions one name takes in an ordered application without a
+        sequence; for a multiset of one name (`x * x`), ((-1, -1),): every operand."""
+        names = []
+        for arg in self.args:
+            while isinstance(arg, _Guarded):
+                arg = arg.inner
+            names.append(arg.var if isinstance(arg, _Named) else None)
+        if split is not None:
+            return ()
+        if self.multiset:
+            return ((-1, -1),) if len(names) > 1 and names[0] is not None and len(set(names)) == 1 else ()
+        first: dict[Any, int] = {}
+        pairs = []
+        for i, name in enumerate(names):
+            if name is not None:
+                if name in first:
+                    pairs.append((first[name], i))
+                else:
+                    first[name] = i
+        return tuple(pairs)
 
 
 class Pattern:
@@ -357,10 +384,20 @@ def _match_application(
             return
     elif node.op != op:
         return
+    if node.equal and not _equal_operands_hold(node, operands):
+        return
     if node.multiset:
         yield from _match_multiset(node, operands, s, clients, lone)
     else:
         yield from _match_ordered(node, operands, s, clients, lone)
+
+
+def _equal_operands_hold(node: _Apply, operands: tuple) -> bool:
+    if len(operands) != len(node.args):
+        return True  # the matcher refuses the count itself (or, with `lone`, reads the value alone)
+    if node.equal[0] == (-1, -1):
+        return all(same_value(operands[0], other) for other in operands[1:])
+    return all(same_value(operands[i], operands[j]) for i, j in node.equal)
 
 
 _UNBOUND = object()

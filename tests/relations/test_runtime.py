@@ -67,6 +67,24 @@ def test_the_same_name_twice_must_match_the_same_expression():
     assert texts(double, o.add(x, y, z)) == []
 
 
+@given(
+    st.sampled_from(
+        [(o.true_div, "a", "a"), (o.mul, "a", "a"), (o.sub, {"pattern": "a", "constraint": is_float}, "a")]
+    ),
+    st.sampled_from(["same", "equal", "other"]),
+)
+def test_a_name_taken_twice_is_checked_before_matching_with_the_matchers_own_answer(spec, operand):
+    """The compiled check that the operands a name takes twice are one value (x / y refused at once)
+    refuses exactly what matching would: one variable, two equal graphs, or two different ones."""
+    pattern = Pattern(spec)
+    first_graph, second_graph = {"same": (x, x), "equal": (o.exp(x), o.exp(x)), "other": (x, y)}[operand]
+    value = spec[0](first_graph, second_graph)
+    found = list(pattern.matches(value))
+    assert (len(found) > 0) == (operand != "other")
+    if found:
+        assert found[0][pattern.names["a"]] is first_graph
+
+
 def test_operands_in_order_for_other_ops_with_a_sequence_in_the_middle():
     pattern = Pattern((o.true_div, "*front", "b"))
     (s,) = pattern.matches(o.true_div(x, y))
