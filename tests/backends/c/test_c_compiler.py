@@ -188,6 +188,40 @@ def test_a_module_compiles_once_then_loads_from_disk(module_cache, tmp_path):
 
 
 @requires_c
+@pytest.mark.parametrize("parallel_flags", [("-flto=auto",), ("-fno-such-flag-anywhere",)])
+def test_a_large_module_is_built_in_parallel_or_else_plainly(tmp_path, monkeypatch, parallel_flags):
+    """Above PARALLEL_SOURCE_BYTES the toolchain's parallel flags are tried first; a compiler refusing
+    them builds the module without them."""
+    monkeypatch.setattr(compiler, "PARALLEL_SOURCE_BYTES", 0)
+    chain = dataclasses.replace(find_toolchain(), parallel_flags=parallel_flags)
+    commands = []
+    run = compiler._run_compiler
+    monkeypatch.setattr(
+        compiler, "_run_compiler", lambda command, *a: commands.append(command) or run(command, *a)
+    )
+    cache = ModuleCache(tmp_path, chain)
+    assert cache.load(SOURCE).rw_answer() == 42
+    assert parallel_flags[0] in commands[0]
+    refused = parallel_flags[0].startswith("-fno-such")
+    assert len(commands) == (2 if refused else 1)
+    assert parallel_flags[0] not in commands[-1] or not refused
+
+
+@pytest.mark.parametrize(
+    ("version", "flags"),
+    [
+        ("gcc (Debian 12.2.0-14) 12.2.0", ("-flto=auto",)),
+        ("Debian clang version 14.0.6", ()),
+        ("gcc 9.4.0", ()),
+    ],
+)
+def test_only_gcc_10_and_later_builds_in_parallel(monkeypatch, version, flags):
+    reply = subprocess.CompletedProcess([], 0, version, "")
+    monkeypatch.setattr(compiler, "_run_compiler", lambda *a: reply)
+    assert find_toolchain.__wrapped__().parallel_flags == flags  # not the process's cached toolchain
+
+
+@requires_c
 @pytest.mark.parametrize(
     "damage", ["garbage", "another module", "another module and its manifest", "no manifest"]
 )
