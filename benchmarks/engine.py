@@ -28,7 +28,10 @@ shapes at each size (`--shapes`, default `--sizes`): the alternating chain
 above, a log(exp(...)) chain, a wide sum built left to right, and a random
 elementwise DAG with shared subexpressions and an output every n/20 nodes;
 it prints each growth ratio (linear: the size ratio) and how many
-elementwise nodes (kernels) are left.
+elementwise nodes (kernels) are left.  With `--link` it also times
+`relwrite.function(..., mode="fast_run")` on each shape and size, rewriting
+and linking with the C kernels compiled (a fresh process with an empty module
+cache), and that growth; goal 12 for 10k -> 100k.
 
 A last line compiles the alternating chain of `--function-chain` steps (default
 100,000) with `relwrite.function(..., mode="fast_run")` in a fresh process and
@@ -42,13 +45,16 @@ and the process's peak memory; goals 10 s and 1 GB.
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 from etuples import etuple
 from kanren import eq, lall, var
@@ -264,23 +270,63 @@ def time_shape(
     return seconds, before, kernels
 
 
-def main_shapes(sizes: list[int], budget: float) -> None:
-    """Growth of fast_run rewriting on every graph shape (see the module docstring)."""
+SHAPE_FUNCTION = """
+import sys, time, warnings
+sys.path.insert(0, sys.argv[1])
+import engine
+import relwrite as rw
+from relwrite.backends.c.linker import prebuild
+prebuild()  # the modules built once per machine: not the graph's cost
+inputs, outputs = engine.SHAPES[sys.argv[2]](int(sys.argv[3]))
+start = time.perf_counter()
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    rw.function(inputs, outputs, mode="fast_run")
+print(time.perf_counter() - start, sum("C module" in str(w.message) for w in caught))
+"""
+
+
+def time_shape_function(name: str, n: int) -> tuple[float, bool]:
+    """Seconds of `function(mode="fast_run")` on shape `name` of size n (rewrite and link, the graph's C
+    kernels compiled: a fresh process with an empty module cache, the machine's modules built before the
+    clock starts), and whether a C module failed to build."""
+    with tempfile.TemporaryDirectory() as cache:
+        run = subprocess.run(
+            [sys.executable, "-c", SHAPE_FUNCTION, str(Path(__file__).parent), name, str(n)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "RELWRITE_CACHE_DIR": cache},
+        )
+    seconds, failures = run.stdout.split()
+    return float(seconds), int(failures) > 0
+
+
+def main_shapes(sizes: list[int], budget: float, link: bool) -> None:
+    """Growth of fast_run rewriting on every graph shape, and with `link` of rewriting and linking (see the
+    module docstring)."""
     print()
     print("fast_run rewriting (fusion included) by graph shape; a size is skipped past the budget:")
-    header = f"{'shape':<18} | {'nodes':>8} | {'time':>11} | {'growth':>6} | elementwise nodes after"
+    extra = f" | {'function()':>11} | {'growth':>6}" if link else ""
+    header = f"{'shape':<18} | {'nodes':>8} | {'time':>11} | {'growth':>6}{extra} | elementwise nodes after"
     print(header)
     print("-" * len(header))
     for name, build in SHAPES.items():
-        previous: tuple[int, float] | None = None
+        previous: tuple[int, float, float] | None = None
         for n in sizes:
             if previous is not None and previous[1] * (n / previous[0]) ** 1.2 > budget:
                 print(f"{name:<18} | {n:>8} | {'skipped':>11} | {'-':>6} | projected past {budget:.0f} s")
                 break
             seconds, before, kernels = time_shape(build, n)
             growth = f"{seconds / previous[1]:6.1f}" if previous is not None else "     -"
+            linked = 0.0
+            if link:
+                linked, failed = time_shape_function(name, n)
+                linked_growth = f"{linked / previous[2]:6.1f}" if previous is not None else "     -"
+                note = " (a C module failed: NumPy ran it)" if failed else ""
+                growth += f" | {_fmt(linked):>11} | {linked_growth}{note}"
             print(f"{name:<18} | {before:>8} | {_fmt(seconds):>11} | {growth} | {kernels}", flush=True)
-            previous = (n, seconds)
+            previous = (n, seconds, linked)
 
 
 FUNCTION_CHAIN = """
@@ -373,6 +419,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--function-chain", type=int, default=100_000, help="steps of the compiled chain (0: skip)"
     )
+    parser.add_argument(
+        "--link",
+        action="store_true",
+        help="also time function() on each shape, rewriting and linking with C compilation (fresh processes)",
+    )
     args = parser.parse_args(argv)
     sys.setrecursionlimit(1000)  # the default: a RecursionError here means recursion over graph depth
 
@@ -427,7 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.loops:
         main_loops(args.loops, args.repeat)
     if args.shapes is None or args.shapes:
-        main_shapes(args.shapes or args.sizes, args.shape_budget)
+        main_shapes(args.shapes or args.sizes, args.shape_budget, args.link)
     if args.function_chain:
         main_function_chain(args.function_chain)
     return 0
