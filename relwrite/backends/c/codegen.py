@@ -213,24 +213,34 @@ for _class, (_symbol, _ufunc) in _BINARY.items():
     c_expression.register(_class, lambda op, node, args, s=_symbol, u=_ufunc: _binary(s, u, op, node, args))
 
 
-def _fold(ufunc: np.ufunc, symbol: str, bool_symbol: str, args: list[Value]) -> list[str]:
+def _fold(op_class: type, args: list[Value]) -> Value:
     """((x0 . x1) . x2) . ..., each step in its own loop dtype and wrapped back to it, as numpy folds."""
+    ufunc, symbol, bool_symbol = _FOLDS[op_class]
     acc = args[0]
     for arg in args[1:]:
         loop = _loop_dtype(ufunc, (acc.dtype, arg.dtype))
         operator = bool_symbol if loop == "bool" else symbol
         acc = Value(f"(({_ctype(loop)})({_as(acc, loop)} {operator} {_as(arg, loop)}))", loop)
-    return [acc.code]
+    return acc
+
+
+_FOLDS = {ops.Add: (np.add, "+", "|"), ops.Mul: (np.multiply, "*", "&")}
+"""The variadic ops, folded left to right: their ufunc, and their operator on numbers and on bools."""
+
+FOLD_OPERANDS = 16
+"""The most operands one statement folds: a longer add or mul is folded 16 at a time into statements of
+their own, so a sum of thousands of terms neither nests its expression thousands deep (gcc's parser
+recursion) nor reads every term in one statement (which one loop of a chunked kernel would hold)."""
 
 
 @c_expression.register
 def _add(op: ops.Add, node: Apply, args: list[Value]) -> list[str]:
-    return _fold(np.add, "+", "|", args)
+    return [_fold(ops.Add, args).code]
 
 
 @c_expression.register
 def _mul(op: ops.Mul, node: Apply, args: list[Value]) -> list[str]:
-    return _fold(np.multiply, "*", "&", args)
+    return [_fold(ops.Mul, args).code]
 
 
 def _extremum(ufunc: np.ufunc, symbol: str, args: list[Value]) -> list[str]:
@@ -499,6 +509,18 @@ def _loop_body(op: ops.Composite, inputs: list[Value]) -> tuple[list[_Statement]
         if isinstance(node.op, ops.Composite):
             frames.append(_Frame(node.op, iter(_schedule(node.op)), dict(zip(node.op.inputs, args)), node))
             continue
+        if type(node.op) in _FOLDS and len(args) > FOLD_OPERANDS:  # the same steps, in statements of 16
+            acc, rest = args[0], args[1:]
+            while len(rest) >= FOLD_OPERANDS:
+                partial = _fold(type(node.op), [acc, *rest[: FOLD_OPERANDS - 1]])
+                reads = tuple(a.code for a in (acc, *rest[: FOLD_OPERANDS - 1]) if _NAME.fullmatch(a.code))
+                name = f"t{len(lines)}"
+                ctype = _ctype(partial.dtype)
+                lines.append(
+                    _Statement(f"const {ctype} {name} = {partial.code};", name, partial.dtype, reads)
+                )
+                acc, rest = Value(name, partial.dtype), rest[FOLD_OPERANDS - 1 :]
+            args = [acc, *rest]
         reads = tuple(a.code for a in args if _NAME.fullmatch(a.code))
         for out, code in zip(node.outputs, c_expression(node.op, node, args)):
             name = f"t{len(lines)}"

@@ -103,3 +103,25 @@ def test_a_small_composite_stays_one_loop():
     FusionRewriter().rewrite(fgraph)
     (node,) = fgraph.apply_nodes
     assert "malloc" not in codegen.composite_kernel(node.op, "rw_k0").source
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.lists(st.sampled_from(range(5)), min_size=17, max_size=70), st.sampled_from([ops.add, ops.mul]))
+def test_a_long_add_or_mul_folds_sixteen_operands_per_statement_with_numpys_values(picks, op):
+    """Operands of mixed dtypes promote step by step as NumPy folds them; split into statements, the
+    steps and their dtypes stay the same."""
+    dtypes = ["bool", "int8", "int32", "float32", "float64"]
+    inputs = [tensor(f"x{k}", dtype=d, shape=(None,)) for k, d in enumerate(dtypes)]
+    inner = [tensor(f"x{k}", dtype=d, shape=()) for k, d in enumerate(dtypes)]
+    composite = ops.Composite(inner, [op(*(inner[k] for k in picks))])
+    fgraph = FunctionGraph(inputs, [composite(*inputs)])
+    source = codegen.composite_kernel(composite, "rw_k0").source
+    statements = re.findall(r"const \w+ t\d+ = (.*);", source)
+    assert len(statements) >= 2 and all(len(re.findall(r"\b[tv]\d+\b", s)) <= 16 for s in statements)
+    rng = np.random.default_rng(len(picks))
+    values = [rng.integers(-3, 4, 33).astype(d) for d in dtypes]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        (got,), (want,) = CLinker(fgraph)(*values), NumpyLinker(fgraph)(*values)
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got, want)
