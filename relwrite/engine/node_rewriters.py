@@ -30,7 +30,7 @@ from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
-from relwrite.relations.runtime import answers, direct_answers
+from relwrite.relations.runtime import answers, direct_values
 
 Tracks = Sequence[Op | type] | None
 
@@ -466,18 +466,20 @@ class KanrenRelationSub(NodeRewriter):
             return False
         term = node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
         # the engine tests `screen` (the relation's) before calling transform
-        direct = direct_answers(self.relation, term, screened=self.screen is not None)
+        direct = direct_values(self.relation, term, screened=self.screen is not None)
         if direct is not None:  # function calls, no kanren stream: nothing for a budget to count
             return self._first_replacement(fgraph, node, direct)
         with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
-            result = self._first_replacement(fgraph, node, answers(self.relation, term))
+            found = (a.value for a in answers(self.relation, term))
+            result = self._first_replacement(fgraph, node, found)
         if meter.error is not None:  # raised inside the run and swallowed there
             raise BudgetExceeded(str(meter.error), meter.error.budget)
         return result
 
-    def _first_replacement(self, fgraph: Any, node: Apply, found: Iterator[Any]) -> bool | list:
+    def _first_replacement(self, fgraph: Any, node: Apply, found: Iterable[Any]) -> bool | list:
+        """The first of the answers' values `found` that replaces `node`'s outputs, or False."""
         single = len(node.outputs) == 1
-        answers = (v for v in islice((a.value for a in found), self.max_answers) if not is_logic_variable(v))
+        answers = (v for v in islice(found, self.max_answers) if not is_logic_variable(v))
         if self.results_filter is not None:
             chosen = self.results_filter(answers)
             if chosen is None or chosen is False:

@@ -19,7 +19,7 @@ named variables took (for assumptions and explanations).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from etuples.core import ExpressionTuple
@@ -242,23 +242,43 @@ def direct_answers(
     """`answers` where plain function calls give them, without kanren states (so no kanren budget
     applies): a screen or guard refusing a graph, a pattern's matcher on a ground term, a goal's
     `forward_values`; None when the goal must run.  `screened`: the caller has tested the screen."""
+    found = _direct(rule, term, direction, screened)
+    if found is None:
+        return None
+    names, matches, values = found
+    if matches is not None:
+        return (
+            Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
+            for s, built in matches
+        )
+    return (Answer(value, None, dict) for value in values)
+
+
+def direct_values(rule: Rule | Callable, term: Any, screened: bool = False) -> Iterable[Any] | None:
+    """The values of `direct_answers` going forward, without their bindings (the engine's hot path)."""
+    found = _direct(rule, term, "forward", screened)
+    if found is None:
+        return None
+    _, matches, values = found
+    return (built for _, built in matches) if matches is not None else values
+
+
+def _direct(rule: Rule | Callable, term: Any, direction: str, screened: bool) -> tuple | None:
+    """(the relation's variable names, its matcher's (substitution, built) pairs or None, values) where
+    plain function calls answer (no values when a screen or guard refuses), None when kanren must run."""
     if direction != "forward":
         return None
     if isinstance(term, Variable):
         for guard in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None)):
             if guard is not None and not guard(term):
-                return iter(())
+                return None, None, ()
     relation = getattr(rule, "relation", rule)
     matches = getattr(relation, "forward_matches", None)
     if matches is not None and not is_logic_variable(term) and is_ground(term):
-        names = relation.names  # the goal's own ground branch, without building kanren states
-        return (
-            Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
-            for s, built in matches(term)
-        )
+        return relation.names, matches(term), None  # the goal's own ground branch, without kanren states
     direct = getattr(relation, "forward_values", None)
     values = direct(term) if direct is not None else None  # a goal whose forward run is a function call
-    return None if values is None else (Answer(value, None, dict) for value in values)
+    return None if values is None else (None, None, values)
 
 
 def bindings_of(state: Any) -> dict[str, Any]:

@@ -228,9 +228,34 @@ _FOLDS = {ops.Add: (np.add, "+", "|"), ops.Mul: (np.multiply, "*", "&")}
 """The variadic ops, folded left to right: their ufunc, and their operator on numbers and on bools."""
 
 FOLD_OPERANDS = 16
-"""The most operands one statement folds: a longer add or mul is folded 16 at a time into statements of
-their own, so a sum of thousands of terms neither nests its expression thousands deep (gcc's parser
-recursion) nor reads every term in one statement (which one loop of a chunked kernel would hold)."""
+"""The most operands one add or mul of a kernel folds (`_with_short_folds`)."""
+
+
+def _with_short_folds(op: ops.Composite) -> ops.Composite:
+    """`op` with each add or mul of more than `FOLD_OPERANDS` operands written as a chain of them, each
+    folding the previous one's value and the next 15 operands: the same steps in the same dtypes.
+
+    A sum of thousands of terms then nests its C expression 16 deep, not thousands (gcc's parser
+    recursion failed on 33,000), and the tree walk of `_schedule` computes 15 terms and adds them before
+    computing more, so the values held at any point stay few (in one loop, or in the scratch slots of a
+    chunked kernel).
+    """
+    if not any(type(n.op) in _FOLDS and len(n.inputs) > FOLD_OPERANDS for n in op.nodes):
+        return op
+    replaced: dict[Variable, Variable] = {}
+    for node in op.nodes:  # in topological order
+        inputs = [replaced.get(v, v) for v in node.inputs]
+        if type(node.op) in _FOLDS and len(inputs) > FOLD_OPERANDS:
+            value = node.op(*inputs[:FOLD_OPERANDS])
+            for start in range(FOLD_OPERANDS, len(inputs), FOLD_OPERANDS - 1):
+                value = node.op(value, *inputs[start : start + FOLD_OPERANDS - 1])
+            outputs = [value]
+        elif any(new is not old for new, old in zip(inputs, node.inputs)):
+            outputs = node.op.make_node(*inputs).outputs
+        else:
+            continue
+        replaced.update(zip(node.outputs, outputs))
+    return ops.Composite(op.inputs, [replaced.get(v, v) for v in op.outputs])
 
 
 @c_expression.register
@@ -493,6 +518,7 @@ def _loop_body(op: ops.Composite, inputs: list[Value]) -> tuple[list[_Statement]
     Walks with an explicit stack of frames, so nesting depth costs no recursion.
     """
     lines: list[_Statement] = []
+    op = _with_short_folds(op)
     top = _Frame(op, iter(_schedule(op)), dict(zip(op.inputs, inputs)), None)
     frames = [top]
     while frames:
@@ -507,20 +533,9 @@ def _loop_body(op: ops.Composite, inputs: list[Value]) -> tuple[list[_Statement]
             continue
         args = [_value(frame.values, v) for v in node.inputs]
         if isinstance(node.op, ops.Composite):
-            frames.append(_Frame(node.op, iter(_schedule(node.op)), dict(zip(node.op.inputs, args)), node))
+            inner = _with_short_folds(node.op)
+            frames.append(_Frame(inner, iter(_schedule(inner)), dict(zip(inner.inputs, args)), node))
             continue
-        if type(node.op) in _FOLDS and len(args) > FOLD_OPERANDS:  # the same steps, in statements of 16
-            acc, rest = args[0], args[1:]
-            while len(rest) >= FOLD_OPERANDS:
-                partial = _fold(type(node.op), [acc, *rest[: FOLD_OPERANDS - 1]])
-                reads = tuple(a.code for a in (acc, *rest[: FOLD_OPERANDS - 1]) if _NAME.fullmatch(a.code))
-                name = f"t{len(lines)}"
-                ctype = _ctype(partial.dtype)
-                lines.append(
-                    _Statement(f"const {ctype} {name} = {partial.code};", name, partial.dtype, reads)
-                )
-                acc, rest = Value(name, partial.dtype), rest[FOLD_OPERANDS - 1 :]
-            args = [acc, *rest]
         reads = tuple(a.code for a in args if _NAME.fullmatch(a.code))
         for out, code in zip(node.outputs, c_expression(node.op, node, args)):
             name = f"t{len(lines)}"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from functools import cache, partial, singledispatch
-from itertools import pairwise
+from itertools import accumulate, pairwise
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -164,7 +164,13 @@ def _fold_impl(ufunc: np.ufunc, op: Op, node: Apply) -> Impl:
     if count == 2:
         return _ufunc_impl(ufunc, op, node)
     # The accumulator may absorb the next input in place when the fold step keeps its dtype.
-    partial_dtypes = [op.output_dtype([v.dtype for v in node.inputs[: k + 1]]) for k in range(1, count)]
+    partial_dtypes = list(
+        accumulate(
+            (v.dtype for v in node.inputs[1:]),
+            lambda a, d: op.output_dtype([a, d]),
+            initial=node.inputs[0].dtype,
+        )
+    )[1:]  # each prefix's, from the last (linear)
     keeps_dtype = [a == b for a, b in pairwise(partial_dtypes)]
 
     def run(*arrays: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:

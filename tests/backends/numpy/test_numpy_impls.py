@@ -659,3 +659,17 @@ def test_a_fused_chain_keeps_no_intermediate_past_its_last_use():
     finally:
         tracemalloc.stop()
     assert peak <= 3 * result.nbytes
+
+
+def test_a_long_sum_reads_each_dtype_once_to_plan_its_fold(monkeypatch):
+    """The fold's per-step dtypes come from the previous step's (a sum of n terms resolves n dtype pairs,
+    not n^2 / 2: a 33,000-term sum took minutes to link)."""
+    xs = [scalar(f"x{k}", dtype="int8" if k % 3 else "float32") for k in range(300)]
+    node = ops.add(*xs).owner
+    resolved = []
+    original = ops.Add.output_dtype
+    monkeypatch.setattr(ops.Add, "output_dtype", lambda self, d: resolved.append(len(d)) or original(self, d))
+    impl = numpy_impl(node.op, node)
+    assert sum(resolved) <= 2 * len(xs)
+    values = [np.asarray(k % 5, dtype=x.dtype) for k, x in enumerate(xs)]
+    assert impl.fn(*values) == reduce(np.add, values)
