@@ -302,6 +302,7 @@ class EquilibriumRewriter(GraphRewriter):
         """Visit the current generation; returns True when the run must stop (a limit was reached)."""
         fgraph, state, watch, log, profile = run.fgraph, run.state, run.watch, run.log, run.profile
         apply_nodes, decided = fgraph.apply_nodes, self.index.screened_by_heads
+        clock = time.perf_counter
         while state.current:
             node = state.current.popleft()
             state.queued.discard(node)
@@ -311,6 +312,7 @@ class EquilibriumRewriter(GraphRewriter):
             failed = state.failed.get(node, ())
             banned = state.banned.get(node, ())
             candidates, refused = self.index.for_node(node)
+            input_owners = None  # what every failed attempt here read besides `node` (made at the first)
             for k in refused:  # screened out by the node's signature: counted, nothing to watch
                 stats[k].attempts += 1
             for k in candidates:
@@ -324,7 +326,7 @@ class EquilibriumRewriter(GraphRewriter):
                     state.failed.setdefault(node, set()).add(k)
                     failed = state.failed[node]
                     continue
-                t0 = time.perf_counter()
+                t0 = clock()
                 imported_before, events_before = state.imported, watch.events
                 seen: set[Apply] = set()
                 mark = log.begin()
@@ -332,25 +334,29 @@ class EquilibriumRewriter(GraphRewriter):
                     with record_expansions() as seen:
                         result = rewriter.transform(fgraph, node)
                     edited = watch.events != events_before
-                    pairs = replacement_pairs(rewriter, node, result)
+                    pairs = (
+                        () if result is False or result is None else replacement_pairs(rewriter, node, result)
+                    )
                     applied = (bool(pairs) and commit(fgraph, pairs, names[k])) or edited
                 except BaseException as exc:
                     log.rollback(fgraph, mark)
-                    rule.time += time.perf_counter() - t0
+                    rule.time += clock() - t0
                     raise_interruption(exc)
                     if self._failed(run, rewriter, names[k], rule, node, exc, k):
                         return True
                     applied, seen = False, set()
                 else:
                     log.end(mark)
-                    rule.time += time.perf_counter() - t0
+                    rule.time += clock() - t0
                 if run.rejected:
                     self._report_rejections(run, rule, names[k])
                 if log.over_budget:  # a change was refused, and the rewriter swallowed the error
                     self._stop_at_node_limit(profile, names[k], log.over_budget)
                     return True
                 if not applied:
-                    seen.update(v.owner for v in node.inputs if v.owner is not None)
+                    if input_owners is None:
+                        input_owners = [v.owner for v in node.inputs if v.owner is not None]
+                    seen.update(input_owners)
                     state.fail(k, node, seen)
                     failed = state.failed.get(node, ())
                     continue
