@@ -92,10 +92,13 @@ class _Entry:
 class RewriteDatabase:
     """Named, tagged rewriters and sub-databases; rules registered here also carry the database's name."""
 
+    changes = 0
+    """Registrations and removals in any database so far: a query's answer is rebuilt after one (a
+    sub-database's contents are part of its parents' answers)."""
+
     def __init__(self, name: str | None = None):
         self.name = name
         self._entries: dict[str, _Entry] = {}
-        self._version = 0
         self._built: dict[tuple, Any] = {}
 
     def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
@@ -117,7 +120,7 @@ class RewriteDatabase:
         labels = _tags(tags) | ({self.name} if self.name else set())
         self._check_labels(name, labels)
         self._entries[name] = _Entry(name, item, labels, float(position), len(self._entries))
-        self._version += 1
+        RewriteDatabase.changes += 1
 
     def _check_labels(self, name: str, tags: frozenset[str]) -> None:
         """Raise ValueError when `name` is an entry's tag or one of `tags` an entry's name."""
@@ -146,7 +149,7 @@ class RewriteDatabase:
         if name not in self._entries:
             raise KeyError(f"{name!r} is not registered in {self}")
         del self._entries[name]
-        self._version += 1
+        RewriteDatabase.changes += 1
 
     def __getitem__(self, name: str) -> Any:
         try:
@@ -193,11 +196,6 @@ class RewriteDatabase:
             chosen.append((entry, item))
         return chosen
 
-    def _state(self) -> tuple:
-        """What a query's answer depends on: this database's and every sub-database's contents."""
-        nested = (e.item._state() for e in self._entries.values() if isinstance(e.item, RewriteDatabase))
-        return (self._version, *nested)
-
     def query(self, *tags: Query | str, **kwargs: Any) -> Any:
         """The rewriter for a query, built once while the contents stay the same: a `Query`,
         `Query(**kwargs)`, or tags as strings, ``"+tag"`` to include, ``"-tag"`` to exclude and
@@ -216,7 +214,7 @@ class RewriteDatabase:
             raise TypeError(
                 f"query: expected a Query, Query's keywords or '+tag'/'-tag'/'&tag' strings, got {shown}"
             )
-        key = (query, self._state())
+        key = (query, RewriteDatabase.changes)
         built = self._built.get(key)
         if built is None:
             if len(self._built) > 64:

@@ -126,6 +126,13 @@ class _AllOrNothing:
                 fgraph.change_node_input(node, i, old, reason="rollback", check=False)
 
 
+def _defines(feature: Any, name: str, base: type) -> bool:
+    """Whether `feature` has a method `name` other than `base`'s (which does nothing)."""
+    return callable(getattr(feature, name, None)) and getattr(type(feature), name, None) is not getattr(
+        base, name
+    )
+
+
 class FunctionGraph:
     """The subgraph between `inputs` and `outputs`, with clients and features.
 
@@ -155,6 +162,7 @@ class FunctionGraph:
         self._input_set: set[Variable] = set()
         self._features: list[Any] = []
         self._callbacks: dict[str, list[Any]] = {}
+        self._ordering_features: list[Any] = []  # those whose `orderings` may ask for any (not Feature's)
         self._version = 0
         self._toposort_cache: tuple[int, dict, list[Apply]] | None = None
         self._undo_log: list[tuple[Node, int, Variable]] | None = None
@@ -570,7 +578,7 @@ class FunctionGraph:
 
     def attach_feature(self, feature: Any) -> None:
         """Attach `feature` and call its `on_attach` (a feature raising AlreadyThere is skipped)."""
-        from relwrite.graph.features import AlreadyThere
+        from relwrite.graph.features import AlreadyThere, Feature
 
         if feature in self._features:
             return
@@ -582,11 +590,15 @@ class FunctionGraph:
                 return
         self._features.append(feature)
         self._callbacks.clear()  # the toposort cache stays: it is checked against the features' orderings
+        if _defines(feature, "orderings", Feature):
+            self._ordering_features.append(feature)
 
     def remove_feature(self, feature: Any) -> None:
         """Detach `feature` and call its `on_detach`."""
         self._features.remove(feature)
         self._callbacks.clear()
+        if feature in self._ordering_features:
+            self._ordering_features.remove(feature)
         on_detach = getattr(feature, "on_detach", None)
         if on_detach is not None:
             on_detach(self)
@@ -610,20 +622,9 @@ class FunctionGraph:
 
     def orderings(self) -> dict[Apply, list[Apply]]:
         """Extra evaluation dependencies the features ask for: node -> nodes that must come first."""
-        providers = self._callbacks.get("orderings")
-        if providers is None:  # the features that may ask for any (Feature's own method never does)
-            from relwrite.graph.features import Feature
-
-            providers = [
-                f.orderings
-                for f in self._features
-                if callable(getattr(f, "orderings", None))
-                and getattr(type(f), "orderings", None) is not Feature.orderings
-            ]
-            self._callbacks["orderings"] = providers
         merged: dict[Apply, list[Apply]] = {}
-        for provider in providers:
-            for node, before in provider(self).items():
+        for feature in self._ordering_features:
+            for node, before in feature.orderings(self).items():
                 merged.setdefault(node, []).extend(before)
         return merged
 

@@ -12,17 +12,20 @@ the duration and left to catch up afterwards.
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 
-@contextmanager
-def collection_paused() -> Iterator[None]:
-    """Pause automatic garbage collection for the block (nesting and a user's own `gc.disable` kept)."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
+class collection_paused:  # lower case: used like a function, `with collection_paused():`
+    """Pause automatic garbage collection for the block (nesting and a user's own `gc.disable` kept).
+
+    A class rather than a generator-based context manager: every rewrite and graph opens one.
+    """
+
+    __slots__ = ("was_enabled",)
+
+    def __enter__(self) -> None:
+        self.was_enabled = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.was_enabled:
             gc.enable()
