@@ -234,7 +234,7 @@ class Constant(Variable):
         array.setflags(write=False)
         self.data = array
         canonical = array
-        if array.dtype.kind == "f" and np.isnan(array).any():
+        if array.dtype.kind == "f" and (array != array if array.ndim == 0 else np.isnan(array).any()):
             canonical = np.where(np.isnan(array), np.nan, array).astype(array.dtype)
         raw = np.ascontiguousarray(canonical).tobytes()
         if len(raw) > 64:
