@@ -128,9 +128,8 @@ class _AllOrNothing:
 
 def _defines(feature: Any, name: str, base: type) -> bool:
     """Whether `feature` has a method `name` other than `base`'s (which does nothing)."""
-    return callable(getattr(feature, name, None)) and getattr(type(feature), name, None) is not getattr(
-        base, name
-    )
+    own = getattr(type(feature), name, None)
+    return callable(getattr(feature, name, None)) and own is not getattr(base, name)
 
 
 class FunctionGraph:

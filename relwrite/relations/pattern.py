@@ -134,9 +134,9 @@ class _Apply:
     sequence: _Sequence | None = None  # the sequence variable among the arguments
     split: int | None = None  # its position
     order: tuple[int, ...] = ()  # the positions of the `fixed` arguments, in their order
-    equal: tuple[
-        tuple[int, int], ...
-    ] = ()  # positions the same name takes (x / x), or all operands: ((-1, -1),)
+    # operand positions one name takes (x / x: ((0, 1),)), and whether every operand must be one value (x * x)
+    equal: tuple[tuple[int, int], ...] = ()
+    all_equal: bool = False
 
     def __post_init__(self) -> None:  # derived once, at compile time, for matching
         order = sorted(
@@ -148,21 +148,21 @@ class _Apply:
         object.__setattr__(self, "fixed", tuple(self.args[i] for i in order))
         object.__setattr__(self, "split", split)
         object.__setattr__(self, "sequence", None if split is None else self.args[split])
-        object.__setattr__(self, "equal", self._equal_operands(split))
+        if split is None:  # with a sequence variable, positions shift: matching decides
+            self._compile_equal_operands()
 
-    def _equal_operands(self, split: int | None) -> tuple[tuple[int, int], ...]:
-        """Operand positions that must hold the same value, tested before matching (a cheap refusal of
-        `x / y` by `x / x`): pairs of positions one name takes in an ordered application without a
-        sequence; for a multiset of one name (`x * x`), ((-1, -1),): every operand."""
+    def _compile_equal_operands(self) -> None:
+        """The operands that must hold one value, tested before matching (a cheap refusal of `x / y` by
+        `x / x`): pairs of positions one name takes in order; every operand of a multiset of one name."""
         names = []
         for arg in self.args:
             while isinstance(arg, _Guarded):
                 arg = arg.inner
             names.append(arg.var if isinstance(arg, _Named) else None)
-        if split is not None:
-            return ()
         if self.multiset:
-            return ((-1, -1),) if len(names) > 1 and names[0] is not None and len(set(names)) == 1 else ()
+            one_name = len(names) > 1 and names[0] is not None and len(set(names)) == 1
+            object.__setattr__(self, "all_equal", one_name)
+            return
         first: dict[Any, int] = {}
         pairs = []
         for i, name in enumerate(names):
@@ -171,7 +171,7 @@ class _Apply:
                     pairs.append((first[name], i))
                 else:
                     first[name] = i
-        return tuple(pairs)
+        object.__setattr__(self, "equal", tuple(pairs))
 
 
 class Pattern:
@@ -384,7 +384,7 @@ def _match_application(
             return
     elif node.op != op:
         return
-    if node.equal and not _equal_operands_hold(node, operands):
+    if (node.equal or node.all_equal) and not _equal_operands_hold(node, operands):
         return
     if node.multiset:
         yield from _match_multiset(node, operands, s, clients, lone)
@@ -395,7 +395,7 @@ def _match_application(
 def _equal_operands_hold(node: _Apply, operands: tuple) -> bool:
     if len(operands) != len(node.args):
         return True  # the matcher refuses the count itself (or, with `lone`, reads the value alone)
-    if node.equal[0] == (-1, -1):
+    if node.all_equal:
         return all(same_value(operands[0], other) for other in operands[1:])
     return all(same_value(operands[i], operands[j]) for i, j in node.equal)
 
