@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import time
 import warnings
-from collections.abc import Iterable, Sequence
-from contextlib import suppress
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager, suppress
 from typing import Any
 
 from relwrite.engine.node_rewriters import (
@@ -326,37 +326,22 @@ def _tell(fgraph: FunctionGraph, callback: str, node: Apply) -> None:
                 method(fgraph, node, "rollback")
 
 
-class undo_log:  # lower case: used like a function, `with undo_log(fgraph) as log`
-    """The graph's UndoLog, attached for the duration of the block when it has none.
-
-    A class rather than a generator-based context manager: every rewriter run opens one.
-    """
-
-    __slots__ = ("attached", "fgraph")
-
-    def __init__(self, fgraph: FunctionGraph) -> None:
-        self.fgraph, self.attached = fgraph, None
-
-    def __enter__(self) -> UndoLog:
-        log = getattr(self.fgraph, "undo_log", None)
-        if isinstance(log, UndoLog):
-            return log
-        log = self.attached = UndoLog()
-        try:
-            self.fgraph.attach_feature(log)
-        except BaseException:
-            self.__exit__()
-            raise
-        return log
-
-    def __exit__(self, *exc_info: object) -> None:
-        log = self.attached
-        if log is None:
-            return
-        if log in self.fgraph.features:
-            self.fgraph.remove_feature(log)
+@contextmanager
+def undo_log(fgraph: FunctionGraph) -> Iterator[UndoLog]:
+    """The graph's UndoLog, attached for the duration of the block when it has none."""
+    log = getattr(fgraph, "undo_log", None)
+    if isinstance(log, UndoLog):
+        yield log
+        return
+    log = UndoLog()
+    try:
+        fgraph.attach_feature(log)
+        yield log
+    finally:
+        if log in fgraph.features:
+            fgraph.remove_feature(log)
         else:
-            log.on_detach(self.fgraph)
+            log.on_detach(fgraph)
 
 
 def commit(fgraph: FunctionGraph, pairs: Sequence[tuple[Variable, Variable]], reason: str) -> bool:

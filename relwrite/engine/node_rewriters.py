@@ -20,6 +20,7 @@ import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
@@ -211,27 +212,20 @@ class _AnswerTypeError(TypeError):
     """An answer of a type that cannot replace the output it answers for."""
 
 
-class collect_rejections:  # lower case: used like a function, `with collect_rejections() as found`
-    """Collect the answers rewriters reject for their type while the block runs: (rewriter, node, why).
-
-    A class rather than a generator-based context manager: every equilibrium run opens one.
-    """
-
-    __slots__ = ("found", "stack")
-
-    def __enter__(self) -> list[tuple[str, Apply, str]]:
-        stack = getattr(_local, "rejections", None)
-        if stack is None:
-            stack = _local.rejections = []
-        self.stack, self.found = stack, []
-        stack.append(self.found)
-        return self.found
-
-    def __exit__(self, *exc_info: object) -> None:
+@contextmanager
+def collect_rejections() -> Iterator[list[tuple[str, Apply, str]]]:
+    """Collect the answers rewriters reject for their type while the block runs: (rewriter, node, why)."""
+    stack = getattr(_local, "rejections", None)
+    if stack is None:
+        stack = _local.rejections = []
+    found: list[tuple[str, Apply, str]] = []
+    try:
+        stack.append(found)
+        yield found
+    finally:
         # by identity: `remove` compares lists by value, and would take a nested block's equal list
-        stack = self.stack
         for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is self.found:
+            if stack[i] is found:
                 del stack[i]
                 break
 

@@ -12,20 +12,17 @@ the duration and left to catch up afterwards.
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
-class collection_paused:  # lower case: used like a function, `with collection_paused():`
-    """Pause automatic garbage collection for the block (nesting and a user's own `gc.disable` kept).
-
-    A class rather than a generator-based context manager: every rewrite and graph opens one.
-    """
-
-    __slots__ = ("was_enabled",)
-
-    def __enter__(self) -> None:
-        self.was_enabled = gc.isenabled()
+@contextmanager
+def collection_paused() -> Iterator[None]:
+    """Pause automatic garbage collection for the block (nesting and a user's own `gc.disable` kept)."""
+    was_enabled = gc.isenabled()
+    try:  # an interrupt right after the pause still ends it
         gc.disable()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.was_enabled:
+        yield
+    finally:
+        if was_enabled:
             gc.enable()
