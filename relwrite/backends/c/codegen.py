@@ -231,6 +231,11 @@ FOLD_OPERANDS = 16
 """The most operands one add or mul of a kernel folds (`_with_short_folds`)."""
 
 
+def _long_fold(node: Apply) -> bool:
+    """Whether `node` is an add or mul (or a subclass's) of more than `FOLD_OPERANDS` operands."""
+    return isinstance(node.op, tuple(_FOLDS)) and len(node.inputs) > FOLD_OPERANDS
+
+
 def _with_short_folds(op: ops.Composite) -> ops.Composite:
     """`op` with each add or mul of more than `FOLD_OPERANDS` operands written as a chain of them, each
     folding the previous one's value and the next 15 operands: the same steps in the same dtypes.
@@ -240,12 +245,12 @@ def _with_short_folds(op: ops.Composite) -> ops.Composite:
     computing more, so the values held at any point stay few (in one loop, or in the scratch slots of a
     chunked kernel).
     """
-    if not any(type(n.op) in _FOLDS and len(n.inputs) > FOLD_OPERANDS for n in op.nodes):
+    if not any(map(_long_fold, op.nodes)):
         return op
     replaced: dict[Variable, Variable] = {}
     for node in op.nodes:  # in topological order
         inputs = [replaced.get(v, v) for v in node.inputs]
-        if type(node.op) in _FOLDS and len(inputs) > FOLD_OPERANDS:
+        if _long_fold(node):
             value = node.op(*inputs[:FOLD_OPERANDS])
             for start in range(FOLD_OPERANDS, len(inputs), FOLD_OPERANDS - 1):
                 value = node.op(value, *inputs[start : start + FOLD_OPERANDS - 1])
