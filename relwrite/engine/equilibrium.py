@@ -79,13 +79,16 @@ class _Watch(Feature):
 class _RunState:
     """The queue of the current and next generation, failures and their watchers."""
 
-    def __init__(self) -> None:
+    def __init__(self, outputs_first: bool = True) -> None:
+        self.outputs_first = outputs_first
         self.current: deque[Apply] = deque()
         self.next: deque[Apply] = deque()
         self.queued: set[Apply] = set()
         self.failed: dict[Apply, set[int]] = {}
         self.banned: dict[Apply, set[int]] = {}  # rules out of budget on a node: never retried there
         self.watchers: dict[Apply, set[tuple[int, Apply]]] = {}
+        self.retried: set[Apply] = set()  # queued only to retry attempts (see `postpone`)
+        self.waiting: dict[Apply, list[Apply]] = {}  # queued node -> the readers waiting for its visit
         self.imported = 0
         self.warned: set[tuple[str, str]] = set()
 
@@ -123,6 +126,7 @@ class _RunState:
     def touch(self, node: Apply) -> None:
         """`node` is new or changed: retry everything on it and on whatever looked at it."""
         self.failed.pop(node, None)
+        self.retried.discard(node)
         self.enqueue(node)
         self.retry_watchers(node)
 
@@ -136,11 +140,37 @@ class _RunState:
             failed = self.failed.get(watcher)
             if failed is not None and rule in failed:
                 failed.discard(rule)
-                self.enqueue(watcher)
+                if watcher not in self.queued:
+                    self.retried.add(watcher)
+                    self.enqueue(watcher)
+
+    def postpone(self, node: Apply) -> bool:
+        """Whether `node`, queued only to retry attempts (its own inputs unchanged), waits for a queued
+        input's visit: visiting outputs first, a reader retried before its inputs have been rewritten
+        reads them as they are about to stop being (a sum retried once the product in it changed,
+        before the product cancels).  It is visited right after that input's visit (`release`)."""
+        if node not in self.retried:
+            return False
+        self.retried.discard(node)
+        if self.outputs_first:
+            for var in node.inputs:
+                owner = var.owner
+                if owner is not None and owner in self.queued:
+                    self.waiting.setdefault(owner, []).append(node)
+                    return True
+        return False
+
+    def release(self, node: Apply) -> None:
+        """Visit next the nodes that waited for `node`'s visit (see `postpone`): it is over, or gone."""
+        for reader in self.waiting.pop(node, ()):
+            if reader not in self.queued:
+                self.queued.add(reader)
+                self.current.appendleft(reader)
 
     def forget(self, node: Apply) -> None:
         self.failed.pop(node, None)
         self.watchers.pop(node, None)
+        self.release(node)
 
     def fail(self, rule: int, node: Apply, footprint: set[Apply]) -> None:
         self.failed.setdefault(node, set()).add(rule)
@@ -237,7 +267,7 @@ class EquilibriumRewriter(GraphRewriter):
         stats = _RuleTable(names, profile.rules)
         for n in graph_names:
             profile.graph_rewriters[n] = RuleStats()
-        state = _RunState()
+        state = _RunState(outputs_first=self.order == "out_to_in")
         watch = _Watch(state)
         merger = MergeFeature() if self.merge else None
         with undo_log(fgraph) as log, collect_rejections() as rejected:
@@ -307,6 +337,9 @@ class EquilibriumRewriter(GraphRewriter):
             node = state.current.popleft()
             state.queued.discard(node)
             if node not in apply_nodes:
+                state.release(node)
+                continue
+            if state.postpone(node):
                 continue
             current_pass.visited += 1
             failed = state.failed.get(node, ())
@@ -378,6 +411,7 @@ class EquilibriumRewriter(GraphRewriter):
                         state.fail(k, owner, {v.owner for v in owner.inputs if v.owner is not None})
                 state.settle(built)
                 break
+            state.release(node)
         return False
 
     def _failed(

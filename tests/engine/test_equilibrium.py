@@ -229,6 +229,46 @@ def test_a_failure_is_retried_when_a_node_its_match_expanded_changes():
     assert len(calls) == 2
 
 
+def test_a_reader_retried_for_a_change_below_waits_for_its_queued_input():
+    """exp(sin(identity(x))): removing identity changes sin, which exp's failed attempt read.  sin is
+    queued again, and rewritten (to cos) on its visit; exp is retried once, after that, not before it."""
+    x = float64("x")
+    fgraph = FunctionGraph([x], [exp(sin(identity(x)))])
+    counter = CallCounter(tracks=[exp])
+
+    @node_rewriter([sin], name="sin_of_input")
+    def sin_of_input(fgraph, node):
+        return [relwrite.cos(node.inputs[0])] if node.inputs[0].owner is None else False
+
+    run_quietly(EquilibriumRewriter([counter.rewriter, sin_of_input, OpRemove(identity)]), fgraph)
+    assert repr(fgraph) == "FunctionGraph(exp(cos(x)))"
+    assert list(counter.calls.values()) == [2]  # at first, then once sin is cos (not also in between)
+
+
+def test_a_waiting_reader_is_visited_right_after_its_input_fails():
+    """A reader waiting for sin's visit (see above) is retried right after it, in the same pass,
+    when sin stays as it is."""
+    x = float64("x")
+    fgraph = FunctionGraph([x], [exp(sin(identity(x)))])
+    tried = []
+
+    @node_rewriter([exp], name="exp_sin_of_input")
+    def exp_sin_of_input(fgraph, node):
+        tried.append("exp")
+        (inner,) = node.inputs[0].owner.inputs
+        return [relwrite.cos(inner)] if inner.owner is None else False
+
+    @node_rewriter([sin], name="sin_never")
+    def sin_never(fgraph, node):
+        tried.append("sin")
+        return False
+
+    profile = run_quietly(EquilibriumRewriter([exp_sin_of_input, sin_never, OpRemove(identity)]), fgraph)
+    assert repr(fgraph) == "FunctionGraph(cos(x))"
+    assert tried == ["exp", "sin", "sin", "exp"]
+    assert [dict(p.applied) for p in profile.passes[:2]] == [{"remove identity": 1}, {"exp_sin_of_input": 1}]
+
+
 def test_a_failure_is_not_retried_when_nothing_it_read_changed():
     x, y = float64("x"), float64("y")
     far = sin(sin(sin(y)))
