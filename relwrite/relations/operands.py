@@ -65,11 +65,17 @@ def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
         parts = neutral_parts(op, neutral) if isinstance(neutral, Variable) else None
         if parts is None or not rest_regroupable(rest):
             return False
-        shape = broadcast_shapes(*(r.type.shape for r in rest))
-        return all(fits(p.type.shape, shape) or any(same_graph(p, r) for r in rest) for p in parts)
+        return shaped_within(parts, rest)
 
     neutral_fits.__name__ = f"neutral_of_{op}fits"
     return neutral_fits
+
+
+def shaped_within(parts: Sequence[Variable], others: Sequence[Variable]) -> bool:
+    """Whether every part's static shape broadcasts into the `others`' (`fits`) or is one of theirs:
+    an operand made of these parts never widens what the others compute (at least one)."""
+    shape = broadcast_shapes(*(other.type.shape for other in others))
+    return all(fits(p.type.shape, shape) or any(same_graph(p, other) for other in others) for p in parts)
 
 
 def rest_regroupable(rest: tuple[Any, ...]) -> bool:
@@ -304,9 +310,7 @@ def without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
         parts = neutral_parts(op, g)
         if parts is None:
             continue
-        others = [graphs[j] for j in kept if j != i]
-        shape = broadcast_shapes(*(other.type.shape for other in others))
-        if all(fits(p.type.shape, shape) or any(same_graph(p, other) for other in others) for p in parts):
+        if shaped_within(parts, [graphs[j] for j in kept if j != i]):
             kept.remove(i)
     if len(kept) == len(graphs) > 1:
         return None
@@ -508,23 +512,21 @@ def cancelled(factors: Any) -> tuple[Variable, ...] | None:
     graphs = uniform_graphs(factors)
     if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
         return None
-    dtype = graphs[0].dtype
     for i, g in enumerate(graphs):
         division = node_inputs(g, ops.true_div)
         if division is not None:
             j = _position(graphs, division[1], skip=i)
             if j is not None:
                 new = list(graphs)
-                new[i], new[j] = division[0], neutral_like(ops.mul, division[1], dtype)
-                return dropping_neutral(ops.mul, new)
+                new[i] = division[0]
+                return _cancelled_at(new, j)
         inverse = node_inputs(g, ops.reciprocal)
         if inverse is not None:
             j = _position(graphs, inverse[0], skip=i)
             if j is not None:
                 new = list(graphs)
-                new[j] = neutral_like(ops.mul, inverse[0], dtype)
                 del new[i]
-                return dropping_neutral(ops.mul, new)
+                return _cancelled_at(new, j - (j > i))
     return None
 
 
@@ -533,11 +535,18 @@ def divided_out(pair: Any) -> tuple[Variable, ...] | None:
     if divisor is None or graphs is None or graphs[0].type.numpy_dtype.kind != "f":
         return None
     j = _position(graphs, divisor)
-    if j is None:
-        return None
-    new = list(graphs)
-    new[j] = neutral_like(ops.mul, divisor, graphs[0].dtype)
-    return dropping_neutral(ops.mul, new)
+    return None if j is None else _cancelled_at(list(graphs), j)
+
+
+def _cancelled_at(factors: list[Variable], j: int) -> tuple[Variable, ...]:
+    """The product `factors` with factor j cancelled: gone where the others' shapes prove it widens
+    nothing (`shaped_within`), else ones shaped like it (built only then); neutral operands dropped."""
+    gone = factors[j]
+    others = factors[:j] + factors[j + 1 :]
+    if others and shaped_within((gone,), others):
+        return dropping_neutral(ops.mul, others)
+    factors[j] = neutral_like(ops.mul, gone, gone.dtype)
+    return dropping_neutral(ops.mul, factors)
 
 
 def after_literal(number: Any, terms: Any) -> tuple | None:
