@@ -24,15 +24,19 @@ class Progress:
         self.stream = sys.stderr if stream is None else stream
         self.started = time.perf_counter()
         self.bar: Any = None
-        self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+        self.enabled: bool | None = None  # on a terminal: asked once the delay is over (a system call)
 
     def update(self, count: float, **postfix: Any) -> None:
         """Show `count` of `total` done (after PROGRESS_AFTER seconds, on a terminal)."""
-        if not self.enabled:
+        if self.enabled is False:
             return
         if self.bar is None:
             if time.perf_counter() - self.started < PROGRESS_AFTER:
                 return
+            if self.enabled is None:
+                self.enabled = bool(getattr(self.stream, "isatty", lambda: False)())
+                if not self.enabled:
+                    return
             from tqdm import tqdm
 
             self.bar = tqdm(total=self.total, desc=self.desc, unit=self.unit, file=self.stream, leave=False)
