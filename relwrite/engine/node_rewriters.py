@@ -30,7 +30,7 @@ from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
-from relwrite.relations.runtime import answers, direct_values
+from relwrite.relations.runtime import answers, forward_plan, plain_values
 
 Tracks = Sequence[Op | type] | None
 
@@ -433,6 +433,7 @@ class KanrenRelationSub(NodeRewriter):
         if max_answers < 1:
             raise ValueError(f"max_answers must be at least 1, got {max_answers}")
         self.relation = relation
+        self._forward_plan: tuple[Any, Callable[[Any], tuple | None] | None] = (None, None)
         self.max_answers = max_answers
         self.results_filter = results_filter
         self.node_filter = node_filter
@@ -465,8 +466,14 @@ class KanrenRelationSub(NodeRewriter):
         if self.node_filter is not None and not self.node_filter(node):
             return False
         term = node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
-        # the engine tests `screen` (the relation's) before calling transform
-        direct = direct_values(self.relation, term, screened=self.screen is not None)
+        planned, plan = self._forward_plan
+        if planned is not self.relation:  # made at the first run, and again if `relation` is reassigned
+            # the engine tests `screen` (the relation's) before calling transform
+            plan = forward_plan(self.relation, screened=self.screen is not None)
+            self._forward_plan = self.relation, plan
+        direct = plain_values(plan(term))
+        if type(direct) is tuple and not direct:  # refused, or no answer
+            return False
         if direct is not None:  # function calls, no kanren stream: nothing for a budget to count
             return self._first_replacement(fgraph, node, direct)
         with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:

@@ -242,7 +242,7 @@ def direct_answers(
     """`answers` where plain function calls give them, without kanren states (so no kanren budget
     applies): a screen or guard refusing a graph, a pattern's matcher on a ground term, a goal's
     `forward_values`; None when the goal must run.  `screened`: the caller has tested the screen."""
-    found = _direct(rule, term, direction, screened)
+    found = forward_plan(rule, screened)(term) if direction == "forward" else None
     if found is None:
         return None
     names, matches, values = found
@@ -254,31 +254,38 @@ def direct_answers(
     return (Answer(value, None, dict) for value in values)
 
 
-def direct_values(rule: Rule | Callable, term: Any, screened: bool = False) -> Iterable[Any] | None:
-    """The values of `direct_answers` going forward, without their bindings (the engine's hot path)."""
-    found = _direct(rule, term, "forward", screened)
+def plain_values(found: tuple | None) -> Iterable[Any] | None:
+    """The values in what a `forward_plan` gives (None stays None: the goal must run)."""
     if found is None:
         return None
     _, matches, values = found
     return (built for _, built in matches) if matches is not None else values
 
 
-def _direct(rule: Rule | Callable, term: Any, direction: str, screened: bool) -> tuple | None:
-    """(the relation's variable names, its matcher's (substitution, built) pairs or None, values) where
-    plain function calls answer (no values when a screen or guard refuses), None when kanren must run."""
-    if direction != "forward":
-        return None
-    if isinstance(term, Variable):
-        for guard in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None)):
-            if guard is not None and not guard(term):
-                return None, None, ()
+def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any], tuple | None]:
+    """A function of a term giving (the relation's variable names, its matcher's (substitution, built)
+    pairs or None, values) where plain function calls answer forward (no values when a screen or
+    guard refuses), None when kanren must run; the rule's attributes are read here, once, so a caller
+    running one rule on many terms (the engine) keeps the plan."""
+    guards = tuple(
+        g for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None)) if g
+    )
     relation = getattr(rule, "relation", rule)
     matches = getattr(relation, "forward_matches", None)
-    if matches is not None and not is_logic_variable(term) and is_ground(term):
-        return relation.names, matches(term), None  # the goal's own ground branch, without kanren states
+    names = getattr(relation, "names", None) if matches is not None else None
     direct = getattr(relation, "forward_values", None)
-    values = direct(term) if direct is not None else None  # a goal whose forward run is a function call
-    return None if values is None else (None, None, values)
+
+    def plan(term: Any) -> tuple | None:
+        if guards and isinstance(term, Variable):
+            for guard in guards:
+                if not guard(term):
+                    return None, None, ()
+        if matches is not None and not is_logic_variable(term) and is_ground(term):
+            return names, matches(term), None  # the goal's own ground branch, without kanren states
+        values = direct(term) if direct is not None else None  # a goal whose forward run is a call
+        return None if values is None else (None, None, values)
+
+    return plan
 
 
 def bindings_of(state: Any) -> dict[str, Any]:

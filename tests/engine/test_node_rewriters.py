@@ -347,6 +347,20 @@ def test_kanren_relation_sub_takes_the_first_answer_by_default():
     assert new.owner.op == mul and new.owner.inputs[0] is x
 
 
+def test_kanren_relation_sub_runs_the_relation_it_holds_now():
+    """The plan of a relation's direct forward run is kept between nodes, and remade when `relation`
+    is replaced: a pattern's matcher first, then a plain goal."""
+    from relwrite.relations.registry import get_rule
+
+    x = float64("x")
+    rewriter = KanrenRelationSub(get_rule("mul_one").relation)
+    assert rewriter.transform(None, exp(x).owner) is False
+    assert rewriter.transform(None, mul(x, 1.0).owner) == [x]
+    rewriter.relation = exp_choices
+    (new,) = rewriter.transform(None, exp(x).owner)
+    assert new.owner.op == mul and new.owner.inputs[0] is x
+
+
 def test_kanren_relation_sub_results_filter_picks_among_the_answers():
     x = float64("x")
     node = exp(x).owner
