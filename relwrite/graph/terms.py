@@ -55,22 +55,33 @@ class record_expansions:  # lower case: used like a function, `with record_expan
     The equilibrium engine uses it to learn what a failed match depended on,
     so that it retries the match only when one of those nodes changes.  A
     class rather than a generator-based context manager: the engine opens
-    one per rule attempt.
+    one per rule attempt.  An interrupt inside `__enter__` takes the
+    registration back: `__exit__` would not run, and a stale recorder would
+    go on collecting every node any later match reads.
     """
 
     __slots__ = ("seen",)
 
     def __enter__(self) -> set[Apply]:
-        self.seen: set[Apply] = set()
-        _recorders.append(self.seen)
-        return self.seen
+        seen: set[Apply] = set()
+        self.seen = seen
+        try:
+            _recorders.append(seen)
+            return seen
+        except BaseException:
+            self.__exit__()
+            raise
 
     def __exit__(self, *exc_info: object) -> None:
         # by identity: two recorders that saw the same nodes are equal sets (the innermost is the last)
-        if _recorders[-1] is self.seen:
+        seen = self.seen
+        if _recorders and _recorders[-1] is seen:
             del _recorders[-1]
-        else:
-            del _recorders[next(i for i in range(len(_recorders) - 1, -1, -1) if _recorders[i] is self.seen)]
+            return
+        for i in range(len(_recorders) - 1, -1, -1):
+            if _recorders[i] is seen:
+                del _recorders[i]
+                return
 
 
 def note_read(node: Apply) -> Apply:

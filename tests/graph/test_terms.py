@@ -481,3 +481,47 @@ def test_like_terms_among_many_look_alikes_are_grouped_exactly():
     assert like_terms(False, tuple(terms)) is None  # no two alike
     doubled = like_terms(False, (*terms, _copy(terms[7])))
     assert doubled is not None and len(doubled) == len(terms)
+
+
+def test_an_interrupt_entering_record_expansions_leaves_no_recorder():
+    """Wherever an interrupt falls inside `record_expansions.__enter__`, no recorder stays registered
+    (its `__exit__` does not run then; a stale one would collect every node later matches read)."""
+    import sys
+
+    from relwrite.graph import terms
+
+    enter = terms.record_expansions.__enter__.__code__
+    lines = 0
+
+    def counter(frame, event, arg):
+        nonlocal lines
+        if frame.f_code is enter and event == "line":
+            lines += 1
+        return counter
+
+    previous = sys.gettrace()
+    sys.settrace(counter)
+    try:
+        with terms.record_expansions():
+            pass
+    finally:
+        sys.settrace(previous)
+    assert lines >= 3
+    for at in range(lines):
+        seen = 0
+
+        def interrupt(frame, event, arg, at=at):
+            nonlocal seen
+            if frame.f_code is enter and event == "line":
+                seen += 1
+                if seen == at + 1:
+                    raise KeyboardInterrupt
+            return interrupt
+
+        sys.settrace(interrupt)
+        try:
+            with pytest.raises(KeyboardInterrupt), terms.record_expansions():
+                pass
+        finally:
+            sys.settrace(previous)
+        assert terms._recorders == [], f"a recorder stayed after an interrupt at line {at} of __enter__"
