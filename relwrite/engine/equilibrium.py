@@ -170,6 +170,7 @@ class _RunState:
     def forget(self, node: Apply) -> None:
         self.failed.pop(node, None)
         self.watchers.pop(node, None)
+        self.retried.discard(node)
         self.release(node)
 
     def fail(self, rule: int, node: Apply, footprint: set[Apply]) -> None:
