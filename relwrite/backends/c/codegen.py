@@ -599,14 +599,44 @@ CHUNK_STATEMENTS = 128
 composite of a random DAG: 10 s in loops of 64, 14 s of 256, 21 s of 1024; 26 s as one loop) and run
 alike (values a later loop reads pass through memory: 1.3-1.5x the single loop's time there)."""
 
+CHUNK_READS = 96
+"""Values of earlier loops a loop of a chunked kernel reads at most (it ends sooner when it would read
+more).  gcc's loop passes (induction variables, CSE after register allocation) grow faster than linearly
+with a loop's memory streams; with random long-range reuse each loop's reads from scratch grow with the
+graph (104 per loop of 128 statements at 5,000 statements, 125 at 50,000: gcc 13.5x for 9.9x the loops),
+and a bound on them keeps the compile time per loop bounded."""
+
 CHUNK_BLOCK = 256
 """Elements a chunked kernel's loops take at a time (the values passed between loops are kept for a block)."""
+
+
+def _chunks(statements: list[_Statement]) -> list[list[_Statement]]:
+    """The statements in order, cut into loops of at most `CHUNK_STATEMENTS` statements that each read
+    at most `CHUNK_READS` values of earlier loops (a statement reading more alone has a loop of its own)."""
+    chunks: list[list[_Statement]] = []
+    chunk: list[_Statement] = []
+    earlier: set[str] = set()  # values of the loops before this one
+    here: set[str] = set()
+    reads: set[str] = set()  # values of earlier loops this loop reads
+    for st in statements:
+        new = {n for n in st.reads if n in earlier and n not in reads}
+        if chunk and (len(chunk) >= CHUNK_STATEMENTS or len(reads) + len(new) > CHUNK_READS):
+            chunks.append(chunk)
+            earlier |= here
+            chunk, here, reads = [], set(), set()
+            new = {n for n in st.reads if n in earlier}
+        chunk.append(st)
+        here.add(st.name)
+        reads |= new
+    if chunk:
+        chunks.append(chunk)
+    return chunks
 
 
 def _chunked_kernel(
     name: str, statements: list[_Statement], results: list[Value], in_dtypes: list[str], out_dtypes: list[str]
 ) -> Kernel:
-    """A large composite's kernel as loops of at most `CHUNK_STATEMENTS` statements, run one after the
+    """A large composite's kernel as loops of bounded size (`_chunks`), run one after the
     other over each block of `CHUNK_BLOCK` elements; a value one loop computes and a later one reads
     passes through a scratch slot of a block's length, reused once its last reader has run.
 
@@ -614,8 +644,8 @@ def _chunked_kernel(
     loop took 26 s to compile, a 5,000-statement one 8 s); loops of bounded size compile in time linear in
     the statement count, and compute the same values in the same order (results are bit-identical).
     """
-    chunks = [statements[k : k + CHUNK_STATEMENTS] for k in range(0, len(statements), CHUNK_STATEMENTS)]
-    defined = {st.name: k // CHUNK_STATEMENTS for k, st in enumerate(statements)}
+    chunks = _chunks(statements)
+    defined = {st.name: c for c, chunk in enumerate(chunks) for st in chunk}
     dtypes = {st.name: _ctype(st.dtype) for st in statements}
     reads = [{n for st in chunk for n in st.reads} for chunk in chunks]
     stores: list[list[int]] = [[] for _ in chunks]  # the outputs each loop stores

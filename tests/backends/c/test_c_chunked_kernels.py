@@ -48,10 +48,12 @@ def arithmetic_dags(draw, dtype: str):
 
 @contextmanager
 def small_loops() -> Iterator[None]:
-    """Chunking from 12 statements on, in loops of 5 over blocks of 16, so small graphs take that path."""
+    """Chunking from 12 statements on, in loops of 5 reading at most 3 earlier values, over blocks of 16,
+    so small graphs take that path."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(codegen, "LOOP_STATEMENTS", 12)
         patch.setattr(codegen, "CHUNK_STATEMENTS", 5)
+        patch.setattr(codegen, "CHUNK_READS", 3)
         patch.setattr(codegen, "CHUNK_BLOCK", 16)
         yield
 
@@ -95,6 +97,38 @@ def test_a_large_composite_runs_as_loops_of_bounded_size():
     assert "malloc" in kernel.source  # scratch per call, not on the stack: a block of each passed value
     values = np.linspace(-1, 1, 1001)
     np.testing.assert_array_equal(linker(values)[0], NumpyLinker(fgraph)(values)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    reads=st.lists(st.lists(st.integers(0, 10**6), max_size=6), min_size=1, max_size=300),
+    most=st.integers(1, 12),
+    most_reads=st.integers(1, 12),
+)
+def test_loops_keep_the_statements_in_order_within_their_bounds(reads, most, most_reads):
+    """`_chunks` cuts the statements, in order, into loops of at most CHUNK_STATEMENTS statements that
+    read at most CHUNK_READS values of earlier loops (one statement reading more is a loop alone), and
+    starts a new loop only when the next statement would break a bound."""
+    statements = [
+        codegen._Statement(f"t{k};", f"t{k}", "float64", tuple(f"t{r % k}" for r in picks) if k else ())
+        for k, picks in enumerate(reads)
+    ]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(codegen, "CHUNK_STATEMENTS", most)
+        patch.setattr(codegen, "CHUNK_READS", most_reads)
+        chunks = codegen._chunks(statements)
+    assert [st for chunk in chunks for st in chunk] == statements
+    loop_of = {st.name: c for c, chunk in enumerate(chunks) for st in chunk}
+
+    def earlier_reads(chunk, c):
+        return {n for st in chunk for n in st.reads if loop_of[n] < c}
+
+    for c, chunk in enumerate(chunks):
+        assert 1 <= len(chunk) <= most
+        assert len(earlier_reads(chunk, c)) <= most_reads or len(chunk) == 1
+        if c + 1 < len(chunks):  # the next loop's first statement did not fit in this one
+            extended = [*chunk, chunks[c + 1][0]]
+            assert len(extended) > most or len(earlier_reads(extended, c)) > most_reads
 
 
 def test_a_small_composite_stays_one_loop():
