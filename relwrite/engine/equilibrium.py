@@ -5,7 +5,8 @@ is queued; afterwards only nodes that are new, whose inputs changed, or whose
 earlier failed attempt looked at a node that has since changed.  A failed
 (rewriter, node) attempt remembers its footprint, the nodes it read (the
 node's input owners plus every node the term bridge expanded while matching),
-and is retried only when one of them changes or loses a reader.  Rewriters
+and is retried only when one of them changes or loses a reader (visiting
+outputs first, after a queued input's visit: `_RunState.postpone`).  Rewriters
 are dispatched through a tracks index, duplicates are merged incrementally
 after each rewrite, and the run ends at the fixed point, without a
 confirming pass.

@@ -268,7 +268,9 @@ def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any
     guard refuses), None when kanren must run; the rule's attributes are read here, once, so a caller
     running one rule on many terms (the engine) keeps the plan."""
     guards = tuple(
-        g for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None)) if g
+        g
+        for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None))
+        if g is not None
     )
     relation = getattr(rule, "relation", rule)
     matches = getattr(relation, "forward_matches", None)
