@@ -55,6 +55,7 @@ import time
 import warnings
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from etuples import etuple
 from kanren import eq, lall, var
@@ -210,38 +211,42 @@ def unary_chain(n: int) -> tuple[list[Variable], list[Variable]]:
     return [x], [out]
 
 
-def wide_sum(n: int) -> tuple[list[Variable], list[Variable]]:
-    """sin(x * 1) + sin(x * 2) + ... built left to right: n nodes that flatten into one wide add."""
-    x = vector("x")
-    out = ops.sin(x)
+def wide_sum(n: int, lib: Any = None) -> tuple[list[Variable], list[Variable]]:
+    """sin(x * 1) + sin(x * 2) + ... built left to right: n nodes that flatten into one wide add (built
+    with relwrite, or with `lib`, pytensor.tensor)."""
+    x = vector("x") if lib is None else lib.dvector("x")
+    sin = ops.sin if lib is None else lib.sin
+    out = sin(x)
     for k in range(2, n // 3 + 1):
-        out = out + ops.sin(x * float(k))
+        out = out + sin(x * float(k))
     return [x], [out]
 
 
-def shared_dag(n: int, seed: int = 0) -> tuple[list[Variable], list[Variable]]:
+def shared_dag(n: int, seed: int = 0, lib: Any = None) -> tuple[list[Variable], list[Variable]]:
     """A random elementwise DAG of about n nodes over four vectors, operands drawn mostly from recent
-    nodes and some from anywhere (shared subexpressions), with every (n/20)th node also an output."""
+    nodes and some from anywhere (shared subexpressions), with every (n/20)th node also an output (built
+    with relwrite, or with `lib`, pytensor.tensor: the same graph)."""
+    at = ops if lib is None else lib
     rng = random.Random(seed)
-    inputs = [vector(f"x{k}") for k in range(4)]
-    pool: list[Variable] = list(inputs)
+    inputs = [vector(f"x{k}") if lib is None else lib.dvector(f"x{k}") for k in range(4)]
+    pool: list[Any] = list(inputs)
     count = 0
     while count < n:
         a = pool[-1 - min(int(rng.expovariate(0.3)), len(pool) - 1)]
         b = rng.choice(pool)
         kind = rng.random()
         if kind < 0.3:
-            v, count = ops.add(a, b), count + 1
+            v, count = at.add(a, b), count + 1
         elif kind < 0.5:
-            v, count = ops.mul(a, b), count + 1
+            v, count = at.mul(a, b), count + 1
         elif kind < 0.6:
-            v, count = ops.sub(a, b), count + 1
+            v, count = at.sub(a, b), count + 1
         elif kind < 0.75:
-            v, count = ops.tanh(a), count + 1
+            v, count = at.tanh(a), count + 1
         elif kind < 0.9:
-            v, count = ops.exp(ops.neg(ops.sqr(a))), count + 3
+            v, count = at.exp(at.neg(at.sqr(a))), count + 3
         else:
-            v, count = ops.sin(a), count + 1
+            v, count = at.sin(a), count + 1
         pool.append(v)
     return inputs, [pool[-1], *pool[len(inputs) :: max(n // 20, 1)]]
 

@@ -5,10 +5,17 @@ and each library's whole `fast_run` rewrites, on the same expression built
 with each library:
 
 - seed: z + ((y * x) / y) * (z / x) on float64 scalars;
+- logistic: a logistic regression's loss, -mean(y log(p) + (1 - y) log(1 - p)) with
+  p = sigmoid(X w + b);
 - chain: x = exp(x) * 2 + 1 - x / 3, repeated `--chain` times (default 50:
-  200 arithmetic operators and 50 exp) on a float64 vector;
+  200 arithmetic operators and 50 exp) on a float64 vector, and `--long-chain`
+  times (default 1250: 5,000 operators; 0 leaves it out);
 - mlp: a 3-layer perceptron's loss, -mean(log(softmax(tanh(tanh(X W1 + b1) W2 + b2) W3 + b3)))
-  with matrix weights and vector biases.
+  with matrix weights and vector biases;
+- dag: the random elementwise DAG with shared subexpressions of `engine.py`
+  (about 500 and 4,000 nodes, every (n/20)th node an output);
+- wide sum: sin(x * 1) + sin(x * 2) + ... of 1,000 nodes built left to right
+  (canonicalize makes it one add of 333 terms).
 
 relwrite runs three times per case: with the three phase tags, with `unsafe`
 added (rules valid under assumptions, e.g. y != 0 for x * y / y -> x).
@@ -28,7 +35,7 @@ side runs every case in a process of its own, the two alternating, best of
 `--repeat`; the goal is no slowdown beyond 1.1x.
 
     python benchmarks/rewrite.py
-    python benchmarks/rewrite.py --repeat 10 --chain 100
+    python benchmarks/rewrite.py --repeat 10 --chain 100 --long-chain 0
     python benchmarks/rewrite.py --against a536390
 """
 
@@ -46,6 +53,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import engine  # the graph shapes of benchmarks/engine.py (this script's directory)
 
 import relwrite as rw
 from relwrite.engine import RewriteWarning, rewrite_graph
@@ -70,6 +79,24 @@ def seed_expression(x: Any, y: Any, z: Any) -> Any:
 def seed(lib: Any) -> list:
     x, y, z = (lib.dscalar(n) for n in "xyz") if lib is pt else (rw.float64(n) for n in "xyz")
     return [seed_expression(x, y, z)]
+
+
+def logistic(lib: Any) -> list:
+    """A logistic regression's mean cross-entropy: p = sigmoid(X w + b)."""
+    if lib is pt:
+        X, w, y, b = pt.dmatrix("X"), pt.dvector("w"), pt.dvector("y"), pt.dscalar("b")
+    else:
+        X, w, y, b = rw.matrix("X"), rw.vector("w"), rw.vector("y"), rw.float64("b")
+    p = lib.sigmoid(lib.dot(X, w) + b)
+    return [-lib.mean(y * lib.log(p) + (1 - y) * lib.log(1 - p))]
+
+
+def dag(lib: Any, n: int) -> list:
+    return engine.shared_dag(n, lib=None if lib is rw else lib)[1]
+
+
+def wide(lib: Any, n: int) -> list:
+    return engine.wide_sum(n, lib=None if lib is rw else lib)[1]
 
 
 def chain(lib: Any, repeats: int) -> list:
@@ -131,8 +158,18 @@ def run_pytensor(build: Callable[[Any], list], include: tuple[str, ...]) -> tupl
     return seconds, before, len(fgraph.apply_nodes), []
 
 
-def cases_of(chain_steps: int) -> list[tuple[str, Callable[[Any], list]]]:
-    return [("seed", seed), (f"chain x{chain_steps}", lambda lib: chain(lib, chain_steps)), ("mlp", mlp)]
+def cases_of(chain_steps: int, long_chain: int = 0) -> list[tuple[str, Callable[[Any], list]]]:
+    cases = [
+        ("seed", seed),
+        ("logistic", logistic),
+        (f"chain x{chain_steps}", lambda lib: chain(lib, chain_steps)),
+        (f"chain x{long_chain}", lambda lib: chain(lib, long_chain)),
+        ("mlp", mlp),
+        ("dag 500", lambda lib: dag(lib, 500)),
+        ("dag 4000", lambda lib: dag(lib, 4000)),
+        ("wide sum 1000", lambda lib: wide(lib, 1000)),
+    ]
+    return [case for case in cases if case[0] != "chain x0"]
 
 
 def variants_of(name: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]:
@@ -144,17 +181,17 @@ def variants_of(name: str) -> dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
     }
 
 
-def relwrite_timings(chain_steps: int) -> dict[str, float]:
+def relwrite_timings(chain_steps: int, long_chain: int) -> dict[str, float]:
     """Seconds of one run of every case and variant, after a warm-up run (what `--timings` prints)."""
     timings = {}
-    for name, build in cases_of(chain_steps):
+    for name, build in cases_of(chain_steps, long_chain):
         for label, (include, _) in variants_of(name).items():
             run_relwrite(build, include)
             timings[label] = run_relwrite(build, include)[0]
     return timings
 
 
-def compare_with_revision(revision: str, repeat: int, chain_steps: int) -> None:
+def compare_with_revision(revision: str, repeat: int, chain_steps: int, long_chain: int) -> None:
     """Print this checkout's relwrite against relwrite at `revision` (see the module docstring)."""
     here = Path(__file__).resolve().parents[1]
     with tempfile.TemporaryDirectory(prefix="relwrite-bench-") as scratch:
@@ -169,6 +206,7 @@ def compare_with_revision(revision: str, repeat: int, chain_steps: int) -> None:
                 for side, root in (("this", here), (revision, checkout)):
                     env = {**os.environ, "PYTHONPATH": str(root)}
                     command = [sys.executable, __file__, "--timings", "--chain", str(chain_steps)]
+                    command += ["--long-chain", str(long_chain)]
                     out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
                     for label, seconds in json.loads(out).items():
                         best[side][label] = min(seconds, best[side].get(label, float("inf")))
@@ -177,7 +215,7 @@ def compare_with_revision(revision: str, repeat: int, chain_steps: int) -> None:
                 ["git", "-C", str(here), "worktree", "remove", "--force", str(checkout)], check=True
             )
     print()
-    header = f"{'case':<20} | {'this checkout':>13} | {revision[:13]:>13} | {'ratio':>6} | goal (<= 1.1x)"
+    header = f"{'case':<22} | {'this checkout':>13} | {revision[:13]:>13} | {'ratio':>6} | goal (<= 1.1x)"
     print(f"relwrite against relwrite at {revision} (best of {repeat}, each side in its own processes):")
     print(header)
     print("-" * len(header))
@@ -185,7 +223,7 @@ def compare_with_revision(revision: str, repeat: int, chain_steps: int) -> None:
         base = best[revision][label]
         ratio = seconds / base
         print(
-            f"{label:<20} | {seconds * 1e3:10.2f} ms | {base * 1e3:10.2f} ms | {ratio:5.2f}x | "
+            f"{label:<22} | {seconds * 1e3:10.2f} ms | {base * 1e3:10.2f} ms | {ratio:5.2f}x | "
             f"{'met' if ratio <= 1.1 else 'NOT met'}"
         )
 
@@ -194,20 +232,26 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=5, help="runs per measurement; the best counts")
     parser.add_argument("--chain", type=int, default=50, help="repetitions of the chain's step (default 50)")
+    parser.add_argument(
+        "--long-chain",
+        type=int,
+        default=1250,
+        help="repetitions of the long chain's step (default 1250; 0: none)",
+    )
     parser.add_argument("--against", metavar="REV", help="also compare with relwrite at this git revision")
     parser.add_argument("--timings", action="store_true", help=argparse.SUPPRESS)  # one side of --against
     args = parser.parse_args(argv)
-    if args.repeat < 1 or args.chain < 1:
-        parser.error("--repeat and --chain must be at least 1")
+    if args.repeat < 1 or args.chain < 1 or args.long_chain < 0:
+        parser.error("--repeat and --chain must be at least 1, --long-chain at least 0")
     if args.timings:
-        print(json.dumps(relwrite_timings(args.chain)))
+        print(json.dumps(relwrite_timings(args.chain, args.long_chain)))
         return 0
 
-    cases = cases_of(args.chain)
+    cases = cases_of(args.chain, args.long_chain)
     if pt is None:
         print("PyTensor is not importable: its columns are empty.\n")
     header = (
-        f"{'case':<20} | {'relwrite time':>13} | {'relwrite nodes after':>20} | {'pytensor time':>13} | "
+        f"{'case':<22} | {'relwrite time':>13} | {'relwrite nodes after':>20} | {'pytensor time':>13} | "
         f"{'pytensor nodes after':>20} | {'time ratio':>10} | goal (<= 0.5x, nodes <= pytensor)"
     )
     print(header)
@@ -247,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
         for point in unsafe_seed_points(fgraph):
             print(f"  {point}")
     if args.against:
-        compare_with_revision(args.against, args.repeat, args.chain)
+        compare_with_revision(args.against, args.repeat, args.chain, args.long_chain)
     return 0
 
 
@@ -303,7 +347,7 @@ def _row(label: str, ours: Measure, theirs: Measure | None, unsafe_peer: bool = 
         if unsafe_peer:
             goal += " (nodes: PyTensor's come from unsafe rewrites, see +unsafe)"
     return (
-        f"{label:<20} | {ours.seconds * 1e3:10.2f} ms | {ours.nodes_after:>20} | {their_time:>13} | "
+        f"{label:<22} | {ours.seconds * 1e3:10.2f} ms | {ours.nodes_after:>20} | {their_time:>13} | "
         f"{their_nodes:>20} | {ratio:>10} | {goal}"
     )
 
