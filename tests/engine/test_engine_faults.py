@@ -710,7 +710,8 @@ def structure_key(var, keys):
 def known_lengths(outputs):
     """For every expression of the graph of `outputs`, the static lengths any of its variables claims."""
     keys, lengths = {}, {}
-    for node in relwrite.graph.basic.toposort_nodes([o.owner for o in outputs], lambda v: False):
+    roots = [o.owner for o in outputs if o.owner is not None]  # neg(neg(x)) may leave x itself
+    for node in relwrite.graph.basic.toposort_nodes(roots, lambda v: False):
         for v in node.inputs:
             keys.setdefault(v, ("leaf", id(v)))
         out = node.outputs[0]
