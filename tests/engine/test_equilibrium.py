@@ -279,6 +279,22 @@ def test_a_waiting_reader_is_visited_right_after_its_input_fails():
     assert [dict(p.applied) for p in profile.passes[:2]] == [{"remove identity": 1}, {"exp_sin_of_input": 1}]
 
 
+def test_a_reader_released_between_passes_is_visited_in_the_next_pass():
+    """A reader waiting (see above) for a node queued for the next pass, when a merge or a graph rewriter
+    prunes that node between passes, goes into the next pass (it was queued into the finished one)."""
+    from relwrite.engine.equilibrium import _RunState
+
+    x = float64("x")
+    reader = exp(sin(x)).owner
+    (waited_for,) = [v.owner for v in reader.inputs]
+    state = _RunState(outputs_first=True)
+    state.enqueue(waited_for)  # touched during this pass: queued for the next one
+    state.retried.add(reader)  # the reader, queued only to retry, comes up in this pass
+    assert state.postpone(reader)
+    state.forget(waited_for)  # pruned between the passes
+    assert reader in state.generation({}, outputs_first=True)
+
+
 def test_a_failure_is_not_retried_when_nothing_it_read_changed():
     x, y = float64("x"), float64("y")
     far = sin(sin(sin(y)))
