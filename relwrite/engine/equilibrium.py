@@ -108,9 +108,8 @@ class _RunState:
         chain of adds then takes the whole chain at once, instead of one
         level per rewrite from the bottom).
         """
-        self.next.extend(
-            self.current
-        )  # readers released between passes (a merge pruned what they waited for)
+        # readers released between passes (a merge or graph rewriter pruned what they waited for)
+        self.next.extend(self.current)
         self.current.clear()
         queued = reversed(self.next) if outputs_first else self.next  # ties: the last queued first
         if levels is None:

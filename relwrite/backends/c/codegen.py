@@ -610,6 +610,10 @@ CHUNK_BLOCK = 256
 """Elements a chunked kernel's loops take at a time (the values passed between loops are kept for a block)."""
 
 
+_SLOT_ITEM = max(np.dtype(d).itemsize for d in C_TYPES)
+"""Bytes per element of a scratch slot: room for a value of any dtype a loop computes."""
+
+
 def _chunks(statements: list[_Statement]) -> list[list[_Statement]]:
     """The statements in order, cut into loops of at most `CHUNK_STATEMENTS` statements that each read
     at most `CHUNK_READS` values of earlier loops (a statement reading more alone has a loop of its own)."""
@@ -656,7 +660,7 @@ def _chunked_kernel(
             reads[chunk].add(result.code)
     last_read = {n: c for c, names in enumerate(reads) for n in names if defined.get(n, c) < c}
     slots, n_slots = _scratch_slots(chunks, last_read)
-    offset = {n: slot * CHUNK_BLOCK * 8 for n, slot in slots.items()}
+    offset = {n: slot * CHUNK_BLOCK * _SLOT_ITEM for n, slot in slots.items()}
     loops, calls = [], []
     for c, chunk in enumerate(chunks):
         used_inputs = sorted(int(n[1:]) for n in reads[c] if n.startswith("v"))
@@ -697,7 +701,7 @@ static void {name}_block(ptrdiff_t n, char *const *p) {{
 static const int {name}_sizes[] = {{{sizes}}};
 int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
     void *const arrays[] = {{{", ".join(f"a{k}" for k in range(n_ops))}}};
-    char *s = malloc({max(n_slots, 1) * CHUNK_BLOCK * 8});
+    char *s = malloc({max(n_slots, 1) * CHUNK_BLOCK * _SLOT_ITEM});
     if (!s) return -2;
     {name}_scratch = s;
     const int status = rw_elemwise({n_ops}, {len(out_dtypes)}, arrays, {name}_sizes, {name}_block);
