@@ -9,9 +9,11 @@ import numpy as np
 
 from relwrite.backends.numpy.impls import EvaluationError, evaluate
 from relwrite.engine.node_rewriters import NodeRewriter
-from relwrite.graph.basic import Apply, Constant
-from relwrite.graph.ops import Alloc, Fill
+from relwrite.graph import ops
+from relwrite.graph.basic import Apply, Constant, Variable
+from relwrite.graph.ops import Alloc, Elemwise, Fill
 from relwrite.graph.types import TensorType
+from relwrite.relations.predicates import filled_constant
 
 
 class ConstantFolding(NodeRewriter):
@@ -25,23 +27,45 @@ class ConstantFolding(NodeRewriter):
     zero or an inexact subnormal out of non-zero ones (underflow).  Integers
     fold with the implementation and dtypes the graph runs with, so they wrap
     around exactly as it would.
+
+    An elementwise node of constants some of which are broadcast by fills
+    (the zeros and ones that cancelling rules leave, fill(x, 0)) folds too,
+    the result filled by the same models: tanh(fill(x, 0)) -> fill(x, 0.0).
     """
 
     name = "constant_folding"
     skipped = (Alloc, Fill)
 
     def transform(self, fgraph: Any, node: Apply) -> bool | list:
-        if isinstance(node.op, self.skipped) or not all(isinstance(v, Constant) for v in node.inputs):
+        if isinstance(node.op, self.skipped):
+            return False
+        if all(isinstance(v, Constant) for v in node.inputs):
+            constants, models = node.inputs, []
+        elif isinstance(node.op, Elemwise):
+            filled = [filled_constant(v) for v in node.inputs]
+            if any(f is None for f in filled):
+                return False
+            constants = [f[1] for f in filled]
+            models = list({id(m): m for f in filled for m in f[0]}.values())
+        else:
             return False
         try:
             with warnings.catch_warnings(), np.errstate(all="raise"):
                 warnings.simplefilter("error")
-                values = evaluate(node, [v.data for v in node.inputs])
+                values = evaluate(node, [v.data for v in constants])
         except (EvaluationError, FloatingPointError, ArithmeticError, RuntimeWarning):
             return False
         return [
-            Constant(TensorType(out.dtype, value.shape), value) for out, value in zip(node.outputs, values)
+            _filled(models, Constant(TensorType(out.dtype, value.shape), value))
+            for out, value in zip(node.outputs, values)
         ]
+
+
+def _filled(models: list[Variable], value: Variable) -> Variable:
+    """`value` broadcast by each of `models` in turn (the innermost fill last): value itself for none."""
+    for model in reversed(models):
+        value = ops.fill(model, value)
+    return value
 
 
 constant_folding = ConstantFolding()
