@@ -481,12 +481,14 @@ def mul_cancel(lhs: Any, rhs: Any) -> Goal:
     semantics="reassociates",
     tracks=(o.add,),
     backward="a collected coefficient does not say how it was split",
-    examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, x)", "add(neg(x), neg(x))"),
+    examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, mul(2, x))", "add(neg(x), neg(x))"),
     screen=holds_variables,
 )
 def collect_terms(lhs: Any, rhs: Any) -> Goal:
     """x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.
 
+    Within a wider sum a group is gathered unless that adds a node: y + x + x
+    stays (y + 2*x would take a product more), y + 2*x + x becomes y + 3*x.
     Reassociates: c1*x + c2*x becomes (c1 + c2)*x, which may round
     differently, and the remaining terms are added in another order.  Floats
     only when the coefficients are finite and nonzero with one sign, so

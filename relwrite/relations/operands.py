@@ -441,8 +441,34 @@ def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
             term = _scaled(total, parts[group[0]][1], dtype)
         except (FloatingPointError, ArithmeticError, TypeError):
             continue
+        if (
+            not cancelling
+            and total.any()
+            and len(group) < len(graphs)
+            and _added_nodes(term, parts[group[0]][1]) > _term_nodes(graphs, group)
+        ):
+            continue  # in a wider sum not where it adds a node: y + x + x stays (y + 2*x is one more)
         replacements[group[0]], built[group[0]] = group, term
     return dropping_neutral(ops.add, _regrouped(graphs, replacements, built)) if built else None
+
+
+def _term_nodes(graphs: Sequence[Variable], group: Sequence[int]) -> int:
+    """How many distinct nodes the group's terms spend on their coefficients: a neg, a product."""
+    nodes: set[int] = set()
+    for i in group:
+        term = graphs[i]
+        negated = node_inputs(term, ops.neg)
+        if negated is not None:
+            nodes.add(id(term))
+            term = negated[0]
+        if node_inputs(term, ops.mul) is not None:
+            nodes.add(id(term))
+    return len(nodes)
+
+
+def _added_nodes(term: Variable, factors: Sequence[Variable]) -> int:
+    """How many nodes a gathered (nonzero) `term` adds: none when it is its one factor, else its product."""
+    return 0 if any(term is factor for factor in factors) else 1
 
 
 def _scaled(total: np.ndarray, factors: Sequence[Variable], dtype: str) -> Variable:

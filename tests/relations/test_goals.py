@@ -216,6 +216,19 @@ def test_like_termso_splits_exact_and_cancelling_groups():
     assert shown(forward(like_termso, (i, o.neg(i)))) == ["fill(i, 0)"]  # exact for integers
 
 
+def test_like_termso_in_a_wider_sum_adds_no_node():
+    """y + x + x stays (y + 2*x is a product more); where the group already spends a node on a
+    coefficient or a negation, gathering does not add one and goes ahead."""
+    assert forward(like_termso, (y, x, x)) is None
+    assert shown(forward(like_termso, (x, x))) == ["mul(2.0, x)"]  # the whole sum: the add goes
+    assert shown(forward(like_termso, (y, x, o.mul(constant(2.0), x)))) == ["y", "mul(3.0, x)"]
+    assert shown(forward(like_termso, (y, o.neg(x), o.neg(x)))) == ["y", "mul(-2.0, x)"]
+    xy = o.mul(x, y)
+    assert shown(forward(like_termso, (z, xy, xy))) == ["z", "mul(2.0, x, y)"]
+    i, j = vector("i", dtype="int16"), vector("j", dtype="int16")
+    assert shown(forward(like_termso, (j, i, i, o.neg(i)))) == ["j", "i"]  # the neg goes, exactly
+
+
 def test_like_factorso_gathers_positive_integer_powers_exactly():
     assert shown(forward(like_factorso, (x, y, o.pow(x, constant(2.0))))) == ["pow(x, 3.0)", "y"]
     roots = (o.pow(x, constant(0.5)), o.pow(x, constant(0.5)))
