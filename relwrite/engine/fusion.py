@@ -9,7 +9,9 @@ the inputs.  The first group also takes the graph's other sinks (elementwise
 nodes no elementwise node reads) as candidates, and is then split where its
 members do not read one another: an output whose ancestors another output's
 group took would otherwise fuse that whole Composite again (copying it), once
-per output.  Candidates are taken in reverse topological order, so when a
+per output (where a candidate stayed out only because it led back into
+another part, the parts are grown again one by one: `_Group.fusing_parts`).
+Candidates are taken in reverse topological order, so when a
 node is considered, every one of its clients that will ever join the group
 already has.  A candidate joins when it is elementwise (any `Elemwise`,
 `Composite`s included, whose inner graphs are inlined) and either
@@ -69,12 +71,22 @@ def _inlined(var: Variable) -> bool:
 class _Group:
     """The nodes fused around one root, the members with outside readers, and what it reads."""
 
-    def __init__(self, fgraph: FunctionGraph, root: Apply, position: dict[Apply, int]):
+    def __init__(
+        self,
+        fgraph: FunctionGraph,
+        root: Apply,
+        position: dict[Apply, int],
+        claimed: dict[Apply, int] | None = None,
+        limit: int | None = None,
+    ):
         self.fgraph = fgraph
         self.root = root
         self.position = position
         self.members: set[Apply] = {root}
         self.exported: set[Apply] = set()  # members other than the root read from outside
+        self.claimed = {} if claimed is None else claimed  # members of other groups fused beside this one
+        self.limit = position[root] if limit is None else limit  # no member or claimed node comes later
+        self.led_back = False  # whether a candidate stayed out because it would close a cycle
         self._cleared: set[Apply] = set()  # nodes known not to lead back into the group
 
     def outside_readers(self, node: Apply) -> list[Apply | str]:
@@ -89,7 +101,7 @@ class _Group:
         queued: set[Apply] = {self.root}
 
         def push(owner: Apply) -> None:
-            if owner not in queued and fusable(owner.op):
+            if owner not in queued and owner not in self.claimed and fusable(owner.op):
                 queued.add(owner)
                 heapq.heappush(heap, (-self.position[owner], len(queued), owner))
 
@@ -105,7 +117,10 @@ class _Group:
             node = heapq.heappop(heap)[2]
             readers = self.outside_readers(node)
             if readers:
-                if not self._may_be_full(node) or self._leads_back(r for r in readers if r != "output"):
+                if not self._may_be_full(node):
+                    continue
+                if self._leads_back(r for r in readers if r != "output"):
+                    self.led_back = True
                     continue
                 self.exported.add(node)
             self.members.add(node)
@@ -126,20 +141,19 @@ class _Group:
         return True
 
     def _leads_back(self, starts: Iterable[Apply]) -> bool:
-        """Whether a path from one of `starts` reaches a member.
+        """Whether a path from one of `starts` reaches a member, or a node `claimed` by another group.
 
-        Only nodes placed before the root can, and a node found not to
-        reach the group never will: later members come earlier still.
+        Only nodes placed before `limit` can, and a node found not to
+        reach them never will: later members come earlier still.
         """
-        limit = self.position[self.root]
         clients = self.fgraph.clients
         seen: set[Apply] = set()
         stack = list(starts)
         while stack:
             node = stack.pop()
-            if node in self.members:
+            if node in self.members or node in self.claimed:
                 return True
-            if node in seen or node in self._cleared or self.position[node] > limit:
+            if node in seen or node in self._cleared or self.position[node] > self.limit:
                 continue
             seen.add(node)
             stack.extend(c for out in node.outputs for c, _ in clients.get(out, ()) if c != "output")
@@ -172,6 +186,34 @@ class _Group:
             part.members = members
             parts.append(part)
         return parts
+
+    def fusing_parts(self) -> list[_Group]:
+        """The parts worth fusing; where the group split and a candidate stayed out because it led
+        back into the group, each part is grown again, fenced only by the parts grown before it.
+
+        A node that only another part (or a part left unfused, a single node)
+        reads back may then join its own part, as a second run would have it
+        join: fusion stays idempotent.  No two Composites read each other: a
+        part grown again may lead into the parts grown after it, never into
+        those grown before it.  Parts are grown again upstream first (by their
+        roots' order), so a part that leads into another is grown first.
+        """
+        parts = self.parts()
+        fusing = [part for part in parts if part.worth_fusing()]
+        if len(parts) == 1 or not self.led_back:
+            return fusing
+        claimed: dict[Apply, int] = {}
+        regrown: list[_Group] = []
+        for k, part in enumerate(sorted(fusing, key=lambda part: self.position[part.root])):
+            left = [node for node in part.members if node not in claimed]  # an earlier part may take some
+            if not left:
+                continue
+            root = max(left, key=self.position.__getitem__)
+            again = _Group(self.fgraph, root, self.position, claimed, self.limit)
+            again.grow(node for node in left if node is not root)
+            claimed.update(dict.fromkeys(again.members, k))
+            regrown += (p for p in again.parts() if p.worth_fusing())
+        return regrown
 
     def ordered(self) -> list[Apply]:
         return sorted(self.members, key=self.position.__getitem__)
@@ -266,9 +308,7 @@ class FusionRewriter(GraphRewriter):
             group.grow(sinks)  # the first group takes every sink it may: each would fuse it again
             sinks = []
             reorder = False
-            for part in group.parts():
-                if not part.worth_fusing():
-                    continue
+            for part in group.fusing_parts():
                 pairs = part.composite_replacements()
                 if pairs is None or not commit(fgraph, pairs, str(self)):
                     continue

@@ -127,6 +127,23 @@ def test_fusion_is_idempotent(case):
     assert fgraph.fingerprint(by_identity=True) == before
 
 
+@pytest.mark.parametrize("second", ["add", "neg of add"])
+def test_a_node_read_back_only_by_another_part_joins_its_own_in_one_run(second):
+    """neg(x) feeds one output's sum and, through Sum, the other output's: grown with both sinks it
+    stays out (it leads back into the group), but once the group splits it joins its own part, as a
+    second run would have it join; the Composites do not read each other."""
+    x = vector("x")
+    shared = o.neg(x)
+    first = o.neg(o.add(shared, x))
+    other = o.add(o.Sum(None)(shared), x) if second == "add" else o.neg(o.add(o.Sum(None)(shared), x, x))
+    fgraph = assert_fusion_keeps_values([x], [first, other], [np.linspace(-1, 1, 5)])
+    reading_sum = [n for n in composites(fgraph) if len(n.outputs) == 2]
+    assert len(reading_sum) == 1 and len(reading_sum[0].op.nodes) == 3  # neg(x) inside, exported to Sum
+    before = fgraph.fingerprint(by_identity=True)
+    assert FusionRewriter().rewrite(fgraph).nb_changed == 0
+    assert fgraph.fingerprint(by_identity=True) == before
+
+
 # -- chains ------------------------------------------------------------------------------------------------
 
 
