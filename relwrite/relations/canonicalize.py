@@ -70,6 +70,7 @@ from relwrite.relations.operands import (
     neutral_drops,
     reads,
     rest_regroupable,
+    shaped_within,
     variadic_applied,
 )
 from relwrite.relations.predicates import (
@@ -598,7 +599,7 @@ useless_identity = rule("useless_identity", (o.identity, "x"), "x", CANON, examp
 def model_fits(filled: Variable) -> bool:
     """Whether fill(model, value) (this node) is `value` itself: the model cannot widen it."""
     model, value = filled.owner.inputs
-    return model is value or broadcasts_into(model, value)
+    return shaped_within((model,), (value,))
 
 
 useless_fill = rule(

@@ -20,7 +20,7 @@ from etuples.core import ExpressionTuple
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
-from relwrite.graph.terms import same_expression, structural_hash
+from relwrite.graph.terms import note_read, same_expression, structural_hash
 from relwrite.graph.types import TensorType, broadcast_shapes, upcast
 from relwrite.relations.predicates import (
     as_graph,
@@ -72,10 +72,60 @@ def neutral_drops(op: Op) -> Callable[[Variable, tuple[Variable, ...]], bool]:
 
 
 def shaped_within(parts: Sequence[Variable], others: Sequence[Variable]) -> bool:
-    """Whether every part's static shape broadcasts into the `others`' (`fits`) or is one of theirs:
-    an operand made of these parts never widens what the others compute (at least one)."""
+    """Whether no part can widen what the `others` broadcast to (at least one other): an operand made
+    of these parts may be dropped from among them.
+
+    A part qualifies when its static shape `fits` the others', when it is
+    one of them, or when each variable its shape comes from (`shape_sources`)
+    fits the others' shape or is a source of it too: ``fill(tanh(x + y), 0)``
+    beside ``exp(y) * x``.
+    """
     shape = broadcast_shapes(*(other.type.shape for other in others))
-    return all(fits(p.type.shape, shape) or any(same_graph(p, other) for other in others) for p in parts)
+    needed: set[Variable] = set()
+    for part in parts:
+        if fits(part.type.shape, shape) or any(same_graph(part, other) for other in others):
+            continue
+        sources = shape_sources((part,)) if len(part.type.shape) <= len(shape) else None
+        if sources is None:
+            return False
+        needed.update(source for source in sources if not fits(source.type.shape, shape))
+    if not needed:
+        return True
+    theirs = shape_sources(others, wanted=needed)
+    return theirs is not None and needed <= theirs
+
+
+SHAPE_SOURCES_BUDGET = 256
+"""How many variables `shape_sources` looks through before it gives up (keeps rules linear)."""
+
+
+def shape_sources(values: Sequence[Variable], wanted: set[Variable] | None = None) -> set[Variable] | None:
+    """The variables whose shapes the `values`' shape is the broadcast of, or None past the budget.
+
+    An elementwise node's output has the broadcast shape of its inputs, so
+    the search looks through elementwise nodes (not Composites, whose
+    outputs may be narrower) down to other variables; 0-d constants shape
+    nothing and are left out.  With `wanted` it stops once it has found
+    them all.  At most `SHAPE_SOURCES_BUDGET` variables are looked at.
+    """
+    sources: set[Variable] = set()
+    seen: set[Variable] = set()
+    stack = list(values)
+    while stack:
+        current = stack.pop()
+        if current in seen:
+            continue
+        seen.add(current)
+        if len(seen) > SHAPE_SOURCES_BUDGET:
+            return None
+        owner = current.owner
+        if owner is not None and isinstance(owner.op, ops.Elemwise) and type(owner.op) is not ops.Composite:
+            stack.extend(note_read(owner).inputs)
+        elif not (isinstance(current, Constant) and current.ndim == 0):
+            sources.add(current)
+            if wanted is not None and current in wanted and wanted <= sources:
+                return sources
+    return sources
 
 
 def rest_regroupable(rest: tuple[Any, ...]) -> bool:

@@ -18,7 +18,6 @@ from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant
-from relwrite.graph.types import broadcast_shapes
 from relwrite.relations.goals import (
     Goal,
     along,
@@ -30,7 +29,7 @@ from relwrite.relations.goals import (
     replaceableo,
     whereo,
 )
-from relwrite.relations.operands import same_graph
+from relwrite.relations.operands import same_graph, shaped_within
 from relwrite.relations.predicates import fits, float_var, is_float, literal_value, operands_regroupable
 from relwrite.relations.registry import Rule, relation, rule
 
@@ -433,10 +432,7 @@ def sum_sum(lhs: Any, rhs: Any) -> Goal:
 
 def model_absorbed(model: Variable, value: Variable, rest: tuple[Variable, ...]) -> bool:
     """Whether fill(model, value) among `rest` broadcasts to what value and `rest` do: model adds no shape."""
-    others = (value, *rest)
-    if any(same_graph(model, other) for other in others):
-        return True
-    return fits(model.type.shape, broadcast_shapes(*(v.type.shape for v in others)))
+    return shaped_within((model,), (value, *rest))
 
 
 def _fill_cut(name: str, op: o.Elemwise, position: int | None) -> Rule:

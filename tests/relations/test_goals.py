@@ -1,5 +1,7 @@
 """The primitive goals relations are built from: both directions, fast failure, and the operand-list goals."""
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -288,3 +290,57 @@ def test_is_literal_compares_every_element_in_the_constants_dtype(value, number,
     from relwrite.relations.predicates import is_literal
 
     assert is_literal(constant(value), number) is expected
+
+
+# -- shapes proven by the graph ----------------------------------------------------------------------
+
+
+def test_a_filled_zero_whose_shape_the_other_terms_carry_is_dropped():
+    """fill(tanh(x + y), 0) beside exp(y) * x: its shape comes from x and y, which the product's does
+    too, so the zeros widen nothing and go; beside exp(x) alone they stay (y may be longer)."""
+    from relwrite.engine import rewrite_graph
+
+    a, b = vector("a"), vector("b")
+    zeros = o.fill(o.tanh(o.add(a, b)), constant(0.0))
+    kept = rewrite_graph(o.add(zeros, o.mul(o.exp(b), a)), include=["canonicalize"])
+    assert graph_repr([kept]) == "mul(a, exp(b))"
+    still = rewrite_graph(o.add(zeros, o.exp(a)), include=["canonicalize"])
+    assert "fill" in graph_repr([still])
+
+
+def test_shape_sources_look_through_elementwise_nodes_only_within_their_budget():
+    from relwrite.relations import operands
+
+    a, b = vector("a"), vector("b")
+    total = o.Sum(None)(a)
+    assert operands.shape_sources((o.exp(o.add(a, constant(1.0), o.mul(b, total))),)) == {a, b, total}
+    inner = scalar("s")
+    fused = o.Composite([inner], [o.exp(inner)])(a)
+    assert operands.shape_sources((fused,)) == {fused}  # a Composite's outputs may be narrower
+    deep = a
+    for _ in range(operands.SHAPE_SOURCES_BUDGET):
+        deep = o.exp(deep)
+    assert operands.shape_sources((deep,)) is None
+    assert not operands.shaped_within((o.fill(deep, constant(0.0)),), (o.mul(a, b),))
+
+
+@given(st.data())
+def test_shaped_within_is_sound_at_every_broadcast_of_the_inputs(data):
+    """Whenever `shaped_within((p,), (q,))` holds for two nodes of a graph, p broadcast against q has
+    q's shape, whichever inputs are of length 1 and which of length 3."""
+    from relwrite.backends.numpy.function import function
+    from relwrite.graph.basic import io_toposort
+    from relwrite.relations.operands import shaped_within
+    from relwrite.testing import expression_graphs
+
+    inputs, output = data.draw(expression_graphs(n_inputs=3, max_nodes=10))
+    nodes = [*inputs, *(v for node in io_toposort(inputs, [output]) for v in node.outputs)]
+    p = data.draw(st.sampled_from(nodes))
+    q = data.draw(st.sampled_from([v for v in nodes if v is not p]))
+    if not shaped_within((p,), (q,)):
+        return
+    both = function(inputs, [p, q])
+    for lengths in itertools.product([1, 3], repeat=len(inputs)):
+        with np.errstate(all="ignore"):
+            p_value, q_value = both(*(np.full(n, 0.5) for n in lengths))
+        assert np.broadcast_shapes(np.shape(p_value), np.shape(q_value)) == np.shape(q_value), lengths
