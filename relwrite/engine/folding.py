@@ -41,7 +41,9 @@ class ConstantFolding(NodeRewriter):
             return False
         if all(isinstance(v, Constant) for v in node.inputs):
             constants, models = node.inputs, []
-        elif isinstance(node.op, Elemwise):
+        elif isinstance(node.op, Elemwise) and all(
+            isinstance(v, Constant) or (v.owner is not None and type(v.owner.op) is Fill) for v in node.inputs
+        ):
             filled = [filled_constant(v) for v in node.inputs]
             if any(f is None for f in filled):
                 return False

@@ -80,7 +80,7 @@ def shaped_within(parts: Sequence[Variable], others: Sequence[Variable]) -> bool
     fits the others' shape or is a source of it too: ``fill(tanh(x + y), 0)``
     beside ``exp(y) * x``.
     """
-    shape = broadcast_shapes(*(other.type.shape for other in others))
+    shape = others[0].type.shape if len(others) == 1 else broadcast_shapes(*(o.type.shape for o in others))
     needed: set[Variable] = set()
     for part in parts:
         if fits(part.type.shape, shape) or any(same_graph(part, other) for other in others):
