@@ -27,6 +27,7 @@ from typing import Any
 import kanren.core
 
 from relwrite.graph.basic import Apply, Op, Variable
+from relwrite.graph.terms import remove_identical
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
@@ -223,11 +224,7 @@ def collect_rejections() -> Iterator[list[tuple[str, Apply, str]]]:
         stack.append(found)
         yield found
     finally:
-        # by identity: `remove` compares lists by value, and would take a nested block's equal list
-        for i in range(len(stack) - 1, -1, -1):
-            if stack[i] is found:
-                del stack[i]
-                break
+        remove_identical(stack, found)
 
 
 def reject_answer(rewriter: Any, node: Apply, why: str) -> None:

@@ -73,15 +73,22 @@ class record_expansions:  # lower case: used like a function, `with record_expan
             raise
 
     def __exit__(self, *exc_info: object) -> None:
-        # by identity: two recorders that saw the same nodes are equal sets (the innermost is the last)
-        seen = self.seen
-        if _recorders and _recorders[-1] is seen:
+        if _recorders and _recorders[-1] is self.seen:  # the common case, once per rule attempt
             del _recorders[-1]
+        else:
+            remove_identical(_recorders, self.seen)
+
+
+def remove_identical(stack: list, item: object) -> None:
+    """Remove the last entry of `stack` that is `item` itself (if any).
+
+    By identity: `list.remove` compares by value, and two collectors that
+    collected the same things are equal (a nested block's would be taken).
+    """
+    for i in range(len(stack) - 1, -1, -1):
+        if stack[i] is item:
+            del stack[i]
             return
-        for i in range(len(_recorders) - 1, -1, -1):
-            if _recorders[i] is seen:
-                del _recorders[i]
-                return
 
 
 def note_read(node: Apply) -> Apply:
