@@ -95,6 +95,7 @@ def shaped_within(parts: Sequence[Variable], others: Sequence[Variable]) -> bool
     return theirs is not None and needed <= theirs
 
 
+_BROADCASTING = ops.Elemwise.make_node  # an output shaped as its inputs broadcast (a Composite's may not)
 SHAPE_SOURCES_BUDGET = 256
 """How many variables `shape_sources` looks through before it gives up (keeps rules linear)."""
 
@@ -103,10 +104,11 @@ def shape_sources(values: Sequence[Variable], wanted: set[Variable] | None = Non
     """The variables whose shapes the `values`' shape is the broadcast of, or None past the budget.
 
     An elementwise node's output has the broadcast shape of its inputs, so
-    the search looks through elementwise nodes (not Composites, whose
-    outputs may be narrower) down to other variables; 0-d constants shape
-    nothing and are left out.  With `wanted` it stops once it has found
-    them all.  At most `SHAPE_SOURCES_BUDGET` variables are looked at.
+    the search looks through elementwise nodes (those whose op builds its
+    nodes as `Elemwise` does: not Composites, whose outputs may be
+    narrower) down to other variables; 0-d constants shape nothing and are
+    left out.  With `wanted` it stops once it has found them all.  At most
+    `SHAPE_SOURCES_BUDGET` variables are looked at.
     """
     sources: set[Variable] = set()
     seen: set[Variable] = set()
@@ -119,7 +121,7 @@ def shape_sources(values: Sequence[Variable], wanted: set[Variable] | None = Non
         if len(seen) > SHAPE_SOURCES_BUDGET:
             return None
         owner = current.owner
-        if owner is not None and isinstance(owner.op, ops.Elemwise) and type(owner.op) is not ops.Composite:
+        if owner is not None and type(owner.op).make_node is _BROADCASTING:
             stack.extend(note_read(owner).inputs)
         elif not (isinstance(current, Constant) and current.ndim == 0):
             sources.add(current)
