@@ -23,9 +23,9 @@ from relwrite.engine.node_rewriters import (
     replacement_pairs,
 )
 from relwrite.engine.profile import MergeProfile, SequenceProfile, WalkProfile
-from relwrite.graph.basic import Apply, Constant, Op, Variable, toposort_nodes
+from relwrite.graph.basic import Apply, Constant, Op, Variable
 from relwrite.graph.features import AlreadyThere, Feature, ReplaceValidate
-from relwrite.graph.fg import Clients, FunctionGraph, InconsistencyError
+from relwrite.graph.fg import FunctionGraph, InconsistencyError
 from relwrite.graph.memory import collection_paused
 from relwrite.graph.types import TensorType
 from relwrite.progress import Progress
@@ -143,11 +143,11 @@ class UndoLog(Feature):
         """Call a graph method; an exception that leaves the graph changed marks it dirty (half-updated)."""
         if self.dirty and not self.undoing:
             self._rebuild(fgraph)
-        version = fgraph._version
+        version = fgraph.version
         try:
             return method(*args, **kwargs)
         except BaseException as exc:
-            if fgraph._version != version or not isinstance(exc, Exception):
+            if fgraph.version != version or not isinstance(exc, Exception):
                 self.dirty = True
             raise
 
@@ -237,9 +237,7 @@ class UndoLog(Feature):
     def _undo(self, fgraph: FunctionGraph, entry: tuple[Any, ...], raw: bool = False) -> None:
         if entry[0] == "lists":
             _, inputs, outputs = entry
-            fgraph.inputs[:] = inputs
-            fgraph.outputs[:] = outputs
-            fgraph._input_set = set(inputs)
+            fgraph.restore_lists(inputs, outputs)
             self._rebuild(fgraph)
             return
         node, i, old = entry
@@ -257,42 +255,10 @@ class UndoLog(Feature):
                 fgraph.remove_node(node, reason="rollback")
 
     def _rebuild(self, fgraph: FunctionGraph) -> None:
-        """Make the graph's bookkeeping (nodes, variables, clients) agree with its structure again.
-
-        Surviving entries keep their order; features are told, as far as they
-        can follow, of the nodes that left or joined.
-        """
+        """Make the graph's bookkeeping agree with its structure again (`FunctionGraph.resync`), and tell
+        features, as far as they can follow, of the nodes that left or joined."""
         self.dirty = False
-        order = toposort_nodes([o.owner for o in fgraph.outputs if o.owner is not None], lambda v: False)
-        expected: dict[Variable, list[Any]] = {v: [] for v in fgraph.inputs}
-        for i, out in enumerate(fgraph.outputs):
-            expected.setdefault(out, []).append(("output", i))
-        for node in order:
-            for out in node.outputs:
-                expected.setdefault(out, [])
-            for i, var in enumerate(node.inputs):
-                expected.setdefault(var, []).append((node, i))
-        reached = dict.fromkeys(order)
-        dropped = [n for n in fgraph.apply_nodes if n not in reached]
-        added = [n for n in order if n not in fgraph.apply_nodes]
-        kept = [n for n in fgraph.apply_nodes if n in reached]
-        fgraph.apply_nodes.clear()
-        fgraph.apply_nodes.update(dict.fromkeys([*kept, *added]))
-        variables = [v for v in fgraph.variables if v in expected]
-        variables += [v for v in expected if v not in fgraph.variables]
-        fgraph.variables.clear()
-        fgraph.variables.update(dict.fromkeys(variables))
-        old_clients = dict(fgraph.clients)
-        fgraph.clients.clear()
-        for var in variables:
-            want = expected[var]
-            have = list(dict.fromkeys(old_clients.get(var, ())))
-            wanted, had = set(want), set(have)
-            fgraph.clients[var] = Clients(
-                [*(c for c in have if c in wanted), *(c for c in want if c not in had)]
-            )
-        fgraph._changed()
-        fgraph.forget_levels()
+        dropped, added = fgraph.resync()
         for node in dropped:
             _tell(fgraph, "on_prune", node)
         for node in added:

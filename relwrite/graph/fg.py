@@ -497,6 +497,51 @@ class FunctionGraph:
             self._levels = levels
         return self._levels
 
+    def resync(self) -> tuple[list[Apply], list[Apply]]:
+        """Make the bookkeeping (nodes, variables, clients) agree with the structure again: for code that
+        edited nodes' inputs or the output list directly, as a rollback does.  Returns the nodes that
+        left and those that joined (features are not told: the caller knows what they can follow).
+
+        Surviving entries keep their order.
+        """
+        order = toposort_nodes([o.owner for o in self.outputs if o.owner is not None], lambda v: False)
+        expected: dict[Variable, list[Any]] = {v: [] for v in self.inputs}
+        for i, out in enumerate(self.outputs):
+            expected.setdefault(out, []).append(("output", i))
+        for node in order:
+            for out in node.outputs:
+                expected.setdefault(out, [])
+            for i, var in enumerate(node.inputs):
+                expected.setdefault(var, []).append((node, i))
+        reached = dict.fromkeys(order)
+        dropped = [n for n in self.apply_nodes if n not in reached]
+        added = [n for n in order if n not in self.apply_nodes]
+        kept = [n for n in self.apply_nodes if n in reached]
+        self.apply_nodes.clear()
+        self.apply_nodes.update(dict.fromkeys([*kept, *added]))
+        variables = [v for v in self.variables if v in expected]
+        variables += [v for v in expected if v not in self.variables]
+        self.variables.clear()
+        self.variables.update(dict.fromkeys(variables))
+        old_clients = dict(self.clients)
+        self.clients.clear()
+        for var in variables:
+            want = expected[var]
+            have = list(dict.fromkeys(old_clients.get(var, ())))
+            wanted, had = set(want), set(have)
+            self.clients[var] = Clients(
+                [*(c for c in have if c in wanted), *(c for c in want if c not in had)]
+            )
+        self._changed()
+        self.forget_levels()
+        return dropped, added
+
+    def restore_lists(self, inputs: Sequence[Variable], outputs: Sequence[Variable]) -> None:
+        """Put back the input and output lists as they were (a rollback; `resync` follows)."""
+        self.inputs[:] = inputs
+        self.outputs[:] = outputs
+        self._input_set = set(inputs)
+
     def forget_levels(self) -> None:
         """Drop the node levels (recomputed when next needed): for code that edits nodes' inputs directly."""
         self._levels = None
@@ -618,6 +663,11 @@ class FunctionGraph:
     # -- order, copies, checks ---------------------------------------------------------------
     def _changed(self) -> None:
         self._version += 1
+
+    @property
+    def version(self) -> int:
+        """A counter every change to the graph increases (what caches of its order compare)."""
+        return self._version
 
     def orderings(self) -> dict[Apply, list[Apply]]:
         """Extra evaluation dependencies the features ask for: node -> nodes that must come first."""
