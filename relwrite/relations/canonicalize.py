@@ -519,11 +519,14 @@ def collect_terms_cancelling(lhs: Any, rhs: Any) -> Goal:
     semantics="reassociates",
     tracks=(o.mul,),
     backward="a collected exponent does not say how it was split",
-    examples=("x * x", "mul(x ** 2, x)", "mul(x, y, x)"),
+    examples=("x * x", "mul(x ** 2, x)", "mul(x ** 2, y, x)"),
     screen=holds_variables,
 )
 def collect_factors(lhs: Any, rhs: Any) -> Goal:
     """x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.
+
+    Within a wider product a group is gathered only where one of its factors
+    is already a power: x * y * x stays (y * x ** 2 would take a node more).
 
     Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
     y = 1e-200 overflows (inf) where the left side gives 1e200, and a power

@@ -564,6 +564,8 @@ def like_factors(general: bool, factors: Any) -> tuple[Variable, ...] | None:
         exponents = [powers[i][1] for i in group]
         if all(map(_positive_integer, exponents)) == general:
             continue
+        if len(group) < len(graphs) and not any(exponent is not None for exponent in exponents):
+            continue  # in a wider product not where it adds a node: x * y * x stays (y * x ** 2 is one more)
         try:
             exponent = _total_exponent(exponents, dtype)
             term = ops.pow(powers[group[0]][0], exponent)

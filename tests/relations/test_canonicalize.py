@@ -176,7 +176,7 @@ REWRITES = [
     ("collect_terms_cancelling", "add(y, x, mul(-1, x))", "y"),
     ("collect_factors", "x * x", "pow(x, 2.0)"),
     ("collect_factors", "mul(x ** 2, x)", "pow(x, 3.0)"),
-    ("collect_factors", "mul(x, y, x)", "mul(pow(x, 2.0), y)"),
+    ("collect_factors", "mul(x ** 2, y, x)", "mul(pow(x, 3.0), y)"),
     ("collect_factors_general", "mul(x ** 0.5, x ** 0.5)", "pow(x, 1.0)"),
     ("collect_factors_general", "mul(x ** y, x)", "pow(x, add(y, 1.0))"),
     ("exp_log", "exp(log(x))", "x"),

@@ -233,6 +233,8 @@ def test_like_termso_in_a_wider_sum_adds_no_node():
 
 def test_like_factorso_gathers_positive_integer_powers_exactly():
     assert shown(forward(like_factorso, (x, y, o.pow(x, constant(2.0))))) == ["pow(x, 3.0)", "y"]
+    assert forward(like_factorso, (x, y, x)) is None  # in a wider product y * x ** 2 is a node more
+    assert shown(forward(like_factorso, (x, x))) == ["pow(x, 2.0)"]
     roots = (o.pow(x, constant(0.5)), o.pow(x, constant(0.5)))
     assert forward(like_factorso, roots) is None
     assert shown(forward(lambda a, b: like_factorso(a, b, general=True), roots)) == ["pow(x, 1.0)"]
