@@ -118,6 +118,24 @@ def test_fused_graphs_compute_what_the_originals_compute(case):
 
 
 @given(elementwise_graphs())
+def test_fused_graphs_on_numpy_write_over_no_value_still_needed(case):
+    """With every intermediate worth writing over (no size floor), the NumPy Composite's results equal
+    the original graph's, and its inputs are left as they were."""
+    from unittest.mock import patch
+
+    from relwrite.backends.numpy import impls
+
+    inputs, outputs, values = case
+    if not _runs(inputs, outputs, values):
+        return
+    copies = [np.copy(v) for v in values]
+    with patch.object(impls, "REUSE_MIN_SIZE", 1):
+        assert_fusion_keeps_values(inputs, outputs, values)
+    for before, after in zip(copies, values):
+        np.testing.assert_array_equal(before, after)
+
+
+@given(elementwise_graphs())
 def test_fusion_is_idempotent(case):
     inputs, outputs, _ = case
     fgraph = fused(inputs, outputs)

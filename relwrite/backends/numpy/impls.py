@@ -337,9 +337,70 @@ def _last_reads(program: list[tuple], first_scratch: int, kept: set[int]) -> lis
     return [tuple(slots) for slots in freed]
 
 
+REUSE_MIN_SIZE = 4096
+"""A Composite whose inputs are all smaller than this many elements writes over no intermediate, nor
+does one smaller than this (the checks would cost more than the allocations they save)."""
+
+
+def _reusable_inputs(
+    op: ops.Composite,
+    impls: Sequence[Impl],
+    program: list[tuple],
+    freed: list[tuple[int, ...]],
+    first_scratch: int,
+) -> list[tuple[tuple[int, np.dtype], ...]]:
+    """For each step of a Composite's program, the input positions whose buffer it may write its result
+    into, with the dtype the result has: an intermediate read for the last time there, made by a step
+    that returns a new array and read by none that returns a view of it, of the result's dtype, and
+    read by the step only at positions the implementation may overwrite (a fold reads its third
+    operand after writing its first result)."""
+    shared = set()  # slots whose buffer another slot may hold: made or read by a view
+    for (_, ins, outs, _), impl in zip(program, impls):
+        if impl.view:
+            shared.update(ins)
+            shared.update(outs)
+    plan = []
+    for (_, ins, _outs, several), impl, inner, dying in zip(program, impls, op.nodes, freed):
+        dtype = _numpy_dtype(inner.outputs[0].dtype)
+        positions = tuple(
+            (p, dtype)
+            for p in impl.inplace_inputs
+            if not several
+            and ins[p] >= first_scratch
+            and ins[p] in dying
+            and ins[p] not in shared
+            and inner.inputs[p].dtype == inner.outputs[0].dtype
+            and all(q in impl.inplace_inputs for q, slot in enumerate(ins) if slot == ins[p])
+        )
+        plan.append(positions)
+    return plan
+
+
+def _spent_buffer(args: Sequence[Any], positions: tuple[tuple[int, np.dtype], ...]) -> np.ndarray | None:
+    """The first of the arguments at `positions` that can take the step's result: an array owning its
+    data, large enough to be worth it, of the result's dtype and broadcast shape."""
+    for p, dtype in positions:
+        buffer = args[p]
+        if (
+            type(buffer) is np.ndarray
+            and buffer.size >= REUSE_MIN_SIZE
+            and buffer.base is None
+            and buffer.dtype == dtype
+            and buffer.flags.writeable
+            and np.broadcast_shapes(*(np.shape(a) for a in args)) == buffer.shape
+        ):
+            return buffer
+    return None
+
+
 @numpy_impl.register
 def _composite(op: ops.Composite, node: Apply) -> Impl:
-    """Runs the inner graph on the full arrays, each inner node through its own implementation."""
+    """Runs the inner graph on the full arrays, each inner node through its own implementation.
+
+    An intermediate goes after its last read, and a step writes its result
+    into the buffer of an intermediate it reads for the last time where it
+    can (`_reusable_inputs`): the peak stays near the most values alive at once.
+    """
     slots: dict[Variable, int] = {v: i for i, v in enumerate(op.inputs)}
     constants: list[np.ndarray] = []
     for inner in op.nodes:
@@ -357,6 +418,8 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
     scratch = len(slots) - len(op.inputs) - len(constants)
     output_slots = tuple(slots[v] for v in op.outputs)
     freed = _last_reads(program, first_scratch=len(op.inputs) + len(constants), kept=set(output_slots))
+    reusable = _reusable_inputs(op, impls, program, freed, len(op.inputs) + len(constants))
+    unplanned = [()] * len(program)  # small inputs: nothing is worth writing over
     expand = _needs_expanding(op, impls)
     expanding = any(expand)
     shaped_by = op.output_inputs
@@ -365,9 +428,15 @@ def _composite(op: ops.Composite, node: Apply) -> Impl:
     def evaluate_inner(arrays: Sequence[np.ndarray], out: np.ndarray | None) -> list[Any]:
         values = [*arrays, *constants, *([None] * scratch)]
         last = len(program) - 1
+        plan = reusable if any(np.size(a) >= REUSE_MIN_SIZE for a in arrays) else unplanned
         for step, (fn, ins, outs, several) in enumerate(program):
             args = [values[i] for i in ins]
-            result = fn(*args, out=out) if out is not None and step == last else fn(*args)
+            if out is not None and step == last:
+                result = fn(*args, out=out)
+            elif plan[step] and (buffer := _spent_buffer(args, plan[step])) is not None:
+                result = fn(*args, out=buffer)  # a dying intermediate's buffer: no new array
+            else:
+                result = fn(*args)
             if several:
                 for slot, value in zip(outs, result):
                     values[slot] = value

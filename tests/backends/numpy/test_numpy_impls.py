@@ -19,6 +19,7 @@ from relwrite.graph import ops
 from relwrite.graph import shape as shape_module
 from relwrite.graph import subtensor as subtensor_module
 from relwrite.graph.basic import Apply, Op, Variable, scalar
+from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.subtensor import subtensor
 from relwrite.graph.types import TensorType
 
@@ -659,6 +660,72 @@ def test_a_fused_chain_keeps_no_intermediate_past_its_last_use():
     finally:
         tracemalloc.stop()
     assert peak <= 3 * result.nbytes
+
+
+def _fused(inputs, outputs):
+    from relwrite.engine.fusion import FusionRewriter
+
+    fgraph = FunctionGraph(inputs, outputs)
+    FusionRewriter().rewrite(fgraph)
+    assert all(type(n.op) is ops.Composite for n in fgraph.apply_nodes)
+    return fgraph
+
+
+def test_a_fused_dag_writes_into_the_buffers_of_dying_intermediates():
+    """t1 lives to the end and two other values meet it: op by op, each with a new array, the
+    peak was four arrays; writing each result into a dying intermediate's buffer keeps it at three."""
+    import tracemalloc
+
+    from relwrite.backends.numpy import NumpyLinker
+    from relwrite.graph.basic import vector
+
+    x, y = vector("x"), vector("y")
+    t1 = ops.exp(1.0 - ops.abs(x))
+    t6 = ops.tanh(x * y) - t1 / ops.sqrt(ops.abs(ops.sin(y) * 0.5) + 1.0)
+    out = ops.sin(t6 * t6 + x) / (1.0 + ops.abs(y)) - ops.tanh(t1)
+    fgraph = _fused([x, y], [out])
+    assert len(fgraph.apply_nodes) == 1
+    linker = NumpyLinker(fgraph)
+    a, b = np.linspace(-1.0, 1.0, 200_000), np.linspace(2.0, -3.0, 200_000)
+    (expected,) = NumpyLinker(FunctionGraph([x, y], [out]))(a, b)  # op by op, unfused
+    linker(a, b)
+    tracemalloc.start()
+    try:
+        (result,) = linker(a, b)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    np.testing.assert_array_equal(result, expected)
+    assert peak <= 3.2 * result.nbytes
+    assert a[0] == -1.0 and b[0] == 2.0  # the inputs are never written over
+
+
+def test_a_fused_step_writes_only_into_a_buffer_of_its_result_shape():
+    """exp(x) (a row) dies where it meets a matrix: the sum is larger than its buffer, and goes into a
+    new array; an identity's buffer is its input's, and is never written over."""
+    from relwrite.backends.numpy import NumpyLinker
+    from relwrite.graph.basic import matrix, vector
+
+    x, m = vector("x"), matrix("m")
+    e = ops.exp(x)
+    fgraph = _fused([x, m], [ops.sin(e + m), ops.neg(ops.identity(e) * 2.0)])
+    a, b = np.linspace(0.0, 1.0, 5000), np.linspace(-1.0, 1.0, 3 * 5000).reshape(3, 5000)
+    results = NumpyLinker(fgraph)(a, b)
+    np.testing.assert_array_equal(results[0], np.sin(np.exp(a) + b))
+    np.testing.assert_array_equal(results[1], -(np.exp(a) * 2.0))
+
+
+def test_a_fold_never_writes_into_an_operand_it_reads_again_later():
+    """b + x + b with b dying there: the fold writes b + x first, so b's buffer is not its output."""
+    from relwrite.backends.numpy import NumpyLinker
+    from relwrite.graph.basic import vector
+
+    x = vector("x")
+    b = ops.exp(x) + x
+    fgraph = _fused([x], [ops.add(b, x, b)])
+    a = np.linspace(-1.0, 1.0, 10_000)
+    (result,) = NumpyLinker(fgraph)(a)
+    np.testing.assert_array_equal(result, (np.exp(a) + a) + a + (np.exp(a) + a))
 
 
 def test_a_long_sum_reads_each_dtype_once_to_plan_its_fold(monkeypatch):
