@@ -1,6 +1,6 @@
 """relwrite's compiled functions against numpy, hand-written C, one dgemm call and PyTensor, in one run.
 
-Six measurements, each printed with its ratio, its goal and whether the goal is met:
+Seven measurements, each printed with its ratio, its goal and whether the goal is met:
 
 (a) a 20-op elementwise expression (exp, sin, tanh, sqrt, abs, + - * /) on two float64 vectors
     of 1e6 elements: `relwrite.function(mode="fast_run")` (one fused Composite loop) against
@@ -28,6 +28,12 @@ Six measurements, each printed with its ratio, its goal and whether the goal is 
     no 1e7-element array stored) against the same graph with the mean apart from its loop, numpy and
     jax.jit (x64, when installed).
     Goals: <= 0.75x relwrite's unfused time, <= 1x numpy's.
+
+(g) memory of the NumPy fallback: the expression of (a) on two float64 vectors of 1e7 elements, each
+    path in a fresh process: the peak resident memory a call adds (the kernel's output included),
+    with the C backend (fast_run), with the NumPy linker (the fallback without a C compiler, which
+    runs the fused Composite op by op) and with numpy's 20 ufunc calls.  Goal: the fallback's peak
+    <= 3x the C path's.
 
 Times are the best of `--repeat` rounds; in each round every contender runs once, in turn, so
 load drifts hit all alike.  `--quick` shrinks the sizes (for a smoke run; goals then mean little).
@@ -57,6 +63,7 @@ import relwrite as rw
 from relwrite.backends.c import c_available
 from relwrite.backends.c.blas import find_blas
 from relwrite.backends.c.compiler import ModuleCache, find_toolchain
+from relwrite.backends.function import Mode
 from relwrite.graph import ops
 
 warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")
@@ -548,6 +555,73 @@ def fused_reduction_in_this_process(size: int, repeat: int) -> None:
         line("jax.jit", "not installed")
 
 
+# -- (g) the NumPy fallback's memory -------------------------------------------------------------------------
+
+MEMORY_PATHS = {
+    "C backend (fast_run)": "c",
+    "NumPy fallback (numpy linker)": "numpy",
+    "numpy ufuncs": "ufuncs",
+}
+
+
+def bench_memory(size: int) -> None:
+    """Part (g): each path in a fresh process (`memory_in_this_process`)."""
+    print(
+        f"(g) peak memory a call adds, the 20-op expression of (a) on {size:.0e} float64"
+        " (a fresh process each)"
+    )
+    added = {}
+    for label, path in MEMORY_PATHS.items():
+        printed = run_in_one_thread([__file__, "--memory-child", path, "--size", str(size)]).split()
+        added[label] = int(printed[0]) if printed and printed[0].isdigit() else None
+    c_path = added["C backend (fast_run)"]
+    if c_path is None:
+        line("peak memory", "not measurable here (needs Linux's /proc/self/clear_refs)")
+        return
+    line("C backend (fast_run)", f"{c_path / 2**20:9.1f} MB")
+    fallback = added["NumPy fallback (numpy linker)"]
+    ratio = fallback / c_path
+    line(
+        "NumPy fallback (numpy linker)",
+        f"{fallback / 2**20:9.1f} MB",
+        f"fallback/C = {ratio:.2f}x",
+        "<= 3x",
+        ratio <= 3,
+    )
+    ufuncs = added["numpy ufuncs"]
+    line("numpy ufuncs", f"{ufuncs / 2**20:9.1f} MB", f"numpy/C = {ufuncs / c_path:.2f}x")
+
+
+def _resident_bytes(field: str) -> int:
+    """A memory figure of this process from /proc/self/status (VmRSS now, VmHWM its peak), in bytes."""
+    with open("/proc/self/status", encoding="ascii") as status:
+        for row in status:
+            if row.startswith(field + ":"):
+                return int(row.split()[1]) * 1024
+    raise OSError(f"no {field} in /proc/self/status")
+
+
+def memory_in_this_process(path: str, size: int) -> None:
+    """Print the peak resident memory one call adds over what the process held before it (in bytes):
+    the peak is reset first (Linux: writing 5 to /proc/self/clear_refs); prints "-" where it cannot be."""
+    x, y = rw.vector("x"), rw.vector("y")
+    if path == "ufuncs":
+        run = lambda a, b: expression20(a, b, np)  # noqa: E731
+    else:
+        run = rw.function([x, y], expression20(x, y, ops), mode=Mode(path, "fast_run"), cache=False)
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(size), rng.standard_normal(size)
+    run(a[:1000], b[:1000])  # the first call's own allocations (loading, planning) are not the kernel's
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as clear:
+            clear.write("5")
+        before = _resident_bytes("VmRSS")
+        result = run(a, b)
+        print(max(_resident_bytes("VmHWM") - before, 0), result.shape)
+    except OSError:
+        print("-")
+
+
 def jax_installed() -> bool:
     try:
         import jax  # noqa: F401
@@ -561,14 +635,19 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=7, help="rounds per measurement (best is kept)")
     parser.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     parser.add_argument(
-        "--only", choices="abcdef", action="append", help="run only these parts (repeatable; default: all)"
+        "--only", choices="abcdefg", action="append", help="run only these parts (repeatable; default: all)"
     )
     parser.add_argument("--fused-reduction-child", type=int, help=argparse.SUPPRESS)  # part (f)'s process
+    parser.add_argument("--memory-child", choices=MEMORY_PATHS.values(), help=argparse.SUPPRESS)  # part (g)'s
+    parser.add_argument("--size", type=int, default=10**7, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     if args.fused_reduction_child:
         fused_reduction_in_this_process(args.fused_reduction_child, args.repeat)
+        return
+    if args.memory_child:
+        memory_in_this_process(args.memory_child, args.size)
         return
     if not c_available():
         raise SystemExit("the C backend is unavailable here (no compiler, or RELWRITE_NO_C is set)")
@@ -583,6 +662,7 @@ def main() -> None:
         "d": lambda: bench_compile(min(args.repeat, 5)),
         "e": lambda: bench_softmax(args.repeat),
         "f": lambda: bench_fused_reduction(size * 10, args.repeat),
+        "g": lambda: bench_memory(size * 10),
     }
     for name, run in parts.items():
         if args.only is None or name in args.only:
