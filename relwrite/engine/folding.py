@@ -9,11 +9,10 @@ import numpy as np
 
 from relwrite.backends.numpy.impls import EvaluationError, evaluate
 from relwrite.engine.node_rewriters import NodeRewriter
-from relwrite.graph import ops
-from relwrite.graph.basic import Apply, Constant, Variable
+from relwrite.graph.basic import Apply, Constant
 from relwrite.graph.ops import Alloc, Elemwise, Fill
 from relwrite.graph.types import TensorType
-from relwrite.relations.predicates import filled_constant
+from relwrite.relations.predicates import filled_by, filled_constant
 
 
 class ConstantFolding(NodeRewriter):
@@ -58,16 +57,9 @@ class ConstantFolding(NodeRewriter):
         except (EvaluationError, FloatingPointError, ArithmeticError, RuntimeWarning):
             return False
         return [
-            _filled(models, Constant(TensorType(out.dtype, value.shape), value))
+            filled_by(models, Constant(TensorType(out.dtype, value.shape), value))
             for out, value in zip(node.outputs, values)
         ]
-
-
-def _filled(models: list[Variable], value: Variable) -> Variable:
-    """`value` broadcast by each of `models` in turn (the innermost fill last): value itself for none."""
-    for model in reversed(models):
-        value = ops.fill(model, value)
-    return value
 
 
 constant_folding = ConstantFolding()

@@ -76,7 +76,7 @@ class _Group:
         fgraph: FunctionGraph,
         root: Apply,
         position: dict[Apply, int],
-        claimed: dict[Apply, int] | None = None,
+        claimed: set[Apply] | None = None,
         limit: int | None = None,
     ):
         self.fgraph = fgraph
@@ -84,7 +84,7 @@ class _Group:
         self.position = position
         self.members: set[Apply] = {root}
         self.exported: set[Apply] = set()  # members other than the root read from outside
-        self.claimed = {} if claimed is None else claimed  # members of other groups fused beside this one
+        self.claimed = set() if claimed is None else claimed  # members of other groups fused beside this one
         self.limit = position[root] if limit is None else limit  # no member or claimed node comes later
         self.led_back = False  # whether a candidate stayed out because it would close a cycle
         self._cleared: set[Apply] = set()  # nodes known not to lead back into the group
@@ -202,16 +202,16 @@ class _Group:
         fusing = [part for part in parts if part.worth_fusing()]
         if len(parts) == 1 or not self.led_back:
             return fusing
-        claimed: dict[Apply, int] = {}
+        claimed: set[Apply] = set()
         regrown: list[_Group] = []
-        for k, part in enumerate(sorted(fusing, key=lambda part: self.position[part.root])):
+        for part in sorted(fusing, key=lambda part: self.position[part.root]):
             left = [node for node in part.members if node not in claimed]  # an earlier part may take some
             if not left:
                 continue
             root = max(left, key=self.position.__getitem__)
             again = _Group(self.fgraph, root, self.position, claimed, self.limit)
             again.grow(node for node in left if node is not root)
-            claimed.update(dict.fromkeys(again.members, k))
+            claimed |= again.members
             regrown += (p for p in again.parts() if p.worth_fusing())
         return regrown
 

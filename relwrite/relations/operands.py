@@ -25,6 +25,7 @@ from relwrite.graph.types import TensorType, broadcast_shapes, upcast
 from relwrite.relations.predicates import (
     as_graph,
     equals_everywhere,
+    filled_by,
     filled_constant,
     fits,
     literal_value,
@@ -526,10 +527,7 @@ def _added_nodes(term: Variable, factors: Sequence[Variable]) -> int:
 def _scaled(total: np.ndarray, factors: Sequence[Variable], dtype: str) -> Variable:
     """total * factors...: the factors alone for a 0-d total of 1, zeros shaped like them for 0."""
     if total.size > 0 and not total.any():
-        value: Variable = typed_constant(total, dtype)
-        for factor in reversed(factors):
-            value = ops.fill(factor, value)
-        return value
+        return filled_by(factors, typed_constant(total, dtype))
     if total.ndim == 0 and total == 1:
         return factors[0] if len(factors) == 1 else ops.mul(*factors)
     return ops.mul(typed_constant(total, dtype), *factors)

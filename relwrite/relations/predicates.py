@@ -177,6 +177,13 @@ def filled_constant(value: Variable) -> tuple[list[Variable], Constant] | None:
     return models, value
 
 
+def filled_by(models: Sequence[Variable], value: Variable) -> Variable:
+    """`value` broadcast by each of `models` in turn, fill(m1, fill(m2, value)) (`filled_constant` undone)."""
+    for model in reversed(models):
+        value = ops.fill(model, value)
+    return value
+
+
 def equals_everywhere(constant: Constant, number: Any) -> bool:
     """Whether every element of `constant` (at least one) equals `number`."""
     data = constant.data
