@@ -222,6 +222,42 @@ def test_a_mode_with_an_unknown_query_name_is_a_value_error_naming_it():
         Mode(linker="numpy", query="quick")
 
 
+# -- assertions --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("run", ["straight-line", "loop"])
+@pytest.mark.parametrize("backend", ["as the mode says", "C forced off"])
+@pytest.mark.parametrize("trust_input", [False, True])
+@pytest.mark.parametrize("mode", [*MODES, CUSTOM_MODE], ids=[*MODES, "custom"])
+def test_a_false_assertion_is_an_assertion_error_with_its_message_in_every_mode(
+    mode, trust_input, backend, run, monkeypatch
+):
+    from relwrite.backends.numpy import EvaluationError, program
+
+    if backend == "C forced off":
+        monkeypatch.setenv("RELWRITE_NO_C", "1")
+    if run == "loop":
+        monkeypatch.setattr(program, "STRAIGHT_LINE_STEPS", 0)
+    x = rw.vector("x")
+    checked = rw.assert_op(rw.exp(x) * 2.0 + x, x > 0, message="x must be positive")
+    f = function([x], checked * 3.0, mode=mode, trust_input=trust_input, cache=False)
+    np.testing.assert_allclose(f(np.array([1.0])), [3.0 * (2.0 * np.e + 1.0)])
+    with pytest.raises(AssertionError, match="x must be positive") as info:
+        f(np.array([1.0, -1.0]))
+    assert isinstance(info.value, EvaluationError)  # still the evaluation failure naming the node
+    assert "Assert{'x must be positive'}" in str(info.value)
+
+
+def test_other_evaluation_failures_are_not_assertion_errors():
+    from relwrite.backends.numpy import EvaluationError
+
+    x, y = rw.vector("x"), rw.vector("y")
+    f = function([x, y], x + y, mode="fast_compile")
+    with pytest.raises(EvaluationError) as info:
+        f(np.ones(2), np.ones(3))
+    assert not isinstance(info.value, AssertionError)
+
+
 # -- the NumPy fallback ------------------------------------------------------------------------------------
 
 FALLBACK_SCRIPT = textwrap.dedent(

@@ -45,12 +45,27 @@ class Impl(NamedTuple):
 
 
 class EvaluationError(RuntimeError):
-    """A node failed to evaluate; names the node and the runtime inputs, chains numpy's error."""
+    """A node failed to evaluate; names the node and the runtime inputs, chains numpy's error.
+
+    Built on an AssertionError (a false `assert_op` condition), it is an
+    `AssertionFailedError`: every backend and mode wraps failures the same
+    way, and a failed assertion stays catchable as the AssertionError the
+    op promises.
+    """
+
+    def __new__(cls, node: Apply, arrays: Sequence[Any], error: BaseException) -> EvaluationError:
+        if cls is EvaluationError and isinstance(error, AssertionError):
+            cls = AssertionFailedError
+        return super().__new__(cls, node, arrays, error)
 
     def __init__(self, node: Apply, arrays: Sequence[Any], error: BaseException):
         self.node = node
         inputs = ", ".join(_describe(a) for a in arrays)
         super().__init__(f"evaluating {node} on ({inputs}) failed: {type(error).__name__}: {error}")
+
+
+class AssertionFailedError(EvaluationError, AssertionError):
+    """An `assert_op` condition was false: an EvaluationError (naming the node) and an AssertionError."""
 
 
 def _describe(value: Any) -> str:
