@@ -15,6 +15,9 @@ computes them.
 Every compiler run has a time limit (``$RELWRITE_COMPILE_TIMEOUT`` seconds,
 default 120): the compiler runs in its own process group, and on timeout the
 whole group (gcc's cc1 and as too) is killed and CompileTimeoutError says so.
+A compiler that timed out once is not run again in the process: every later
+run raises the same CompileTimeoutError at once, so a hung compiler costs
+one timeout, not one per module.
 
 The cache (``$RELWRITE_CACHE_DIR``, default ``~/.cache/relwrite``) names each
 module by a hash of its source, the flags, the compiler's version, the CPU
@@ -131,6 +134,10 @@ def compile_timeout() -> float:
     return seconds
 
 
+_timed_out: dict[str, str] = {}
+"""The compilers (by command) that timed out in this process, with the error's message."""
+
+
 def _kill_group(process: subprocess.Popen[str]) -> None:
     """Kill the process and everything it started (its own process group), then reap it."""
     with suppress(OSError):  # the group is gone already
@@ -148,8 +155,11 @@ def _run_compiler(
     """Run a compiler command with `source` on stdin, killing it and its children after `timeout` seconds.
 
     Raises CompilerUnavailableError when the command cannot start and
-    CompileTimeoutError when it does not finish in time.
+    CompileTimeoutError when it does not finish in time, or did once before in this process.
     """
+    earlier = _timed_out.get(command[0])
+    if earlier is not None:
+        raise CompileTimeoutError(earlier)
     try:
         process = subprocess.Popen(
             command,
@@ -166,10 +176,12 @@ def _run_compiler(
         stdout, stderr = process.communicate(source, timeout=timeout)
     except subprocess.TimeoutExpired:
         _kill_group(process)
-        raise CompileTimeoutError(
+        message = _timed_out[command[0]] = (
             f"the C compiler {command[0]!r} did not finish within the compile timeout of {timeout:g} s "
-            "and was killed (set RELWRITE_COMPILE_TIMEOUT to allow longer)"
-        ) from None
+            "and was killed; it is not run again in this process "
+            "(set RELWRITE_COMPILE_TIMEOUT to allow longer)"
+        )
+        raise CompileTimeoutError(message) from None
     except BaseException:  # an interrupt: leave no compiler behind
         _kill_group(process)
         raise

@@ -56,6 +56,7 @@ from relwrite.backends.c.compiler import (
     CFallbackWarning,
     CompileError,
     CompilerUnavailableError,
+    CompileTimeoutError,
     ModuleCache,
     default_cache,
 )
@@ -90,6 +91,12 @@ def _warn_once(key: str, message: str) -> None:
 
 
 _LOAD_ERRORS = (CompileError, CompilerUnavailableError, OSError)
+
+
+def _warn_failed_build(key: str, message: str, error: BaseException) -> None:
+    """Warn once per `key` that a module failed to build (`message`: what runs with NumPy instead), but
+    once in all for a compiler timeout: the compiler is not run again, so every later build fails alike."""
+    _warn_once("compile-timeout" if isinstance(error, CompileTimeoutError) else key, f"{message}: {error}")
 
 
 @dataclass(frozen=True)
@@ -191,7 +198,7 @@ def _blas_module() -> ctypes.CDLL | None:
     try:
         module = runtime.cache.load(*build)
     except _LOAD_ERRORS as exc:
-        _warn_once("blas-module", f"relwrite: the BLAS module failed, BLAS ops run with NumPy: {exc}")
+        _warn_failed_build("blas-module", "relwrite: the BLAS module failed, BLAS ops run with NumPy", exc)
         return None
     module.rw_set_blas((ctypes.c_void_p * len(BLAS_FUNCTIONS))(*find_blas().addresses))
     return module
@@ -204,7 +211,9 @@ def _reductions_module() -> ctypes.CDLL | None:
     try:
         return runtime.cache.load(*_reductions_build(runtime.cache))
     except _LOAD_ERRORS as exc:
-        _warn_once("reductions-module", f"relwrite: the reductions module failed, they run with NumPy: {exc}")
+        _warn_failed_build(
+            "reductions-module", "relwrite: the reductions module failed, they run with NumPy", exc
+        )
         return None
 
 
@@ -474,9 +483,10 @@ class CLinker(NumpyLinker):
         try:
             module = cache.load(source, (GENERATOR_VERSION,))
         except _LOAD_ERRORS as exc:
-            _warn_once(
+            _warn_failed_build(
                 cache.key(source, (GENERATOR_VERSION,)),
-                f"relwrite: compiling a C module failed, its loops run with the NumPy backend: {exc}",
+                "relwrite: compiling a C module failed, its loops run with the NumPy backend",
+                exc,
             )
             return {}, {}
         module.rw_set_driver(ctypes.c_void_p(driver))

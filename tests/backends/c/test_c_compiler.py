@@ -159,6 +159,22 @@ def test_a_compile_that_outlasts_the_timeout_is_killed_with_its_children(tmp_pat
     assert not cache.path(cache.key(SOURCE)).exists() and leftovers(cache.directory) == []
 
 
+@requires_c
+def test_a_compiler_that_timed_out_is_not_run_again_in_the_process(tmp_path):
+    script, pids = sleeping_compiler(tmp_path)
+    chain = dataclasses.replace(find_toolchain(), command=str(script))
+    cache = ModuleCache(tmp_path / "cache", chain, timeout=0.5)
+    cache.directory.mkdir()
+    with pytest.raises(CompileTimeoutError, match=r"not run again in this process"):
+        cache.load(SOURCE)
+    pids.unlink()
+    other = ModuleCache(tmp_path / "other", chain, timeout=60.0)  # even with a longer timeout
+    other.directory.mkdir()
+    with pytest.raises(CompileTimeoutError, match=r"timeout of 0.5 s .* not run again in this process"):
+        other.load(SOURCE.replace("42", "43"))
+    assert not pids.exists()  # the compiler did not start
+
+
 def _dies_within(stat: Path, seconds: float) -> bool:
     """Whether the process whose /proc stat file is `stat` is gone or a zombie within `seconds`."""
     deadline = time.monotonic() + seconds

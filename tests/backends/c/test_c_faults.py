@@ -260,6 +260,74 @@ def test_a_compiler_that_never_returns_is_killed_after_the_timeout(tmp_path, whe
     assert started and all_dead_within(started, seconds=10.0)  # the compiler's children were killed too
 
 
+# Compiles the graph-independent modules with a working compiler, then makes it hang (the file `hang`)
+# with a compile timeout of 1 s, and compiles two graphs with `function`: reports each call's seconds,
+# the compiler runs during each (one log line per run), the results' correctness and the CFallbackWarnings.
+HANG_LATER_SCRIPT = textwrap.dedent(
+    """
+    import json, os, sys, time, warnings
+    from pathlib import Path
+    import numpy as np
+
+    warnings.simplefilter("always")
+    with warnings.catch_warnings(record=True) as caught:
+        import relwrite as rw
+        from relwrite.backends.c import CFallbackWarning, prebuild
+
+        log, hang = Path(sys.argv[1]), Path(sys.argv[2])
+        assert prebuild()
+        hang.touch()
+        os.environ["RELWRITE_COMPILE_TIMEOUT"] = "1"
+        x, v = rw.vector("x"), np.linspace(-1.0, 1.0, 5)
+        report = {"seconds": [], "runs": [], "correct": []}
+        for expression, numpy_form in [
+            (rw.exp(x) * 2.0 + x, np.exp(v) * 2.0 + v),
+            (rw.tanh(x) * 3.0 - x, np.tanh(v) * 3.0 - v),
+        ]:
+            runs, start = len(log.read_text().splitlines()), time.monotonic()
+            f = rw.function([x], expression, mode="fast_run")
+            report["seconds"].append(time.monotonic() - start)
+            report["runs"].append(len(log.read_text().splitlines()) - runs)
+            report["correct"].append(bool(np.allclose(f(v), numpy_form, rtol=1e-12)))
+        report["warnings"] = [str(w.message) for w in caught if issubclass(w.category, CFallbackWarning)]
+    print(json.dumps(report))
+    """
+)
+
+
+def test_a_compiler_that_hangs_is_not_run_again_after_one_timeout(tmp_path):
+    log, hang = tmp_path / "runs", tmp_path / "hang"
+    compiler = tmp_path / "cc"
+    compiler.write_text(
+        f'#!/bin/sh\necho "$@" >> "{log}"\n'
+        f'if [ -e "{hang}" ] && [ "$1" != "--version" ]; then exec sleep 1000; fi\n'
+        f'exec {find_toolchain().command} "$@"\n'
+    )
+    compiler.chmod(0o755)
+    log.touch()
+    environment = {
+        **os.environ,
+        "RELWRITE_CACHE_DIR": str(tmp_path / "cache"),
+        "RELWRITE_CC": str(compiler),
+    }
+    for name in ("RELWRITE_NO_C", "RELWRITE_COMPILE_TIMEOUT"):
+        environment.pop(name, None)
+    done = subprocess.run(
+        [sys.executable, "-c", HANG_LATER_SCRIPT, str(log), str(hang)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=240,  # a guard: each graph compiled afresh after its own 1 s timeout, it still ends
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["correct"] == [True, True]  # both run with NumPy
+    assert report["runs"] == [1, 0]  # the first graph's module timed out; the second never ran the compiler
+    assert report["seconds"][0] < 1 + 30  # the timeout, and a generous guard for a loaded machine
+    assert len(report["warnings"]) == 1, report["warnings"]
+    assert "not run again in this process" in report["warnings"][0]
+
+
 @pytest.mark.parametrize("how", ["a nonexistent RELWRITE_CC", "no gcc or cc on the PATH"])
 def test_no_compiler_runs_numpy_with_one_warning(tmp_path, how):
     if how == "a nonexistent RELWRITE_CC":
