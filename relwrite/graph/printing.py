@@ -566,11 +566,13 @@ _DOT_STYLES = {
 def to_dot(obj: Any, name: str = "relwrite", before: Any = None, expand: bool = False) -> str:
     """Graphviz DOT text for the graph: each node a box labelled by its op and its result's type.
 
-    Inputs, constants and outputs are ellipses filled in different colours;
-    a value computed by one node and read by another is the edge between the
-    two.  An edge into a node with several inputs is labelled with the
-    input's position, an edge out of a node with several outputs with the
-    output's index.  A fused node shows the expression it computes over its
+    Inputs, constants and outputs are ellipses filled in different colours
+    (each use of a constant its own ellipse, beside its reader); a value
+    computed by one node and read by another is the edge between the two.
+    An edge into a node with several inputs is labelled at its head with the
+    input's position, an edge out of a node with several outputs at its tail
+    with the output's index (never mid-edge: that makes Graphviz double every
+    rank of the layout).  A fused node shows the expression it computes over its
     inputs `#0`, `#1`...; with `expand` its inner graph is drawn too, in a
     box of its own.  With `before` (an earlier state of the graph: variables
     or anything with `.outputs`), the nodes whose expression `before` does
@@ -607,16 +609,24 @@ def _dot_body(outputs: list[Variable], prefix: str, before: Any, expand: bool) -
     leaf_ids: dict[int, str] = {}
     node_ids: dict[Apply, str] = {}
     lines: list[str] = []
+    drawn = 0  # leaf ellipses so far
 
     def leaf(var: Variable) -> str:
-        if id(var) not in leaf_ids:
-            leaf_ids[id(var)] = f"{prefix}v{len(leaf_ids)}"
-            kind = "output" if id(var) in output_ids else "constant" if isinstance(var, Constant) else "input"
-            style = ", " + _DOT_STYLES[kind]
-            lines.append(
-                f"  {leaf_ids[id(var)]} [label={_dot_string(_leaf_text(var))}, shape=ellipse{style}];"
-            )
-        return leaf_ids[id(var)]
+        """The leaf's ellipse: one per input and output; one per use of a constant, which so sits next to
+        its reader (one ellipse read all over a deep graph draws long edges through every rank of it,
+        which Graphviz lays out in time growing with their number times the depth)."""
+        nonlocal drawn
+        shared = id(var) in output_ids or not isinstance(var, Constant)
+        if shared and id(var) in leaf_ids:
+            return leaf_ids[id(var)]
+        leaf_id = f"{prefix}v{drawn}"
+        drawn += 1
+        if shared:
+            leaf_ids[id(var)] = leaf_id
+        kind = "output" if id(var) in output_ids else "constant" if isinstance(var, Constant) else "input"
+        label = _dot_string(_leaf_text(var))
+        lines.append(f"  {leaf_id} [label={label}, shape=ellipse, {_DOT_STYLES[kind]}];")
+        return leaf_id
 
     for number, node in enumerate(io_toposort([], outputs)):
         node_id = node_ids[node] = f"{prefix}a{number}"
@@ -629,7 +639,7 @@ def _dot_body(outputs: list[Variable], prefix: str, before: Any, expand: bool) -
             source = node_ids.get(var.owner) if var.owner is not None else None
             parts = [str(var.index)] if source is not None and len(var.owner.outputs) > 1 else []
             parts += [str(position)] if len(node.inputs) > 1 else []
-            label = f" [label={_dot_string(' -> '.join(parts))}]" if parts else ""
+            label = f" [headlabel={_dot_string(' -> '.join(parts))}]" if parts else ""
             lines.append(f"  {source or leaf(var)} -> {node_id}{label};")
         if expand and isinstance(node.op, ops.Composite):
             lines += _dot_inner(node, node_id)
@@ -640,7 +650,7 @@ def _dot_body(outputs: list[Variable], prefix: str, before: Any, expand: bool) -
         out_id = f"{prefix}o{k}"
         label = var.name or f"output {k}"
         lines.append(f"  {out_id} [label={_dot_string(label)}, shape=ellipse, {_DOT_STYLES['output']}];")
-        index = f" [label={var.index}]" if len(var.owner.outputs) > 1 else ""
+        index = f" [taillabel={var.index}]" if len(var.owner.outputs) > 1 else ""
         lines.append(f"  {node_ids[var.owner]} -> {out_id}{index};")
     return lines
 
@@ -696,14 +706,26 @@ def _dot_inner(node: Apply, node_id: str) -> list[str]:
     return lines
 
 
-PICTURE_NODE_LIMIT = 500
-"""Graphs with more nodes render as text in notebooks: Graphviz's layout would take too long."""
+PICTURE_NODE_LIMIT = 200
+"""Graphs with more apply nodes show as text in notebooks and reports, without running Graphviz: its
+layout time grows with the number of edges spanning many ranks times the depth (a 500-node chain
+reading one input every fourth node takes 7 s even with the bounds of `PICTURE_DOT_FLAGS`)."""
+
+PICTURE_SECONDS = 2.0
+"""How long Graphviz may take over one picture; then the graph shows as text."""
+
+PICTURE_DOT_FLAGS = ("-Gnslimit=2", "-Gnslimit1=2")
+"""Graphviz's network simplex (ranking, then positioning) bounded to 2 passes over the nodes: most of
+the time of a deep graph's layout, for a slightly less tidy picture."""
 
 
 def picture_html(obj: Any, title: str = "") -> str:
     """HTML showing a graph in a notebook: Graphviz's SVG when the `dot` program runs, else its text.
 
-    `obj` is what `to_dot` takes.  The text is `pprint`'s (with `title` above it).
+    `obj` is what `to_dot` takes.  Above `PICTURE_NODE_LIMIT` nodes, or when
+    `dot` takes more than `PICTURE_SECONDS`, the text is shown instead:
+    `pprint`'s, or `graph_repr`'s where shared subterms would repeat too often
+    (with `title` above it).
     """
     import html
     import shutil
@@ -715,12 +737,20 @@ def picture_html(obj: Any, title: str = "") -> str:
     if dot is not None and sum(1 for _ in io_toposort([], outputs)) <= PICTURE_NODE_LIMIT:
         try:
             run = subprocess.run(
-                [dot, "-Tsvg"], input=to_dot(outputs), capture_output=True, text=True, timeout=10, check=True
+                [dot, "-Tsvg", *PICTURE_DOT_FLAGS],
+                input=to_dot(outputs),
+                capture_output=True,
+                text=True,
+                timeout=PICTURE_SECONDS,
+                check=True,
             )
             svg = run.stdout[run.stdout.find("<svg") :]
             if svg:
                 return heading + svg
         except (OSError, subprocess.SubprocessError):
             pass
-    text = "\n".join(pprint(v) for v in outputs)
+    try:
+        text = "\n".join(pprint(v) for v in outputs)
+    except ValueError:  # written out, the shared subterms would repeat too often
+        text = graph_repr(outputs)
     return f"{heading}<pre>{html.escape(text)}</pre>"
