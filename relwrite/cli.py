@@ -287,7 +287,7 @@ def _rewrite(args: argparse.Namespace) -> int:
         print("evaluated after: ", np.array2string(after_values, separator=", "))
     if c_source is not None:
         print()
-        print(c_source or "/* no elementwise kernel: the result runs no generated C */")
+        print(c_source or "/* the result runs no generated C */")
     if args.profile:
         print()
         print_profile(profile)
@@ -336,17 +336,11 @@ def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray])
 
 
 def _c_source(fgraph: Any) -> str:
-    """The C the compiled result runs: every fused elementwise kernel (generated here, no compiler needed)."""
-    from relwrite.backends.c.codegen import Unsupported, composite_kernel
-    from relwrite.graph.ops import Composite
+    """The C the compiled result runs: every module's source (generated here, no compiler needed)."""
+    from relwrite.backends.c import generated_sources
 
-    sources = []
-    for k, node in enumerate(n for n in fgraph.toposort() if isinstance(n.op, Composite)):
-        try:
-            sources.append(composite_kernel(node.op, f"rw_k{k}").source.strip())
-        except Unsupported as exc:
-            sources.append(f"/* {node.op}: runs with NumPy ({exc}) */")
-    return "\n\n".join(sources)
+    modules = generated_sources(fgraph).items()
+    return "\n\n".join(f"/* ---- the {name} module ---- */\n{source.strip()}" for name, source in modules)
 
 
 def _rules(args: argparse.Namespace) -> int:

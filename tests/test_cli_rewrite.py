@@ -55,7 +55,16 @@ def test_show_c_prints_the_kernels_of_the_result(capsys):
     out = capsys.readouterr().out
     assert "int rw_k0(" in out and "log1p(exp(" in out
     assert main([*STABILIZED, "--show-c"]) == 0  # one node: NumPy runs it, no kernel is generated
-    assert "no elementwise kernel" in capsys.readouterr().out
+    assert "the result runs no generated C" in capsys.readouterr().out
+
+
+def test_show_c_prints_the_sum_computed_with_its_loop_and_every_module_that_runs(capsys):
+    assert main(["rewrite", "sum(exp(x) * 2 + x)", "--var", "x:vector", "--show-c"]) == 0
+    out = capsys.readouterr().out
+    assert "int rw_k0(" in out and "int rw_s0(" in out  # the loop, and the sum fused with it
+    for module in ("graph", "runtime", "reductions"):
+        assert f"/* ---- the {module} module ---- */" in out
+    assert "int rw_elemwise(" in out and "int rw_sum_f64(" in out
 
 
 def test_json_is_one_document_with_every_part(capsys):

@@ -7,7 +7,7 @@ from relwrite.backends.c.compiler import (
     CompileTimeoutError,
     ModuleCache,
 )
-from relwrite.backends.c.linker import CLinker, c_available, prebuild
+from relwrite.backends.c.linker import CLinker, c_available, generated_sources, prebuild
 
 __all__ = [
     "CFallbackWarning",
@@ -17,5 +17,6 @@ __all__ = [
     "CompilerUnavailableError",
     "ModuleCache",
     "c_available",
+    "generated_sources",
     "prebuild",
 ]

@@ -59,6 +59,7 @@ from relwrite.backends.c.compiler import (
     CompileTimeoutError,
     ModuleCache,
     default_cache,
+    find_toolchain,
 )
 from relwrite.backends.c.fused_reductions import (
     deferred_impl,
@@ -362,6 +363,76 @@ def _blas_impl(node: Apply, kernel: Callable[..., int], reference: Impl) -> Impl
 # -- the linker ---------------------------------------------------------------------------------------
 
 
+_SumKey = tuple[ops.Composite, tuple[bool, ...]]  # a fused sum's loop and which of its inputs are scalars
+
+
+def _graph_kernels(
+    nodes: Sequence[Apply], fusable: dict[int, int]
+) -> tuple[dict[ops.Composite, Kernel], list[int], dict[_SumKey, Kernel], dict[int, _SumKey]]:
+    """The kernels of a graph's own module: one per Composite op with a C form (and the positions of the
+    nodes running them), one per loop summed as it is computed among `fusable` (and, by the reduction's
+    position, which one it runs)."""
+    kernels: dict[ops.Composite, Kernel] = {}
+    chosen: list[int] = []
+    for index, node in enumerate(nodes):
+        op = node.op
+        if not isinstance(op, ops.Composite):
+            continue
+        if op not in kernels:
+            try:
+                kernels[op] = composite_kernel(op, f"rw_k{len(kernels)}")
+            except Unsupported:
+                continue
+        chosen.append(index)
+    summing: dict[_SumKey, Kernel] = {}
+    fused: dict[int, _SumKey] = {}
+    for r, c in fusable.items():
+        key = (loop_composite(nodes[c]), scalar_inputs(nodes[c]))
+        if key not in summing:
+            try:
+                summing[key] = reduction_kernel(key[0], key[1], f"rw_s{len(summing)}")
+            except Unsupported:
+                continue
+        fused[r] = key
+    return kernels, chosen, summing, fused
+
+
+def _blas_nodes_in(nodes: Sequence[Apply]) -> list[tuple[int, str]]:
+    """(position, kernel name) of the nodes the BLAS module runs."""
+    return [
+        (index, blas_kernel_name(type(node.op), node.outputs[0].dtype))
+        for index, node in enumerate(nodes)
+        if type(node.op) in BLAS_ARITY and node.outputs[0].dtype in BLAS_PREFIX
+    ]
+
+
+def generated_sources(fgraph: FunctionGraph) -> dict[str, str]:
+    """The C source of every module a `CLinker` of `fgraph` runs, by module, generated without compiling.
+
+    "graph": the graph's own kernels (its fused loops and the sums computed
+    with them); "runtime": the driver its loops run under; "reductions" and
+    "BLAS": the shared modules, where nodes run their kernels (a kernel may
+    still leave a call's inputs to NumPy).  Empty when nothing runs C.
+    Raises RuntimeError where numpy's ndarray layout is not the one the C
+    backend reads (it then runs nothing compiled).
+    """
+    nodes = fgraph.toposort()
+    kernels, _, summing, _ = _graph_kernels(nodes, reductions_of_loops(fgraph, nodes))
+    sources: dict[str, str] = {}
+    if kernels or summing:
+        vector_math: frozenset[str] = frozenset()
+        with suppress(*_LOAD_ERRORS):  # without a compiler: the source without libmvec's declarations
+            vector_math = find_toolchain().vector_math
+        sources["graph"] = kernels_source([*kernels.values(), *summing.values()], vector_math)
+        sources["runtime"] = runtime_source(ndarray_layout())
+    if any(isinstance(node.op, REDUCTION_OPS) for node in nodes):  # a fused sum's fallback runs it too
+        sources["reductions"] = reductions_source()
+    build = _blas_build(ndarray_layout()) if _blas_nodes_in(nodes) else None
+    if build is not None:
+        sources["BLAS"] = build[0]
+    return sources
+
+
 class CLinker(NumpyLinker):
     """A FunctionGraph linked with C kernels where available; call it with one array per input.
 
@@ -432,11 +503,7 @@ class CLinker(NumpyLinker):
 
     @staticmethod
     def _blas_nodes(nodes: Sequence[Apply], impls: Sequence[Impl]) -> dict[int, Impl]:
-        chosen = [
-            (index, blas_kernel_name(type(node.op), node.outputs[0].dtype))
-            for index, node in enumerate(nodes)
-            if type(node.op) in BLAS_ARITY and node.outputs[0].dtype in BLAS_PREFIX
-        ]
+        chosen = _blas_nodes_in(nodes)
         module = _blas_module() if chosen else None
         if module is None:
             return {}
@@ -455,28 +522,7 @@ class CLinker(NumpyLinker):
     ) -> tuple[dict[int, Impl], dict[int, Callable[..., int]]]:
         """The Composites' implementations by position, and the fused kernels of the `fusable`
         reductions of their values (by the reduction's position), from one compiled module."""
-        kernels: dict[ops.Composite, Kernel] = {}
-        chosen: list[int] = []
-        for index, node in enumerate(nodes):
-            op = node.op
-            if not isinstance(op, ops.Composite):
-                continue
-            if op not in kernels:
-                try:
-                    kernels[op] = composite_kernel(op, f"rw_k{len(kernels)}")
-                except Unsupported:
-                    continue
-            chosen.append(index)
-        summing: dict[tuple[ops.Composite, tuple[bool, ...]], Kernel] = {}
-        fused: dict[int, tuple[ops.Composite, tuple[bool, ...]]] = {}
-        for r, c in fusable.items():
-            key = (loop_composite(nodes[c]), scalar_inputs(nodes[c]))
-            if key not in summing:
-                try:
-                    summing[key] = reduction_kernel(key[0], key[1], f"rw_s{len(summing)}")
-                except Unsupported:
-                    continue
-            fused[r] = key
+        kernels, chosen, summing, fused = _graph_kernels(nodes, fusable)
         if not chosen and not fused:
             return {}, {}
         source = kernels_source([*kernels.values(), *summing.values()], cache.toolchain.vector_math)

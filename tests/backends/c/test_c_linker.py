@@ -644,3 +644,27 @@ def test_blas_kernels_scale_after_the_product_as_numpy_does(dtype):
         np.array(0.0, dtype),
     ]
     np.testing.assert_array_equal(fast(*values), reference(*values))  # 0 * -inf is NaN, as in numpy
+
+
+@requires_c
+def test_generated_sources_are_the_modules_the_linker_loads():
+    from relwrite.backends.c import generated_sources
+    from relwrite.backends.c.compiler import default_cache
+    from relwrite.backends.c.linker import _blas_build, _reductions_build
+
+    x, A, B = vector("x"), matrix("A"), matrix("B")
+    f = function([x, A, B], [(ops.exp(x) * 2.0 + x).sum(), ops.dot(A, B).max(axis=0)], mode="fast_run")
+    sources = generated_sources(f.fgraph)
+    cache, blas = default_cache(), _blas_build(ndarray_layout())
+    keys = {
+        "graph": (GENERATOR_VERSION,),
+        "runtime": (GENERATOR_VERSION,),
+        "reductions": _reductions_build(cache)[1],
+    }
+    if blas is not None:  # a CBLAS was found
+        keys["BLAS"] = blas[1]
+    assert set(sources) == set(keys)
+    for name, source in sources.items():
+        assert cache.key(source, keys[name]) in cache._loaded, name  # the very source that was compiled
+    assert "int rw_s0(" in sources["graph"]  # the sum computed with the loop
+    assert generated_sources(FunctionGraph([x], [ops.exp(x)])) == {}  # a lone exp runs NumPy's
