@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from relwrite.backends.numpy.function import Function
+from relwrite.backends.numpy.function import Function, relinked_linker
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.profile import print_profile
 from relwrite.graph.basic import Apply
@@ -81,6 +81,17 @@ class ProfiledFunction(Function):
         super().__init__(fgraph, *args, linker=linker, **kwargs)
         self.profile = profile
 
+    def __reduce__(self) -> tuple:
+        """Pickle as a compiled function does, with its profile: loading keeps the record and counts on.
+
+        Node times travel by the node's place in the graph's topological order
+        (the graph pickles as a table of its own, with new nodes).
+        """
+        _, arguments = super().__reduce__()
+        place = {node: k for k, node in enumerate(self.fgraph.toposort())}
+        times = [(place[node], seconds) for node, seconds in self.profile.node_times.items()]
+        return _profiled, (*arguments, replace(self.profile, node_times={}), times)
+
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         start = time.perf_counter()
         try:
@@ -88,3 +99,17 @@ class ProfiledFunction(Function):
         finally:
             self.profile.calls += 1
             self.profile.call_time += time.perf_counter() - start
+
+
+def _profiled(
+    fgraph: FunctionGraph,
+    single_output: bool,
+    linker: str,
+    trust_input: bool,
+    profile: FunctionProfile,
+    times: list[tuple[int, float]],
+) -> ProfiledFunction:
+    nodes = fgraph.toposort()
+    profile.node_times.update((nodes[k], seconds) for k, seconds in times)
+    linked = relinked_linker(fgraph, linker)
+    return ProfiledFunction(fgraph, single_output, linker=linked, trust_input=trust_input, profile=profile)

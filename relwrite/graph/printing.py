@@ -40,16 +40,18 @@ _MAX_PRINTED_ELEMENTS = 16
 
 
 def _as_outputs(obj: Any) -> list[Variable]:
-    """The variables to print: a Variable, a sequence of them, or anything with `.outputs`."""
+    """The variables to print: a Variable, a sequence of them, anything with `.outputs` (a FunctionGraph),
+    or anything with an `.fgraph` (a compiled function: the graph it runs, as rewritten)."""
     if isinstance(obj, Variable):
         return [obj]
-    outputs = getattr(obj, "outputs", obj)
+    outputs = getattr(getattr(obj, "fgraph", obj), "outputs", obj)
     if isinstance(outputs, Sequence) and not isinstance(outputs, str):
         outputs = list(outputs)
         if all(isinstance(v, Variable) for v in outputs):
             return outputs
     raise TypeError(
-        f"expected a Variable, a sequence of Variables or a FunctionGraph, got {type(obj).__name__}"
+        "expected a Variable, a sequence of Variables, a FunctionGraph or a compiled function, "
+        f"got {type(obj).__name__}"
     )
 
 
@@ -449,6 +451,9 @@ def _indent(depth: int) -> str:
 
 def dprint(obj: Any, file: TextIO | str | None = None) -> str | None:
     """Print the graph as a tree, Aesara style; `file="str"` returns the text instead.
+
+    `obj` is a variable, a list of them, a FunctionGraph or a compiled
+    function (the graph it runs, after rewriting).
 
     Each apply node and each leaf gets an id, `[id A]`, `[id B]`, ... (then
     `[id BA]`); a node's line ends with its output's name in quotes.  A node

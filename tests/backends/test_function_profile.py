@@ -61,3 +61,30 @@ def test_a_message_names_the_function_and_profiling_changes_no_result():
     f = function([x], rw.exp(x) + 1.0, mode="fast_compile", profile="the exp one")
     assert f.profile.message == "the exp one"
     np.testing.assert_array_equal(f(np.array([0.0, 1.0])), np.exp([0.0, 1.0]) + 1.0)
+
+
+@pytest.mark.parametrize(
+    "mode",
+    ["fast_compile", pytest.param("fast_run", marks=pytest.mark.skipif(not c_available(), reason="no C"))],
+)
+def test_a_pickled_profiled_function_keeps_its_profile_and_counts_on(mode):
+    import pickle
+
+    f = _profiled(mode)
+    loaded = pickle.loads(pickle.dumps(f))
+    profile = loaded.profile
+    assert isinstance(profile, FunctionProfile) and profile is not f.profile
+    assert profile.message == f.profile.message and profile.calls == 3
+    assert (profile.apply_nodes, profile.rewrite_time, profile.link_time, profile.call_time) == (
+        f.profile.apply_nodes,
+        f.profile.rewrite_time,
+        f.profile.link_time,
+        f.profile.call_time,
+    )
+    assert set(profile.node_times) == set(loaded.fgraph.apply_nodes)  # keyed by the loaded graph's nodes
+    by_text = {str(node): seconds for node, seconds in profile.node_times.items()}
+    assert by_text == {str(node): seconds for node, seconds in f.profile.node_times.items()}
+    assert profile.summary() == f.profile.summary()
+    before = dict(profile.node_times)
+    np.testing.assert_array_equal(loaded(np.ones(3), np.ones((4, 3))), f(np.ones(3), np.ones((4, 3))))
+    assert profile.calls == 4 and all(profile.node_times[node] > before[node] for node in before)

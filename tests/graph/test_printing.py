@@ -283,6 +283,18 @@ def test_dprint_shared_node_is_expanded_once():
     )
 
 
+@pytest.mark.parametrize("mode", ["fast_compile", "fast_run"])
+def test_dprint_of_a_compiled_function_prints_the_graph_it_runs(mode):
+    from relwrite.backends.function import function
+
+    x = vector("x")
+    compiled = function([x], ops.exp(x) * 2.0 + ops.exp(x), mode=mode)
+    text = dprint(compiled, file="str")
+    assert text == dprint(compiled.fgraph, file="str")  # rewritten: not the graph it was built from
+    assert text != dprint(ops.exp(x) * 2.0 + ops.exp(x), file="str")
+    assert pprint(compiled) == pprint(compiled.fgraph) and graph_repr(compiled) == graph_repr(compiled.fgraph)
+
+
 def test_dprint_several_outputs_share_ids():
     x, y = float64("x"), float64("y")
     shared = x + y

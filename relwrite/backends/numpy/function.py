@@ -201,10 +201,15 @@ def function_graph(
 
 
 def _relinked(fgraph: FunctionGraph, single_output: bool, linker: str, trust_input: bool) -> Function:
-    if linker == "CLinker":
+    return Function(fgraph, single_output, linker=relinked_linker(fgraph, linker), trust_input=trust_input)
+
+
+def relinked_linker(fgraph: FunctionGraph, kind: str) -> NumpyLinker:
+    """A new linker of `kind` ("numpy" or "CLinker", as a pickled compiled function names it) for `fgraph`."""
+    if kind == "CLinker":
         from relwrite.backends.c import CLinker
 
-        return Function(fgraph, single_output, linker=CLinker(fgraph), trust_input=trust_input)
-    if linker != "numpy":
-        raise pickle.UnpicklingError(f"a compiled function with an unknown linker {linker!r}")
-    return Function(fgraph, single_output, trust_input=trust_input)
+        return CLinker(fgraph)
+    if kind != "numpy":
+        raise pickle.UnpicklingError(f"a compiled function with an unknown linker {kind!r}")
+    return NumpyLinker(fgraph)
