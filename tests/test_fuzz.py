@@ -217,6 +217,64 @@ def test_a_declared_reassociation_is_not_a_bug():
     assert [f.category for f in findings] == ["declared"]
 
 
+def _huge_constant_products(twice: bool) -> fuzz.Recipe:
+    """float32 n6 * n6 * 3e38 * n5 with n6 = 1 / n5 (issue 24), or two equal such products subtracted:
+    the canonical order multiplies 3e38 * n5 first, which overflows at n5 = 25.86 (exactly 1.16e37)."""
+    steps = [
+        _vector("n5", "float32"),
+        fuzz.Step("call", "true_div", (1.0, fuzz.Ref(0))),
+    ]
+    for _ in range(2 if twice else 1):
+        first = len(steps)
+        steps += [
+            fuzz.Step("call", "op*", (fuzz.Ref(1), fuzz.Ref(1))),
+            fuzz.Step("call", "op*", (fuzz.Ref(first), np.float32(3e38))),
+            fuzz.Step("call", "op*", (fuzz.Ref(first + 1), fuzz.Ref(0))),
+        ]
+    if twice:
+        steps.append(fuzz.Step("call", "op-", (fuzz.Ref(4), fuzz.Ref(7))))
+    return _recipe(*steps, outputs=[len(steps) - 1])
+
+
+HUGE_CONSTANT_VALUES = [{0: np.array([25.86, 1.0, 2.0], dtype="float32")}]
+
+
+@pytest.mark.parametrize("twice", [False, True], ids=["product", "difference of equal products"])
+@pytest.mark.parametrize("mode", fuzz.DEFAULT_MODES)
+def test_an_overflow_only_reordering_causes_is_declared(mode, twice):
+    """docs/modes.md's policy: inf (or inf - inf, NaN) where NumPy's order written gives 1.16e37 (or 0)
+    is declared; everything else is compared as usual."""
+    findings = fuzz.check(_huge_constant_products(twice), HUGE_CONSTANT_VALUES, fuzz.parse_mode(mode))
+    assert [f.category for f in findings] == ["declared"], findings
+    finite = [{0: np.array([1.0, 0.5, 0.25], dtype="float32")}]  # 3e38 * n5 fits: as written, to rounding
+    assert fuzz.check(_huge_constant_products(twice), finite, fuzz.parse_mode(mode)) == []
+
+
+def test_a_backend_wrong_after_a_reordering_is_a_bug(monkeypatch):
+    """A reassociating rule fired and the rewritten graph is right over the reals, but the backend's value
+    is not the rewritten graph's: a bug (it was declared before the judge asked what the graph gives)."""
+    compile_mode = fuzz._Case.compile
+
+    class Corrupted:
+        def __init__(self, f):
+            self.f, self.fgraph = f, f.fgraph
+
+        def __call__(self, *args):
+            out = np.array(self.f(*args), copy=True)
+            out[np.isinf(out)] = 7.0
+            return out
+
+    def corrupted(self, mode):
+        f, messages = compile_mode(self, mode)
+        return Corrupted(f), messages
+
+    monkeypatch.setattr(fuzz._Case, "compile", corrupted)
+    findings = fuzz.check(
+        _huge_constant_products(False), HUGE_CONSTANT_VALUES, fuzz.parse_mode("fast_compile")
+    )
+    assert [f.category for f in findings] == ["wrong"]
+
+
 def test_an_undefined_cast_is_not_compared():
     """nan cast to int8 has no defined value: any result is accepted there, the rest is compared."""
     recipe = _recipe(_vector("x"), fuzz.Step("call", "cast", (fuzz.Ref(0),), {"dtype": "int8"}), outputs=[1])

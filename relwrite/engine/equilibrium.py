@@ -25,6 +25,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from relwrite.engine.graph_rewriters import (
+    UNDO_REASONS,
     GraphRewriter,
     MergeFeature,
     NodeBudgetExceeded,
@@ -51,26 +52,36 @@ from relwrite.graph.terms import record_expansions
 
 
 class _Watch(Feature):
-    """Feeds the engine: new nodes, nodes whose inputs changed, and invalidated failures."""
+    """Feeds the engine: new nodes, nodes whose inputs changed, and invalidated failures.
+
+    `events` counts the changes the graph kept: an undo (reasons "revert"
+    and "rollback") takes back the change it undoes, so an attempt that was
+    rejected leaves the count as it was, and a graph rewriter whose every
+    change was rejected (a merge validation refuses) has not applied and is
+    not run again for it.
+    """
 
     def __init__(self, engine_state: _RunState):
         self.state = engine_state
         self.events = 0
 
+    def _count(self, reason: str | None) -> None:
+        self.events += -1 if reason in UNDO_REASONS else 1
+
     def on_import(self, fgraph, node, reason) -> None:
-        self.events += 1
+        self._count(reason)
         self.state.imported += 1
         self.state.touch(node)
 
     def on_change_input(self, fgraph, node, i, var, new_var, reason) -> None:
-        self.events += 1
+        self._count(reason)
         if node != "output":
             self.state.touch(node)
         if var.owner is not None:
             self.state.retry_watchers(var.owner)
 
     def on_prune(self, fgraph, node, reason) -> None:
-        self.events += 1
+        self._count(reason)
         self.state.forget(node)
         for var in node.inputs:
             if var.owner is not None:
@@ -460,12 +471,13 @@ class EquilibriumRewriter(GraphRewriter):
         """Merge the pending duplicates (as transactions); True when the run must stop."""
         t0 = time.perf_counter()
         try:
-            merged, _ = run.merger.flush(run.fgraph)
+            merged, rejected = run.merger.flush(run.fgraph)
         except NodeBudgetExceeded as exc:
             self._stop_at_node_limit(run.profile, "merge", str(exc))
             return True
         finally:
             run.profile.merge_time += time.perf_counter() - t0
+        run.profile.merges_rejected += rejected
         if merged:
             run.profile.merges += merged
             current_pass.applied["merge"] += merged

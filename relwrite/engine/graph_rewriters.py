@@ -31,6 +31,7 @@ from relwrite.graph.types import TensorType
 from relwrite.progress import Progress
 
 __all__ = [
+    "UNDO_REASONS",
     "GraphRewriter",
     "MergeFeature",
     "MergeRewriter",
@@ -174,7 +175,7 @@ class UndoLog(Feature):
             import_missing: bool = False,
             check: bool = True,
         ) -> None:
-            if reason not in _UNDO_REASONS and not self.undoing:
+            if reason not in UNDO_REASONS and not self.undoing:
                 if self.max_nodes is not None and len(fgraph.apply_nodes) > self.max_nodes:
                     self.over_budget = (
                         f"the graph holds {len(fgraph.apply_nodes)} nodes (limit {self.max_nodes})"
@@ -265,7 +266,7 @@ class UndoLog(Feature):
             _tell(fgraph, "on_import", node)
 
 
-_UNDO_REASONS = frozenset({"revert", "rollback"})
+UNDO_REASONS = frozenset({"revert", "rollback"})
 """The reasons History and FunctionGraph give their own undo changes: not recorded, never refused."""
 
 
@@ -598,12 +599,18 @@ class MergeFeature(Feature):
     when no duplicate is (each knows a length another lacks) a new node with
     the combined types replaces them all; duplicates whose static lengths
     conflict are left apart.
+
+    A merge that validation rejects is remembered with the group it was
+    tried on (the key holds the nodes' inputs): the rejection's own undo
+    touches the group again, and retrying it as it was would loop.  It is
+    tried again once a node joins or leaves the group.
     """
 
     def __init__(self) -> None:
         self.groups: dict[tuple, dict[Apply, None]] = {}
         self.keys: dict[Apply, tuple] = {}
         self.pending: dict[tuple, None] = {}
+        self.refused: dict[tuple, frozenset[Apply]] = {}  # key -> the group whose merge was rejected
 
     def on_attach(self, fgraph: FunctionGraph) -> None:
         for node in fgraph.toposort():
@@ -626,6 +633,7 @@ class MergeFeature(Feature):
             group.pop(node, None)
             if not group:
                 del self.groups[key]
+                self.refused.pop(key, None)
 
     def on_import(self, fgraph, node, reason) -> None:
         self._add(node)
@@ -638,12 +646,13 @@ class MergeFeature(Feature):
             self._add(node)
 
     def flush(self, fgraph: FunctionGraph) -> tuple[int, int]:
-        """Merge every group of duplicates into one node; returns (nodes merged away, nodes left apart)."""
+        """Merge every group of duplicates into one node; returns (nodes merged away, nodes left apart
+        by a rejection or a conflict of types, each counted once until its group changes)."""
         merged = rejected = 0
         while self.pending:
             key, _ = self.pending.popitem()
             group = [n for n in self.groups.get(key, ()) if n in fgraph.apply_nodes]
-            if len(group) < 2:
+            if len(group) < 2 or self.refused.get(key) == frozenset(group):
                 continue
             keeper = _keeper(group)
             pairs = (
@@ -660,6 +669,7 @@ class MergeFeature(Feature):
                 merged += len(group) - (keeper in group)
             else:
                 rejected += len(group) - 1
+                self.refused[key] = frozenset(group)
         return merged, rejected
 
 

@@ -79,6 +79,7 @@ class EquilibriumProfile:
     rules: dict[str, RuleStats] = field(default_factory=dict)
     graph_rewriters: dict[str, RuleStats] = field(default_factory=dict)
     merges: int = 0
+    merges_rejected: int = 0  # duplicates left apart: validation rejected their merge, or types conflict
     merge_time: float = 0.0
     stopped_early: str | None = None
 
@@ -142,7 +143,8 @@ def _(profile: EquilibriumProfile) -> list[str]:
         f"  nodes (start, end, max) {profile.nodes_start} {profile.nodes_end} {profile.nodes_max}",
         f"  time in node rewriters {node_rule_time:.3f}s",
         f"  time in graph rewriters {graph_time:.3f}s",
-        f"  time in merge {profile.merge_time:.3f}s ({profile.merges} merged)",
+        f"  time in merge {profile.merge_time:.3f}s ({profile.merges} merged, "
+        f"{profile.merges_rejected} rejected)",
     ]
     if profile.stopped_early:
         lines.append(f"  stopped early: {profile.stopped_early}")

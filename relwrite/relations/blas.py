@@ -34,6 +34,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
+import numpy as np
 from kanren.core import eq, lall
 from unification import var
 from unification.utils import transitive_get as walk
@@ -43,7 +44,7 @@ from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import note_read
 from relwrite.graph.types import TensorType
 from relwrite.relations.goals import along, bound_graph, operandso, picko, variadico, whereo
-from relwrite.relations.operands import applied
+from relwrite.relations.operands import applied, constant_result
 from relwrite.relations.pattern import as_graph
 from relwrite.relations.predicates import is_literal, node_inputs, operands_regroupable, regroupable
 from relwrite.relations.registry import relation, rule
@@ -119,8 +120,8 @@ def _scale(negated: bool, scalars: list[Variable], dtype: str) -> Variable:
     factor = _in_dtype(scalars[0] if len(scalars) == 1 else o.mul(*scalars), dtype)
     if not negated:
         return factor
-    if isinstance(factor, Constant):
-        return Constant(factor.type, -factor.data)
+    if isinstance(factor, Constant):  # a float: its negation always fits
+        return Constant(factor.type, constant_result(np.negative, [factor.data], dtype, wraps=True))
     return o.neg(factor)
 
 

@@ -63,6 +63,7 @@ from relwrite.relations.goals import (
     sortedo,
 )
 from relwrite.relations.operands import (
+    constant_result,
     divided_out,
     holds_constants,
     holds_variables,
@@ -354,7 +355,8 @@ def neg_mul_constant(lhs: Any, rhs: Any) -> Goal:
 
 
 def negated_leading_constant(factors: Any) -> tuple | None:
-    """The factors with their leading constant negated, when it has the product's dtype."""
+    """The factors with their leading constant negated, when it has the product's dtype (an integer's
+    negation wraps around as the graph's would: `constant_result`)."""
     if not isinstance(factors, tuple) or len(factors) < 2 or not isinstance(factors[0], Constant):
         return None
     if not all(isinstance(f, Variable) for f in factors[1:]):
@@ -362,7 +364,7 @@ def negated_leading_constant(factors: Any) -> tuple | None:
     dtype = o.mul.output_dtype([f.dtype for f in factors])
     if factors[0].dtype != dtype or factors[0].type.numpy_dtype.kind not in "iuf":
         return None
-    value = np.negative(factors[0].data)
+    value = constant_result(np.negative, [factors[0].data], dtype, wraps=True)
     return (Constant(factors[0].type, value), *factors[1:])
 
 
@@ -530,7 +532,9 @@ def collect_factors(lhs: Any, rhs: Any) -> Goal:
 
     Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
     y = 1e-200 overflows (inf) where the left side gives 1e200, and a power
-    rounds once where repeated products round each time.  Exact for integers.
+    rounds once where repeated products round each time.  Exact for integers,
+    where the collected exponent fits the dtype: an exponent counts, it does
+    not wrap around (int8 x ** 127 * x stays; x ** -128 is another power).
     """
     return rewrite_operandso(o.mul, lhs, rhs, like_factorso)
 

@@ -11,6 +11,7 @@ preimages against them.  They act only on operands of one dtype
 from __future__ import annotations
 
 import math
+import operator
 from collections.abc import Callable, Iterator, Sequence
 from functools import cache, reduce
 from typing import Any
@@ -251,6 +252,60 @@ def typed_constant(value: Any, dtype: str) -> Constant:
     return Constant(TensorType(dtype, array.shape), array)
 
 
+def exact_value(data: Any) -> Any:
+    """A constant's value for exact arithmetic (`constant_result`): an integer as a Python int, an
+    array of integers as an array of Python ints (numpy applies Python's operators to them), anything
+    else as it is."""
+    if isinstance(data, int):
+        return data
+    array = np.asarray(data)
+    if array.dtype.kind not in "iu":
+        return data
+    return int(array) if array.ndim == 0 else array.astype(object)
+
+
+_PYTHON_OPERATOR: dict[np.ufunc, Callable[..., int]] = {
+    np.add: operator.add,
+    np.multiply: operator.mul,
+    np.negative: operator.neg,
+}
+
+
+def constant_result(ufunc: np.ufunc, operands: Sequence[Any], dtype: str, wraps: bool) -> np.ndarray | None:
+    """`ufunc` (add, multiply, negative) of constant `operands` (folded left to right when there are
+    several) as an array of `dtype`, or None when the rewrite needing it must not happen.
+
+    The one way rules compute a constant from constants: folded sums and
+    products, collected coefficients and exponents, a negated leading
+    constant.  Integers are computed exactly, as Python ints.  A result
+    outside the dtype's range is then taken modulo 2 ** bits when it `wraps`:
+    it is a term or factor the graph itself computes in `dtype`, and
+    wrap-around arithmetic is a ring, so the rewritten graph gives what the
+    original gives (int8 x + 100 + 100 is x + -56).  Otherwise it counts
+    something (an exponent: int8 x ** 127 * x is not x ** -128) and is
+    refused.  Floats and bools are computed in their dtype, refused when a
+    step overflows, underflows or is invalid.
+    """
+    if np.dtype(dtype).kind in "iu":
+        info = np.iinfo(dtype)
+        values = [exact_value(v) for v in operands]
+        function = _PYTHON_OPERATOR[ufunc]
+        result = function(values[0]) if len(values) == 1 else reduce(function, values)
+        exact = np.asarray(result, dtype=object)
+        if all(info.min <= v <= info.max for v in exact.flat):
+            return exact.astype(dtype)
+        if not wraps:
+            return None
+        modulus = 1 << info.bits
+        return np.asarray((exact - info.min) % modulus + info.min, dtype=object).astype(dtype)
+    try:
+        with np.errstate(all="raise"):
+            result = ufunc(operands[0]) if len(operands) == 1 else reduce(ufunc, operands)
+            return np.asarray(result, dtype=dtype)
+    except (FloatingPointError, ArithmeticError):
+        return None
+
+
 @cache
 def neutral_constant(op: Op, dtype: str) -> Constant:
     """`op`'s neutral element (0 or 1) as a 0-d constant of `dtype` (one object: constants are values)."""
@@ -335,10 +390,8 @@ def folded_constants(op: Op, terms: Any) -> tuple[Variable, ...] | None:
     constants = [g for g in graphs if isinstance(g, Constant)]
     if len(constants) < 2:
         return None
-    try:
-        with np.errstate(all="raise"):
-            value = reduce(UFUNC[op], [c.data for c in constants])
-    except (FloatingPointError, ArithmeticError):
+    value = constant_result(UFUNC[op], [c.data for c in constants], graphs[0].dtype, wraps=True)
+    if value is None:
         return None
     rest = [g for g in graphs if not isinstance(g, Constant)]
     return (typed_constant(value, graphs[0].dtype), *rest)
@@ -381,8 +434,9 @@ def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]
     return without_neutral(op, graphs) or tuple(graphs)
 
 
-def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable, ...]]:
-    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant.
+def _coefficient(term: Variable, dtype: str) -> tuple[Any, tuple[Variable, ...]]:
+    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant;
+    c is exact (`exact_value`): an integer coefficient's negation need not fit `dtype`, only the total.
 
     A product of factors of several dtypes stays one factor: its fold may wrap around in a narrow
     dtype (int8 x * x) that a coefficient put first would widen away.
@@ -397,7 +451,7 @@ def _coefficient(term: Variable, dtype: str) -> tuple[np.ndarray, tuple[Variable
     elif len(factors) > 1 and isinstance(factors[0], Constant) and factors[0].dtype == dtype:
         coefficient, factors = factors[0].data, factors[1:]
     if negated is not None:
-        coefficient = np.negative(coefficient)
+        coefficient = operator.neg(exact_value(coefficient))
     return coefficient, factors
 
 
@@ -488,11 +542,12 @@ def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
         exact = dtype[0] != "f" or _same_sign(coefficients)
         if exact == cancelling:
             continue
+        total = constant_result(np.add, coefficients, dtype, wraps=True)
+        if total is None:
+            continue
         try:
-            with np.errstate(all="raise"):
-                total = np.asarray(reduce(np.add, coefficients), dtype=dtype)
             term = _scaled(total, parts[group[0]][1], dtype)
-        except (FloatingPointError, ArithmeticError, TypeError):
+        except (ArithmeticError, TypeError):
             continue
         if (
             not cancelling
@@ -564,21 +619,24 @@ def like_factors(general: bool, factors: Any) -> tuple[Variable, ...] | None:
             continue
         if len(group) < len(graphs) and not any(exponent is not None for exponent in exponents):
             continue  # in a wider product not where it adds a node: x * y * x stays (y * x ** 2 is one more)
+        exponent = _total_exponent(exponents, dtype)
+        if exponent is None:
+            continue
         try:
-            exponent = _total_exponent(exponents, dtype)
             term = ops.pow(powers[group[0]][0], exponent)
-        except (FloatingPointError, ArithmeticError, TypeError):
+        except (ArithmeticError, TypeError):
             continue
         replacements[group[0]], built[group[0]] = group, term
     return _regrouped(graphs, replacements, built) if built else None
 
 
-def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variable:
-    """The sum of the exponents (None standing for 1): a constant when all are, else an add."""
+def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variable | None:
+    """The sum of the exponents (None standing for 1): a constant when all are (None when it does not
+    fit `dtype`: see `constant_result`), else an add."""
     if all(e is None or isinstance(e, Constant) for e in exponents):
-        with np.errstate(all="raise"):
-            total = reduce(np.add, [_one(dtype) if e is None else e.data for e in exponents])
-        return typed_constant(total, dtype)
+        exponents_data = [_one(dtype) if e is None else e.data for e in exponents]
+        total = constant_result(np.add, exponents_data, dtype, wraps=False)
+        return None if total is None else typed_constant(total, dtype)
     return ops.add(*(neutral_constant(ops.mul, dtype) if e is None else e for e in exponents))
 
 

@@ -33,6 +33,7 @@ from relwrite.engine import (
     EquilibriumRewriter,
     GraphRewriter,
     KanrenRelationSub,
+    MergeRewriter,
     OpRemove,
     PatternSub,
     RewriteWarning,
@@ -40,6 +41,8 @@ from relwrite.engine import (
     node_rewriter,
 )
 from relwrite.graph import ops
+from relwrite.graph.features import Feature, ReplaceValidate
+from relwrite.graph.fg import InconsistencyError
 from relwrite.relations.predicates import filled_constant
 from relwrite.testing import expression_graphs, input_values
 
@@ -347,6 +350,34 @@ def test_merging_enables_further_rewrites():
     profile = run_quietly(EquilibriumRewriter([cancel]), fgraph)
     assert repr(fgraph) == "FunctionGraph(x)"
     assert profile.merges == 1
+
+
+@pytest.mark.parametrize("as_graph_rewriter", [False, True])
+def test_a_merge_validation_rejects_is_counted_and_not_retried(no_hang, as_graph_rewriter):
+    """Incremental merge, or MergeRewriter as a graph rewriter (whose rejected merge changed the graph
+    and undid it: that is not a change, so it has not applied and is not run again for it)."""
+
+    class Veto(Feature):
+        def on_validate(self, fgraph):
+            raise InconsistencyError("vetoed")
+
+    x = float64("x")
+    fgraph = FunctionGraph([x], [add(exp(x), exp(x))])
+    fgraph.attach_feature(ReplaceValidate())
+    fgraph.attach_feature(Veto())
+    fingerprint = fgraph.fingerprint(by_identity=True)
+    rewriters = [MergeRewriter()] if as_graph_rewriter else []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no stop at max_use_ratio
+        profile = EquilibriumRewriter(rewriters, merge=not as_graph_rewriter).rewrite(fgraph)
+    assert fgraph.fingerprint(by_identity=True) == fingerprint
+    fgraph.check_integrity()
+    assert profile.stopped_early is None and profile.merges == 0
+    if as_graph_rewriter:
+        assert profile.graph_rewriters["MergeRewriter"].applied == 0
+        assert profile.graph_rewriters["MergeRewriter"].attempts == 1
+    else:
+        assert profile.merges_rejected == 1
 
 
 # -- limits ----------------------------------------------------------------------------------------------

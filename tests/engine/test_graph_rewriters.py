@@ -35,9 +35,11 @@ from relwrite.engine import (
     node_rewriter,
     out2in,
 )
+from relwrite.engine.db import rewrite_graph
 from relwrite.engine.graph_rewriters import commit
 from relwrite.graph import ops
-from relwrite.graph.features import ReplaceValidate
+from relwrite.graph.destroy import DestroyHandler, destroy_handler
+from relwrite.graph.features import Feature, ReplaceValidate
 from relwrite.graph.fg import InconsistencyError
 from relwrite.testing import expression_graphs, input_values
 
@@ -274,6 +276,64 @@ def test_merge_does_not_merge_different_constants_or_ops():
     fgraph = FunctionGraph([x], [add(mul(x, 2.0), mul(x, 3.0), exp(x), sin(x))])
     profile = MergeRewriter().rewrite(fgraph)
     assert profile.nb_merged == 0 and len(fgraph.apply_nodes) == 5
+
+
+class VetoEveryChange(Feature):
+    """A feature whose validation rejects every change; counts how often it was asked."""
+
+    def __init__(self):
+        self.asked = 0
+
+    def on_validate(self, fgraph):
+        self.asked += 1
+        raise InconsistencyError("vetoed")
+
+
+def vetoed_duplicates():
+    x = float64("x")
+    fgraph = FunctionGraph([x], [add(exp(x), exp(x))])
+    fgraph.attach_feature(ReplaceValidate())
+    veto = VetoEveryChange()
+    fgraph.attach_feature(veto)
+    return fgraph, veto
+
+
+def test_a_merge_validation_rejects_is_counted_once_and_not_retried(no_hang):
+    """The rejected merge's undo touched the duplicates again, which queued them for another try: forever."""
+    fgraph, veto = vetoed_duplicates()
+    fingerprint = fgraph.fingerprint(by_identity=True)
+    profile = MergeRewriter().rewrite(fgraph)
+    assert profile.nb_fail == 1 and profile.nb_merged == 0
+    assert veto.asked == 1
+    assert fgraph.fingerprint(by_identity=True) == fingerprint
+    fgraph.check_integrity()
+
+
+@pytest.mark.parametrize("include", [["merge"], ["canonicalize"], ["fast_run"]])
+def test_rewrite_graph_returns_when_validation_rejects_every_merge(no_hang, include):
+    fgraph, veto = vetoed_duplicates()
+    rewrite_graph(fgraph, include=include)
+    assert repr(fgraph) == "FunctionGraph(add(exp(x), exp(x)))"
+    fgraph.check_integrity()
+
+
+def test_duplicates_each_overwritten_in_place_are_left_apart(no_hang):
+    """Merging the two sin(x) would let both in-place exps overwrite one buffer: the DestroyHandler
+    rejects it, and the merge is not tried again."""
+    x = float64("x")
+    first, second = exp(sin(x)), exp(sin(x))
+    features = [ReplaceValidate(), DestroyHandler()]
+    fgraph = FunctionGraph([x], [add(first, second)], clone=False, features=features)
+    handler = destroy_handler(fgraph)
+    handler.destroy(fgraph, first.owner, 0)
+    handler.destroy(fgraph, second.owner, 0)
+    fingerprint = fgraph.fingerprint(by_identity=True)
+    profile = MergeRewriter().rewrite(fgraph)
+    assert profile.nb_fail == 1 and profile.nb_merged == 0
+    assert fgraph.fingerprint(by_identity=True) == fingerprint
+    assert handler.destroyed == {first.owner: 0, second.owner: 0}
+    fgraph.check_integrity()
+    handler.on_validate(fgraph)  # the marks are still legal
 
 
 def test_merge_of_two_long_identical_chains():

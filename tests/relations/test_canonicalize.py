@@ -36,6 +36,7 @@ from relwrite.relations import canonicalize as c
 from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
+from tests.relations.test_semantics import evaluate
 
 RULES = [r for r in catalogue() if r.phase == "canonicalize"]
 UNSAFE = ["canonicalize", "unsafe"]
@@ -530,3 +531,60 @@ def test_a_neutral_operand_that_widens_the_fold_stays():
         assert function([a, b], rewritten)(big, one).tolist() == [[2**31]], pprint(rewritten)
     x = o.add(tensor("x", "int32", (3,)), constant(np.int64(0)), tensor("y", "int32", (3,)))
     assert len(rewrite_graph(x, include=["canonicalize"]).owner.inputs) == 3  # add_zero keeps it too
+
+
+# -- constants the rules compute: exact, refused where they do not fit the dtype ------------------------
+
+INTEGER_DTYPES = ["int8", "int16", "int32", "int64", "uint8"]
+
+
+def typed(value: int, dtype: str) -> Constant:
+    return constant(np.array(value, dtype=dtype))
+
+
+def test_collected_integer_exponents_do_not_wrap_around():
+    """int8 n1 ** 127 * n1 became n1 ** -128 (127 + 1 wrapped in int8), which raised "Integers to
+    negative integer powers"; the exponent 128 does not fit int8, so the factors stay apart."""
+    x0 = tensor("x0", "int8", (None,))  # every int8 value at once
+    n1 = o.add(o.add(x0, x0), typed(127, "int8"))
+    product = o.mul(o.pow(n1, typed(127, "int8")), n1)
+    rewritten = rewrite_graph(product, include=["canonicalize"])
+    assert not any(
+        v.owner is not None and v.owner.op == o.pow and int(v.owner.inputs[1].data) < 0
+        for v in ancestors([rewritten])
+    ), pprint(rewritten)
+    every = np.arange(-128, 128, dtype="int8")
+    before, after = (evaluate(g, {"x0": every}) for g in (product, rewritten))
+    assert before.error is None and after.error is None, after.error
+    assert np.array_equal(before.value, after.value)
+    # where the total fits, the factors are still collected
+    collected = rewrite_graph(o.mul(o.pow(n1, typed(3, "int8")), n1), include=["canonicalize"])
+    assert "** 4" in pprint(collected)
+
+
+@given(st.sampled_from(INTEGER_DTYPES), st.data())
+def test_collecting_integer_factors_and_terms_keeps_numpys_values(dtype, data):
+    """Factors, terms, folded constants and a negated coefficient, with exponents and coefficients
+    anywhere in the dtype's range: the canonical form gives what NumPy gives on the graph as written
+    (wrapping around included), or the rule leaves the constants apart."""
+    info = np.iinfo(dtype)
+    x = tensor("x", dtype, (None,))
+    exponents = data.draw(st.lists(st.integers(1, info.max), min_size=1, max_size=3), label="exponents")
+    numbers = st.integers(info.min, info.max)
+    coefficients = data.draw(st.lists(numbers, min_size=2, max_size=3), label="coefficients")
+    c = [typed(k, dtype) for k in coefficients]
+    graphs = {
+        "factors": o.mul(*(o.pow(x, typed(e, dtype)) for e in exponents), x),
+        "terms": o.add(*(o.mul(k, x) for k in c), o.neg(o.mul(c[0], x)), x),
+        "folded sum": o.add(x, *c),
+        "folded product": o.mul(x, *c),
+        "negated product": o.neg(o.mul(c[-1], x)),
+    }
+    edges = [info.min, info.max, 0, 1, 2, info.max - 1]
+    drawn = data.draw(st.lists(numbers, min_size=1, max_size=4), label="x")
+    values = {"x": np.array(edges + drawn, dtype=dtype)}
+    for name, graph in graphs.items():
+        rewritten = rewrite_graph(graph, include=["canonicalize"])
+        before, after = evaluate(graph, values), evaluate(rewritten, values)
+        assert before.error == after.error, (name, pprint(rewritten), after.error)
+        assert np.array_equal(before.value, after.value), (name, pprint(graph), pprint(rewritten))
