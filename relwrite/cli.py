@@ -671,18 +671,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_environment() -> None:
+    """The `RELWRITE_*` settings (docs/command-line.md), each checked before any command runs."""
+    from relwrite.backends.c.compiler import environment_problems
+
+    problems = environment_problems()
+    if problems:
+        raise CommandError("; ".join(problems))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    parser = build_parser()
+    """Run the command line; returns the exit status (2: bad input, 130: interrupted)."""
     try:
+        parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help and --version print, then exit
             return int(exc.code or 0)
+        _check_environment()
         return args.run(args)
     except CommandError as exc:
         print(f"relwrite: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was running cleaned up on the way out; no traceback
+        print("relwrite: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`relwrite rules | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -131,6 +131,49 @@ def compile_timeout() -> float:
     return seconds
 
 
+def environment_problems() -> list[str]:
+    """What is wrong with the ``RELWRITE_*`` settings, one line each naming the variable and its value.
+
+    The library reads each setting when it needs it (a bad timeout then raises
+    ValueError, a missing compiler or an unusable cache falls back with a
+    warning); the command line checks them all first, so a mistyped setting is
+    one line and exit status 2 whatever the command.
+    """
+    problems = []
+    try:
+        compile_timeout()
+    except ValueError as exc:
+        problems.append(str(exc))
+    no_c = os.environ.get("RELWRITE_NO_C", "")
+    if no_c not in ("", "0", "1"):
+        problems.append(f"RELWRITE_NO_C must be 1 (never compile C) or 0, got {no_c!r}")
+    compiler = os.environ.get("RELWRITE_CC", "")
+    if compiler and shutil.which(compiler) is None:
+        problems.append(f"RELWRITE_CC names no program that can run: {compiler!r}")
+    cache = os.environ.get("RELWRITE_CACHE_DIR", "")
+    if cache and os.path.exists(cache) and not os.path.isdir(cache):
+        problems.append(f"RELWRITE_CACHE_DIR is not a directory: {cache!r}")
+    return problems
+
+
+_running: set[subprocess.Popen[str]] = set()
+"""The compiler runs in progress in this process (any thread)."""
+_running_lock = threading.Lock()
+
+
+def stop_compilers() -> None:
+    """Kill every compiler run in progress in this process, in any thread (after an interrupt).
+
+    A build in another thread then fails at once (and leaves nothing in the
+    cache) instead of holding up the interrupted caller that waits for it.
+    """
+    with _running_lock:
+        running = list(_running)
+    for process in running:
+        with suppress(OSError):  # finished meanwhile
+            os.killpg(process.pid, signal.SIGKILL)
+
+
 def _kill_group(process: subprocess.Popen[str]) -> None:
     """Kill the process and everything it started (its own process group), then reap it."""
     with suppress(OSError):  # the group is gone already
@@ -162,6 +205,8 @@ def _run_compiler(
         )
     except OSError as exc:
         raise CompilerUnavailableError(f"the C compiler {command[0]!r} cannot run ({exc})") from None
+    with _running_lock:
+        _running.add(process)
     try:
         stdout, stderr = process.communicate(source, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -173,6 +218,9 @@ def _run_compiler(
     except BaseException:  # an interrupt: leave no compiler behind
         _kill_group(process)
         raise
+    finally:
+        with _running_lock:
+            _running.discard(process)
     return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
