@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
 import io
 import json
+import math
 import os
 import secrets
+import shutil
 import sys
 import tempfile
+import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -81,6 +85,60 @@ def _version() -> str:
         import relwrite
 
         return relwrite.__version__
+
+
+def json_text(document: Any) -> str:
+    """`document` as strict JSON (RFC 8259), indented; every command's `--json` prints through it.
+
+    JSON has no infinities or NaN: a non-finite number is written as the string
+    "Infinity", "-Infinity" or "NaN" (what JavaScript's `Number()` and Python's
+    `float()` read back), never as the bare tokens `json.dumps` writes by default.
+    """
+    return json.dumps(_strict(document), indent=2, allow_nan=False)
+
+
+def _strict(value: Any) -> Any:
+    """`value` with numpy scalars as Python numbers and non-finite floats as strings (see `json_text`)."""
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def unknown_choice(problem: str, given: str, choices: Iterable[tuple[str, Iterable[str]]]) -> str:
+    """`problem` (which names `given`) with the choices closest to `given`, then each labelled list of
+    valid choices on lines of its own wrapped to the terminal's width (hundreds of names stay readable)."""
+    choices = [(label, sorted(names)) for label, names in choices]
+    close = difflib.get_close_matches(given, [name for _, names in choices for name in names], n=3)
+    first = problem
+    if close:
+        first += f" (did you mean {' or '.join(map(repr, close))}?)"
+    width = max(shutil.get_terminal_size().columns, 40)
+    lines = [first]
+    for label, names in choices:
+        lines.append(
+            textwrap.fill(
+                ", ".join(names),
+                width=width,
+                initial_indent=f"  {label}: ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(lines)
+
+
+def _output_path(text: str) -> str:
+    """An argparse type for a path the command writes: not empty (an empty path names no file)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path to write, got {text!r}")
+    return text
 
 
 def _typed_names(specs: Sequence[str]) -> dict[str, str]:
@@ -182,10 +240,8 @@ def _known_tags(tags: Sequence[str], option: str) -> list[str]:
     known_names = optdb.nested_names()
     for tag in tags:
         if tag not in known_tags and tag not in known_names:
-            raise CommandError(
-                f"unknown tag {tag!r} for {option}; known tags: {', '.join(sorted(known_tags))}; "
-                f"or a rewriter's name: {', '.join(sorted(known_names - known_tags))}"
-            )
+            choices = [("known tags", known_tags), ("or a rewriter's name", known_names - known_tags)]
+            raise CommandError(unknown_choice(f"unknown tag {tag!r} for {option}", tag, choices))
     return list(tags)
 
 
@@ -277,7 +333,11 @@ def _rewrite(args: argparse.Namespace) -> int:
             document["eval"] = {"before": before_values.tolist(), "after": after_values.tolist()}
         if c_source is not None:
             document["c"] = c_source
-        print(json.dumps(document, indent=2))
+        if args.profile:
+            profile_lines = io.StringIO()
+            print_profile(profile, file=profile_lines)
+            document["profile"] = profile_lines.getvalue().splitlines()
+        print(json_text(document))
         return 0
     print("before:", before_text)
     print("after: ", pprint(after))
@@ -362,7 +422,7 @@ def _rules(args: argparse.Namespace) -> int:
     known = set().union(PHASES, OPT_IN_TAGS, *(r.tags for r in rules))
     for tag in args.tag:
         if tag not in known:
-            raise CommandError(f"unknown tag {tag!r}; known tags: {', '.join(sorted(known))}")
+            raise CommandError(unknown_choice(f"unknown tag {tag!r}", tag, [("known tags", known)]))
     chosen = [r for r in rules if all(tag in r.tags for tag in args.tag) and (args.name or "") in r.name]
     if args.json:
         document = [
@@ -378,7 +438,7 @@ def _rules(args: argparse.Namespace) -> int:
             }
             for r in chosen
         ]
-        print(json.dumps(document, indent=2))
+        print(json_text(document))
         return 0
     for r in chosen:
         d = describe(r)
@@ -534,7 +594,7 @@ def _check(args: argparse.Namespace) -> int:
                 print(_indented(message, "      "), flush=True)
     if args.json:
         document = {"source": source, "seed": seed, "passed": len(relations) - failed, "failed": failed}
-        print(json.dumps({**document, "rules": results}, indent=2))
+        print(json_text({**document, "rules": results}))
         return 1 if failed else 0
     reproduce = f"; to reproduce, add --seed {seed}" if failed and args.seed is None else ""
     print(f"{len(relations) - failed} passed, {failed} failed{reproduce}")
@@ -616,6 +676,7 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     rewrite.add_argument(
         "--report",
+        type=_output_path,
         metavar="FILE",
         help="write a self-contained HTML page of the rewrite (pictures, rules, profile)",
     )
@@ -641,9 +702,14 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--limit-nodes", type=int, default=10_000, metavar="N", help="e-node budget")
     explore.add_argument("--limit-seconds", type=float, default=5.0, metavar="S", help="time budget")
     explore.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    explore.add_argument("--dot", metavar="DIR", help="write pictures of the forms and the e-graph to DIR")
     explore.add_argument(
-        "--report", metavar="FILE", help="write a self-contained HTML page: forms, derivations, accuracy plot"
+        "--dot", type=_output_path, metavar="DIR", help="write pictures of the forms and the e-graph to DIR"
+    )
+    explore.add_argument(
+        "--report",
+        type=_output_path,
+        metavar="FILE",
+        help="write a self-contained HTML page: forms, derivations, accuracy plot (with --prove: the proof)",
     )
     explore.set_defaults(run=_explore)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -79,3 +80,44 @@ def test_check_json_reports_each_rule_and_the_seed(capsys):
     document = json.loads(capsys.readouterr().out)
     assert document["seed"] == 3 and document["passed"] == 1 and document["failed"] == 0
     assert [r["rule"] for r in document["rules"]] == ["neg_neg"] and document["rules"][0]["outcome"] == "PASS"
+
+
+def strict_json(text: str):
+    """Parse as RFC 8259 JSON: the bare NaN, Infinity and -Infinity Python's json accepts are errors."""
+
+    def refuse(token: str):
+        raise ValueError(f"not JSON: {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+def test_json_writes_non_finite_values_as_strings(capsys):
+    """`x / 0` evaluated printed bare Infinity and NaN, which no strict JSON parser reads."""
+    assert main(["rewrite", "x / 0", "--var", "x:vector", "--eval", "x=1,-1,0", "--json"]) == 0
+    document = strict_json(capsys.readouterr().out)
+    assert document["eval"]["before"] == ["Infinity", "-Infinity", "NaN"]
+    assert [float(v) for v in document["eval"]["after"]][:2] == [float("inf"), float("-inf")]
+    assert main(["rewrite", "x / 0", "--eval", "x=1", "--json"]) == 0  # a scalar
+    assert strict_json(capsys.readouterr().out)["eval"] == {"before": "Infinity", "after": "Infinity"}
+
+
+def test_json_with_profile_includes_the_profile(capsys):
+    assert main([*STABILIZED, "--profile"]) == 0
+    text = capsys.readouterr().out
+    assert main([*STABILIZED, "--profile", "--json"]) == 0
+    profile = strict_json(capsys.readouterr().out)["profile"]
+    assert profile[0].startswith("SequentialRewriter  optdb")
+
+    def shape(lines):  # the lines with their numbers (times) blanked
+        return [re.sub(r"\d+(\.\d+)?", "#", line) for line in lines]
+
+    assert shape(profile) == shape(text[text.index("SequentialRewriter") :].splitlines())
+    assert main([*STABILIZED, "--json"]) == 0
+    assert "profile" not in strict_json(capsys.readouterr().out)
+
+
+def test_an_empty_report_path_is_refused(capsys):
+    assert main([*STABILIZED, "--report", ""]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "relwrite: error: argument --report: expected a path to write, got ''\n"
