@@ -15,7 +15,6 @@ import os
 import secrets
 import shutil
 import sys
-import tempfile
 import textwrap
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -511,48 +510,12 @@ def _indented(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
-def _hypothesis_directory() -> Path:
-    """Where `relwrite check` keeps hypothesis's files: a `hypothesis` folder in relwrite's cache.
-
-    The cache is ``$RELWRITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/relwrite``, else
-    ``~/.cache/relwrite`` (the temporary directory when there is no home).
-    """
-    configured = os.environ.get("RELWRITE_CACHE_DIR")
-    if configured:
-        return Path(configured) / "hypothesis"
-    try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    except RuntimeError:  # no home directory
-        base = Path(tempfile.gettempdir())
-    return base / "relwrite" / "hypothesis"
-
-
-@contextlib.contextmanager
-def _hypothesis_files_kept_out_of_cwd():
-    """Point hypothesis's storage (example database, constants cache) away from the current directory.
-
-    Hypothesis writes ``./.hypothesis`` by default; a command must not litter
-    where it is run.  ``$HYPOTHESIS_STORAGE_DIRECTORY``, when set, is respected.
-    Afterwards hypothesis resolves its storage as it does by default again.
-    """
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
-        yield
-        return
-    set_hypothesis_home_dir(_hypothesis_directory())
-    try:
-        yield
-    finally:
-        set_hypothesis_home_dir(None)
-
-
 def _check(args: argparse.Namespace) -> int:
     from relwrite.progress import Progress
     from relwrite.relations import catalogue
 
     try:
-        from relwrite.testing.soundness import check_relation
+        from relwrite.testing.soundness import check_relation, hypothesis_files_in_cache
     except ModuleNotFoundError as exc:
         if exc.name != "hypothesis":
             raise
@@ -579,7 +542,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"checking {rules} of {source} (seed {seed})", flush=True)
     width = max(len(name) for name, _ in relations)
     failed, results = 0, []
-    with _hypothesis_files_kept_out_of_cwd(), Progress(len(relations), "checking", unit="rule") as bar:
+    with hypothesis_files_in_cache(), Progress(len(relations), "checking", unit="rule") as bar:
         for done, (name, rel) in enumerate(relations):
             bar.update(done, rule=name)
             outcome, message, seconds = _check_one(check_relation, name, rel, options)

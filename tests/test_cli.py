@@ -414,6 +414,28 @@ def test_check_leaves_no_hypothesis_directory_where_it_runs(user_module, tmp_pat
     assert (cache / "hypothesis").is_dir()  # hypothesis's files went to relwrite's cache
 
 
+@pytest.mark.parametrize("cache", ["RELWRITE_CACHE_DIR", "XDG_CACHE_HOME"])
+def test_explore_and_check_write_nothing_where_they_run(tmp_path, cache):
+    """`explore` checks its forms with hypothesis: it left ./.hypothesis (65 files) where it ran.
+
+    Hypothesis's files (its constants cache) go to relwrite's cache, and no
+    example database is kept (nothing is replayed from one run to the next).
+    """
+    cwd = tmp_path / "work"
+    cwd.mkdir()
+    env = {"RELWRITE_CACHE_DIR": "", "XDG_CACHE_HOME": "", "HYPOTHESIS_STORAGE_DIRECTORY": ""}
+    env[cache] = str(tmp_path / "cache")
+    hypothesis_files = tmp_path / "cache" / ("relwrite" if cache == "XDG_CACHE_HOME" else "") / "hypothesis"
+    explored = _run(["explore", "log(1 + exp(x))", "-n", "3"], cwd, **env)
+    assert explored.returncode == 0, explored.stderr
+    assert "softplus(x)" in explored.stdout
+    assert list(cwd.iterdir()) == []
+    assert hypothesis_files.is_dir() and not (hypothesis_files / "examples").exists()
+    checked = _run(["check", "--rule", "neg_neg", "--max-examples", "5"], cwd, **env)
+    assert checked.returncode == 0, checked.stderr
+    assert list(cwd.iterdir()) == []
+
+
 def test_check_without_hypothesis_is_one_line(tmp_path):
     """An install without dependencies (pip --no-deps) gets a clear error, not a traceback."""
     code = (

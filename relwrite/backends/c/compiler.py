@@ -16,7 +16,8 @@ Every compiler run has a time limit (``$RELWRITE_COMPILE_TIMEOUT`` seconds,
 default 120): the compiler runs in its own process group, and on timeout the
 whole group (gcc's cc1 and as too) is killed and CompileTimeoutError says so.
 
-The cache (``$RELWRITE_CACHE_DIR``, default ``~/.cache/relwrite``) names each
+The cache (`cache_path()`: ``$RELWRITE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/relwrite``, else ``~/.cache/relwrite``) names each
 module by a hash of its source, the flags, the compiler's version, the CPU
 target and whatever the caller adds (the BLAS integer width, the generator
 version).  It trusts nothing it finds on disk: beside each module
@@ -327,8 +328,25 @@ def find_toolchain() -> Toolchain:
     )
 
 
+def cache_path() -> Path:
+    """Where relwrite keeps its files: ``$RELWRITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/relwrite``, else
+    ``~/.cache/relwrite`` (not created here).
+
+    An `XDG_CACHE_HOME` that is not an absolute path is ignored, as the XDG
+    base directory specification says.  Raises RuntimeError when the default
+    is needed and there is no home directory.
+    """
+    configured = os.environ.get("RELWRITE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "relwrite"
+    return Path.home() / ".cache" / "relwrite"
+
+
 def cache_directory() -> Path:
-    """``$RELWRITE_CACHE_DIR`` or ``~/.cache/relwrite``, created if needed.
+    """`cache_path()`, created if needed: where compiled modules go.
 
     When that path cannot be used (read-only, a regular file, under a regular
     file, no home directory), modules go to a private temporary directory,
@@ -336,9 +354,10 @@ def cache_directory() -> Path:
     reason.  Raises CompilerUnavailableError only when no directory at all can
     be written.
     """
-    configured = os.environ.get("RELWRITE_CACHE_DIR")
+    wanted = "~/.cache/relwrite"  # the default, when there is no home directory to resolve it
     try:
-        directory = Path(configured) if configured else Path.home() / ".cache" / "relwrite"
+        directory = cache_path()
+        wanted = str(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
@@ -349,12 +368,12 @@ def cache_directory() -> Path:
         private = Path(tempfile.mkdtemp(prefix="relwrite-cache-"))
     except OSError as exc:
         raise CompilerUnavailableError(
-            f"the module cache directory {configured or '~/.cache/relwrite'!r} is not writable ({problem}), "
+            f"the module cache directory {wanted!r} is not writable ({problem}), "
             f"nor is a temporary directory ({exc}); set RELWRITE_CACHE_DIR to a writable directory"
         ) from None
     atexit.register(shutil.rmtree, private, ignore_errors=True)
     warnings.warn(
-        f"relwrite: the module cache directory {configured or '~/.cache/relwrite'!r} is not writable "
+        f"relwrite: the module cache directory {wanted!r} is not writable "
         f"({problem}); compiled modules go to the private directory {str(private)!r}, removed at exit, "
         "and are compiled again in every process; set RELWRITE_CACHE_DIR to a writable directory",
         CFallbackWarning,
