@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import decimal
 import difflib
 import importlib
 import importlib.metadata
@@ -369,14 +370,16 @@ def _eval_values(specs: Sequence[str], inputs: Sequence[Any]) -> list[np.ndarray
         var = by_name[name]
         if var.ndim > 1:
             raise CommandError(f"--eval {name}: {var.type} values cannot be written on the command line")
+        tokens = text.split(",")
+        if not var.ndim and len(tokens) != 1:
+            raise CommandError(f"--eval {name}: {text!r} is not a number")
+        dtype = var.type.numpy_dtype
         try:
-            numbers = [float(t) for t in text.split(",")]
-            if not var.ndim and len(numbers) != 1:
-                raise ValueError
-            array = np.array(numbers if var.ndim else numbers[0], dtype=var.type.numpy_dtype)
-        except (ValueError, OverflowError):
+            numbers = [_value_of(token.strip(), dtype, name) for token in tokens]
+        except ValueError:
             expected = "a number" if not var.ndim else "a comma-separated list of numbers"
             raise CommandError(f"--eval {name}: {text!r} is not {expected}") from None
+        array = np.array(numbers if var.ndim else numbers[0], dtype=dtype)
         error = var.type.value_error(array)
         if error is not None:
             raise CommandError(f"--eval {name}: {error}")
@@ -385,6 +388,45 @@ def _eval_values(specs: Sequence[str], inputs: Sequence[Any]) -> list[np.ndarray
     if missing:
         raise CommandError(f"--eval: no values for {', '.join(missing)}")
     return [given[v.name] for v in inputs]
+
+
+_BOOLS = {"0": False, "1": True, "false": False, "true": True}
+
+
+def _value_of(token: str, dtype: np.dtype, name: str) -> bool | int | float:
+    """The number `token` for an input `name` of `dtype`, exactly: ValueError when it is not a number,
+    CommandError when it is one the dtype cannot hold (out of its range, or not whole for an integer).
+
+    Integers are read exactly (`1e3` is 1000, `1.5` is refused, never truncated);
+    a finite float too large for the dtype is refused rather than made infinite
+    (`inf` and `nan` are taken as written).
+    """
+    if dtype.kind == "b":
+        if token.lower() not in _BOOLS:
+            raise CommandError(f"--eval {name}: {token!r} is not a bool (0, 1, true or false)")
+        return _BOOLS[token.lower()]
+    try:
+        exact = decimal.Decimal(token)
+    except decimal.InvalidOperation:
+        raise ValueError(token) from None
+    if dtype.kind in "iu":
+        if not exact.is_finite() or exact != exact.to_integral_value():
+            raise CommandError(f"--eval {name}: {token} is not a whole number ({name} is {dtype.name})")
+        info = np.iinfo(dtype)
+        if not info.min <= exact <= info.max:
+            raise CommandError(
+                f"--eval {name}: {token} is out of range for {dtype.name} ({info.min} to {info.max})"
+            )
+        return int(exact)
+    value = float(token)
+    with np.errstate(over="ignore"):  # the overflow is what is being asked about
+        held = np.asarray(value).astype(dtype)
+    if exact.is_finite() and not np.isfinite(held):
+        largest = str(np.finfo(dtype).max)  # in the dtype's own shortest digits
+        raise CommandError(
+            f"--eval {name}: {token} is out of range for {dtype.name} (largest finite magnitude {largest})"
+        )
+    return value
 
 
 def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray]) -> np.ndarray:
