@@ -4,17 +4,21 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import decimal
+import difflib
 import importlib
 import importlib.metadata
 import importlib.util
 import io
 import json
+import math
 import os
 import secrets
+import shutil
 import sys
-import tempfile
+import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -81,6 +85,60 @@ def _version() -> str:
         import relwrite
 
         return relwrite.__version__
+
+
+def json_text(document: Any) -> str:
+    """`document` as strict JSON (RFC 8259), indented; every command's `--json` prints through it.
+
+    JSON has no infinities or NaN: a non-finite number is written as the string
+    "Infinity", "-Infinity" or "NaN" (what JavaScript's `Number()` and Python's
+    `float()` read back), never as the bare tokens `json.dumps` writes by default.
+    """
+    return json.dumps(_strict(document), indent=2, allow_nan=False)
+
+
+def _strict(value: Any) -> Any:
+    """`value` with numpy scalars as Python numbers and non-finite floats as strings (see `json_text`)."""
+    if isinstance(value, dict):
+        return {key: _strict(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_strict(item) for item in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return "NaN" if math.isnan(value) else "Infinity" if value > 0 else "-Infinity"
+    return value
+
+
+def unknown_choice(problem: str, given: str, choices: Iterable[tuple[str, Iterable[str]]]) -> str:
+    """`problem` (which names `given`) with the choices closest to `given`, then each labelled list of
+    valid choices on lines of its own wrapped to the terminal's width (hundreds of names stay readable)."""
+    choices = [(label, sorted(names)) for label, names in choices]
+    close = difflib.get_close_matches(given, [name for _, names in choices for name in names], n=3)
+    first = problem
+    if close:
+        first += f" (did you mean {' or '.join(map(repr, close))}?)"
+    width = max(shutil.get_terminal_size().columns, 40)
+    lines = [first]
+    for label, names in choices:
+        lines.append(
+            textwrap.fill(
+                ", ".join(names),
+                width=width,
+                initial_indent=f"  {label}: ",
+                subsequent_indent="    ",
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
+        )
+    return "\n".join(lines)
+
+
+def _output_path(text: str) -> str:
+    """An argparse type for a path the command writes: not empty (an empty path names no file)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"expected a path to write, got {text!r}")
+    return text
 
 
 def _typed_names(specs: Sequence[str]) -> dict[str, str]:
@@ -182,10 +240,8 @@ def _known_tags(tags: Sequence[str], option: str) -> list[str]:
     known_names = optdb.nested_names()
     for tag in tags:
         if tag not in known_tags and tag not in known_names:
-            raise CommandError(
-                f"unknown tag {tag!r} for {option}; known tags: {', '.join(sorted(known_tags))}; "
-                f"or a rewriter's name: {', '.join(sorted(known_names - known_tags))}"
-            )
+            choices = [("known tags", known_tags), ("or a rewriter's name", known_names - known_tags)]
+            raise CommandError(unknown_choice(f"unknown tag {tag!r} for {option}", tag, choices))
     return list(tags)
 
 
@@ -277,7 +333,11 @@ def _rewrite(args: argparse.Namespace) -> int:
             document["eval"] = {"before": before_values.tolist(), "after": after_values.tolist()}
         if c_source is not None:
             document["c"] = c_source
-        print(json.dumps(document, indent=2))
+        if args.profile:
+            profile_lines = io.StringIO()
+            print_profile(profile, file=profile_lines)
+            document["profile"] = profile_lines.getvalue().splitlines()
+        print(json_text(document))
         return 0
     print("before:", before_text)
     print("after: ", pprint(after))
@@ -310,14 +370,16 @@ def _eval_values(specs: Sequence[str], inputs: Sequence[Any]) -> list[np.ndarray
         var = by_name[name]
         if var.ndim > 1:
             raise CommandError(f"--eval {name}: {var.type} values cannot be written on the command line")
+        tokens = text.split(",")
+        if not var.ndim and len(tokens) != 1:
+            raise CommandError(f"--eval {name}: {text!r} is not a number")
+        dtype = var.type.numpy_dtype
         try:
-            numbers = [float(t) for t in text.split(",")]
-            if not var.ndim and len(numbers) != 1:
-                raise ValueError
-            array = np.array(numbers if var.ndim else numbers[0], dtype=var.type.numpy_dtype)
-        except (ValueError, OverflowError):
+            numbers = [_value_of(token.strip(), dtype, name) for token in tokens]
+        except ValueError:
             expected = "a number" if not var.ndim else "a comma-separated list of numbers"
             raise CommandError(f"--eval {name}: {text!r} is not {expected}") from None
+        array = np.array(numbers if var.ndim else numbers[0], dtype=dtype)
         error = var.type.value_error(array)
         if error is not None:
             raise CommandError(f"--eval {name}: {error}")
@@ -326,6 +388,45 @@ def _eval_values(specs: Sequence[str], inputs: Sequence[Any]) -> list[np.ndarray
     if missing:
         raise CommandError(f"--eval: no values for {', '.join(missing)}")
     return [given[v.name] for v in inputs]
+
+
+_BOOLS = {"0": False, "1": True, "false": False, "true": True}
+
+
+def _value_of(token: str, dtype: np.dtype, name: str) -> bool | int | float:
+    """The number `token` for an input `name` of `dtype`, exactly: ValueError when it is not a number,
+    CommandError when it is one the dtype cannot hold (out of its range, or not whole for an integer).
+
+    Integers are read exactly (`1e3` is 1000, `1.5` is refused, never truncated);
+    a finite float too large for the dtype is refused rather than made infinite
+    (`inf` and `nan` are taken as written).
+    """
+    if dtype.kind == "b":
+        if token.lower() not in _BOOLS:
+            raise CommandError(f"--eval {name}: {token!r} is not a bool (0, 1, true or false)")
+        return _BOOLS[token.lower()]
+    try:
+        exact = decimal.Decimal(token)
+    except decimal.InvalidOperation:
+        raise ValueError(token) from None
+    if dtype.kind in "iu":
+        if not exact.is_finite() or exact != exact.to_integral_value():
+            raise CommandError(f"--eval {name}: {token} is not a whole number ({name} is {dtype.name})")
+        info = np.iinfo(dtype)
+        if not info.min <= exact <= info.max:
+            raise CommandError(
+                f"--eval {name}: {token} is out of range for {dtype.name} ({info.min} to {info.max})"
+            )
+        return int(exact)
+    value = float(token)
+    with np.errstate(over="ignore"):  # the overflow is what is being asked about
+        held = np.asarray(value).astype(dtype)
+    if exact.is_finite() and not np.isfinite(held):
+        largest = str(np.finfo(dtype).max)  # in the dtype's own shortest digits
+        raise CommandError(
+            f"--eval {name}: {token} is out of range for {dtype.name} (largest finite magnitude {largest})"
+        )
+    return value
 
 
 def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray]) -> np.ndarray:
@@ -356,7 +457,7 @@ def _rules(args: argparse.Namespace) -> int:
     known = set().union(PHASES, OPT_IN_TAGS, *(r.tags for r in rules))
     for tag in args.tag:
         if tag not in known:
-            raise CommandError(f"unknown tag {tag!r}; known tags: {', '.join(sorted(known))}")
+            raise CommandError(unknown_choice(f"unknown tag {tag!r}", tag, [("known tags", known)]))
     chosen = [r for r in rules if all(tag in r.tags for tag in args.tag) and (args.name or "") in r.name]
     if args.json:
         document = [
@@ -372,7 +473,7 @@ def _rules(args: argparse.Namespace) -> int:
             }
             for r in chosen
         ]
-        print(json.dumps(document, indent=2))
+        print(json_text(document))
         return 0
     for r in chosen:
         d = describe(r)
@@ -445,48 +546,12 @@ def _indented(text: str, prefix: str) -> str:
     return "\n".join(prefix + line for line in text.splitlines() or [""])
 
 
-def _hypothesis_directory() -> Path:
-    """Where `relwrite check` keeps hypothesis's files: a `hypothesis` folder in relwrite's cache.
-
-    The cache is ``$RELWRITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/relwrite``, else
-    ``~/.cache/relwrite`` (the temporary directory when there is no home).
-    """
-    configured = os.environ.get("RELWRITE_CACHE_DIR")
-    if configured:
-        return Path(configured) / "hypothesis"
-    try:
-        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    except RuntimeError:  # no home directory
-        base = Path(tempfile.gettempdir())
-    return base / "relwrite" / "hypothesis"
-
-
-@contextlib.contextmanager
-def _hypothesis_files_kept_out_of_cwd():
-    """Point hypothesis's storage (example database, constants cache) away from the current directory.
-
-    Hypothesis writes ``./.hypothesis`` by default; a command must not litter
-    where it is run.  ``$HYPOTHESIS_STORAGE_DIRECTORY``, when set, is respected.
-    Afterwards hypothesis resolves its storage as it does by default again.
-    """
-    from hypothesis.configuration import set_hypothesis_home_dir
-
-    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
-        yield
-        return
-    set_hypothesis_home_dir(_hypothesis_directory())
-    try:
-        yield
-    finally:
-        set_hypothesis_home_dir(None)
-
-
 def _check(args: argparse.Namespace) -> int:
     from relwrite.progress import Progress
     from relwrite.relations import catalogue
 
     try:
-        from relwrite.testing.soundness import check_relation
+        from relwrite.testing.soundness import check_relation, hypothesis_files_in_cache
     except ModuleNotFoundError as exc:
         if exc.name != "hypothesis":
             raise
@@ -513,7 +578,7 @@ def _check(args: argparse.Namespace) -> int:
         print(f"checking {rules} of {source} (seed {seed})", flush=True)
     width = max(len(name) for name, _ in relations)
     failed, results = 0, []
-    with _hypothesis_files_kept_out_of_cwd(), Progress(len(relations), "checking", unit="rule") as bar:
+    with hypothesis_files_in_cache(), Progress(len(relations), "checking", unit="rule") as bar:
         for done, (name, rel) in enumerate(relations):
             bar.update(done, rule=name)
             outcome, message, seconds = _check_one(check_relation, name, rel, options)
@@ -528,7 +593,7 @@ def _check(args: argparse.Namespace) -> int:
                 print(_indented(message, "      "), flush=True)
     if args.json:
         document = {"source": source, "seed": seed, "passed": len(relations) - failed, "failed": failed}
-        print(json.dumps({**document, "rules": results}, indent=2))
+        print(json_text({**document, "rules": results}))
         return 1 if failed else 0
     reproduce = f"; to reproduce, add --seed {seed}" if failed and args.seed is None else ""
     print(f"{len(relations) - failed} passed, {failed} failed{reproduce}")
@@ -610,6 +675,7 @@ def build_parser() -> argparse.ArgumentParser:
     rewrite.add_argument("--json", action="store_true", help="print one JSON document instead of text")
     rewrite.add_argument(
         "--report",
+        type=_output_path,
         metavar="FILE",
         help="write a self-contained HTML page of the rewrite (pictures, rules, profile)",
     )
@@ -635,9 +701,14 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument("--limit-nodes", type=int, default=10_000, metavar="N", help="e-node budget")
     explore.add_argument("--limit-seconds", type=float, default=5.0, metavar="S", help="time budget")
     explore.add_argument("--json", action="store_true", help="print machine-readable JSON")
-    explore.add_argument("--dot", metavar="DIR", help="write pictures of the forms and the e-graph to DIR")
     explore.add_argument(
-        "--report", metavar="FILE", help="write a self-contained HTML page: forms, derivations, accuracy plot"
+        "--dot", type=_output_path, metavar="DIR", help="write pictures of the forms and the e-graph to DIR"
+    )
+    explore.add_argument(
+        "--report",
+        type=_output_path,
+        metavar="FILE",
+        help="write a self-contained HTML page: forms, derivations, accuracy plot (with --prove: the proof)",
     )
     explore.set_defaults(run=_explore)
 
@@ -665,18 +736,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _check_environment() -> None:
+    """The `RELWRITE_*` settings (docs/command-line.md), each checked before any command runs."""
+    from relwrite.backends.c.compiler import environment_problems
+
+    problems = environment_problems()
+    if problems:
+        raise CommandError("; ".join(problems))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    parser = build_parser()
+    """Run the command line; returns the exit status (2: bad input, 130: interrupted)."""
     try:
+        parser = build_parser()
         try:
             args = parser.parse_args(argv)
         except SystemExit as exc:  # --help and --version print, then exit
             return int(exc.code or 0)
+        _check_environment()
         return args.run(args)
     except CommandError as exc:
         print(f"relwrite: error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C: what was running cleaned up on the way out; no traceback
+        print("relwrite: interrupted", file=sys.stderr)
+        return 130
     except BrokenPipeError:  # the reader went away (`relwrite rules | head`): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1

@@ -8,7 +8,6 @@ and prints the forms (or a proof) as text or JSON.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -16,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from relwrite.cli import json_text, unknown_choice
 from relwrite.progress import Progress
 
 
@@ -78,17 +78,8 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         bar.close()
     report = exploration.report
     if args.json:
-        print(
-            json.dumps(
-                {
-                    "expr": args.expr,
-                    "cost": args.cost,
-                    "report": _report(report),
-                    "forms": [f.to_dict() for f in forms],
-                },
-                indent=2,
-            )
-        )
+        document = {"expr": args.expr, "cost": args.cost, "report": _report(report)}
+        print(json_text({**document, "forms": [f.to_dict() for f in forms]}))
     else:
         print(f"{len(forms)} form(s) of {args.expr} by {args.cost} ({_summary(report)}):")
         for k, form in enumerate(forms, 1):
@@ -116,7 +107,7 @@ def _prove(args: argparse.Namespace, exploration: Any, bar: _Progress, dot_dir: 
             "report": _report(exploration.report),
             "explanation": explanation.to_dict() if explanation is not None else None,
         }
-        print(json.dumps(result, indent=2))
+        print(json_text(result))
     elif explanation is not None:
         print(f"{args.expr} == {args.prove}:")
         print(explanation)
@@ -124,6 +115,8 @@ def _prove(args: argparse.Namespace, exploration: Any, bar: _Progress, dot_dir: 
         print(
             f"not shown equal within the limits ({_summary(exploration.report)}): {args.expr} vs {args.prove}"
         )
+    if args.report:
+        _write_proof_report(args, exploration, explanation)
     if dot_dir is not None:
         _write_dot(dot_dir, "egraph", egraph_dot(exploration.egraph, exploration.roots))
     return 0 if explanation is not None else 1
@@ -167,6 +160,18 @@ def _write_report(args: argparse.Namespace, expr: Any, forms: list, cost: Any, s
         raise ExploreError(str(exc)) from None
 
 
+def _write_proof_report(args: argparse.Namespace, exploration: Any, explanation: Any) -> None:
+    """The HTML page of the proof (`--report` with `--prove`): both expressions and the steps."""
+    from relwrite.report import proof_report, write_report
+
+    a, b = exploration.exprs
+    page = proof_report(args.expr, args.prove, a, b, explanation, _summary(exploration.report))
+    try:
+        write_report(args.report, page)
+    except OSError as exc:
+        raise ExploreError(str(exc)) from None
+
+
 def _report(report: Any) -> dict:
     return {
         "stop_reason": report.stop_reason,
@@ -193,7 +198,8 @@ def _check_tags(tags: list[str]) -> None:
     known = set(OPT_IN_TAGS).union(*(r.tags for r in catalogue()))
     for tag in tags:
         if tag not in known:
-            raise ExploreError(f"unknown tag {tag!r} for --include; known tags: {', '.join(sorted(known))}")
+            message = unknown_choice(f"unknown tag {tag!r} for --include", tag, [("known tags", known)])
+            raise ExploreError(message)
 
 
 def _dot_directory(path: str) -> Path:

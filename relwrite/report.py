@@ -1,11 +1,12 @@
-"""Self-contained HTML reports of a rewrite or an exploration (`relwrite rewrite/explore --report`).
+"""Self-contained HTML reports of a rewrite, an exploration or a proof (`relwrite rewrite/explore --report`).
 
 One page, no network and no scripts: the input and the result (Graphviz's
 SVG inline when the `dot` program runs, their text otherwise), each rule
 that fired in the order it fired with the subterm it replaced and what
 replaced it, the profile; for an exploration, the forms with their costs,
 derivations and assumptions, and each form's accuracy over the sampled
-inputs as a plot of bits of error against the input value (Herbie's view).
+inputs as a plot of bits of error against the input value (Herbie's view); for
+a proof, both expressions and the steps between them with their assumptions.
 """
 
 from __future__ import annotations
@@ -174,6 +175,53 @@ def explore_report(
             _section("Accuracy over the input range", "<p>Not measured (no floating inputs).</p>")
         )
     return _page(f"relwrite explore: {expression}", sections)
+
+
+def proof_report(
+    expression: str, other: str, a: Variable, b: Variable, explanation: Any | None, summary: str
+) -> str:
+    """The page of one `explore --prove`: both expressions, and the steps from one to the other with
+    what each assumed (or that they were not shown equal within the limits)."""
+    pictures = (
+        f"<div class='pictures'><div>{picture_html(a, 'a')}</div><div>{picture_html(b, 'b')}</div></div>"
+    )
+    sections = [
+        _section(
+            "The two expressions",
+            f"<p>a: <code>{html.escape(_text(a))}</code><br>b: <code>{html.escape(_text(b))}</code></p>"
+            + pictures,
+        )
+    ]
+    if explanation is None:
+        sections.append(_section("Not shown equal", f"<p>Within the limits ({html.escape(summary)}).</p>"))
+        return _page(f"relwrite explore: {expression} vs {other}", sections)
+    rows = []
+    for k, step in enumerate(explanation.steps, 1):
+        assumed = html.escape(", ".join(sorted(step.assumptions)) or "none")
+        unsafe = " <span class='unsafe'>(unsafe)</span>" if step.unsafe else ""
+        rows.append(
+            f"<tr><td>{k}</td><td>{html.escape(step.rule)}</td><td>{html.escape(step.direction)}</td>"
+            f"<td class='term'>{html.escape(_text(step.before))}</td>"
+            f"<td class='term'>{html.escape(_text(step.after))}</td><td>{assumed}{unsafe}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>#</th><th>rule</th><th>direction</th><th>subterm before</th><th>after</th>"
+        f"<th>assumptions</th></tr>{''.join(rows)}</table>"
+        if explanation.steps
+        else "<p>Equal as they stand (up to the order of sums and products).</p>"
+    )
+    if not explanation.complete:
+        table += f"<p>Cut at {len(explanation.steps)} steps.</p>"
+    assumptions = ", ".join(sorted(explanation.assumptions)) or "none"
+    unsafe = (
+        "<p class='unsafe'>Uses unsafe rules: valid where the expressions are finite, "
+        "under the assumptions.</p>"
+        if explanation.unsafe
+        else ""
+    )
+    sections.append(_section(f"Equal ({summary}): the steps", table))
+    sections.append(_section("Assumptions", f"<p>{html.escape(assumptions)}</p>{unsafe}"))
+    return _page(f"relwrite explore: {expression} == {other}", sections)
 
 
 def accuracy_plot(accuracy: Any, forms: Sequence[Any], width: int = 720, height: int = 300) -> str:

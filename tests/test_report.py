@@ -105,3 +105,24 @@ def test_the_report_loads_in_a_headless_browser_and_is_drawn(tmp_path, command):
     width, height, pixels = _png_pixels(shot)
     assert (width, height) == (1000, 1200)
     assert len(set(pixels)) > 16  # text, rules and a plot: far from one flat colour
+
+
+def test_a_proof_report_shows_both_expressions_and_each_step(tmp_path, capsys):
+    """`explore --prove --report` wrote nothing and said nothing."""
+    out = tmp_path / "proof.html"
+    argv = ["explore", "x * y / y", "--prove", "x", "--include", "unsafe", "--report", str(out)]
+    assert main(argv) == 0
+    page = out.read_text(encoding="utf-8")
+    _self_contained(page)
+    assert "relwrite explore: x * y / y == x" in html.unescape(page)
+    steps = re.findall(r"<tr><td>\d+</td><td>(.*?)</td><td>(.*?)</td>", page)
+    assert steps and all(direction in ("forward", "backward") for _, direction in steps)
+    assert "y != 0" in html.unescape(page[page.index("<h2>Assumptions") :])
+
+
+def test_a_proof_report_says_when_no_proof_was_found(tmp_path, capsys):
+    out = tmp_path / "proof.html"
+    argv = ["explore", "x", "--prove", "x + 1", "--limit-nodes", "50", "--report", str(out)]
+    assert main(argv) == 1
+    page = out.read_text(encoding="utf-8")
+    assert "Not shown equal" in page and "relwrite explore: x vs x + 1" in html.unescape(page)

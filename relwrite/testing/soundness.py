@@ -34,11 +34,15 @@ from __future__ import annotations
 
 import ast
 import math
+import os
+import tempfile
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -889,6 +893,39 @@ def _show_value(value: Any) -> str:
     return f"{array.tolist()!r} ({array.dtype.name}, shape {array.shape})"
 
 
+def hypothesis_directory() -> Path:
+    """Where relwrite's own runs of hypothesis keep its files: ``hypothesis`` in relwrite's cache
+    (`relwrite.backends.c.compiler.cache_path()`), or in the temporary directory without a home."""
+    from relwrite.backends.c.compiler import cache_path
+
+    try:
+        return cache_path() / "hypothesis"
+    except RuntimeError:  # no home directory
+        return Path(tempfile.gettempdir()) / "relwrite" / "hypothesis"
+
+
+@contextmanager
+def hypothesis_files_in_cache() -> Iterator[None]:
+    """Point hypothesis's storage (its cache of constants, an example database) at `hypothesis_directory()`.
+
+    Hypothesis writes ``./.hypothesis`` by default; a command or a library
+    call (`relwrite check`, `explore` checking its forms) must not litter the
+    directory it runs in.  ``$HYPOTHESIS_STORAGE_DIRECTORY``, when set, is
+    respected.  Afterwards hypothesis's storage is where it was.
+    """
+    from hypothesis.configuration import set_hypothesis_home_dir, storage_directory
+
+    if os.environ.get("HYPOTHESIS_STORAGE_DIRECTORY"):
+        yield
+        return
+    previous = storage_directory(intent_to_write=False).home_directory
+    set_hypothesis_home_dir(hypothesis_directory())
+    try:
+        yield
+    finally:
+        set_hypothesis_home_dir(previous)
+
+
 def check_relation(
     rule_or_relation: Rule | Callable,
     direction: str = "both",
@@ -898,6 +935,7 @@ def check_relation(
     rtol: float | None = None,
     atol: float | None = None,
     seed: int | None = None,
+    example_database: bool = True,
 ) -> SoundnessReport:
     """Property-test that a rule's two sides compute the same values; raise `SoundnessError` if not.
 
@@ -913,7 +951,8 @@ def check_relation(
     the left side is ill-conditioned are not compared.  With a `seed` the run
     is a function of it (and `max_examples`): hypothesis starts from it and
     uses no example database, which would replay earlier failures, so a
-    counterexample can be reproduced.
+    counterexample can be reproduced.  `example_database=False` uses none
+    either (nothing saved or replayed: what a check at run time wants).
 
     Raises ValueError when no left side can be generated or arguments are bad.
     """
@@ -943,7 +982,7 @@ def check_relation(
         report_multiple_bugs=False,
         phases=[phase for phase in settings.default.phases if phase != Phase.explain],
         suppress_health_check=list(HealthCheck),
-        **({} if seed is None else {"database": None}),
+        **({} if seed is None and example_database else {"database": None}),
     )
     @given(strategy)
     def run(binding: Binding) -> None:

@@ -155,8 +155,11 @@ def test_dtype_mismatch_is_caught():
 
 def test_changed_nan_inf_behaviour_is_caught_unless_the_rule_is_unsafe():
     safe = rule("mul_zero", (o.mul, "x", 0), (o.fill, "x", 0), ["canonicalize"])
+    # An element is NaN or infinite one time in 16: the ci profile's 40 examples missed it whenever
+    # the draws moved (hypothesis mixes constants of relwrite's source into them); 300 miss it
+    # with odds below 1e-8.
     with pytest.raises(SoundnessError) as caught:
-        check_relation(safe)
+        check_relation(safe, max_examples=300)
     assert any(not np.all(np.isfinite(v)) for v in caught.value.inputs.values())
 
 

@@ -19,7 +19,8 @@ A compiler that timed out once is not run again in the process: every later
 run raises the same CompileTimeoutError at once, so a hung compiler costs
 one timeout, not one per module.
 
-The cache (``$RELWRITE_CACHE_DIR``, default ``~/.cache/relwrite``) names each
+The cache (`cache_path()`: ``$RELWRITE_CACHE_DIR``, else
+``$XDG_CACHE_HOME/relwrite``, else ``~/.cache/relwrite``) names each
 module by a hash of its source, the flags, the compiler's version, the CPU
 target and whatever the caller adds (the BLAS integer width, the generator
 version).  It trusts nothing it finds on disk: beside each module
@@ -138,6 +139,49 @@ _timed_out: dict[str, str] = {}
 """The compilers (by command) that timed out in this process, with the error's message."""
 
 
+def environment_problems() -> list[str]:
+    """What is wrong with the ``RELWRITE_*`` settings, one line each naming the variable and its value.
+
+    The library reads each setting when it needs it (a bad timeout then raises
+    ValueError, a missing compiler or an unusable cache falls back with a
+    warning); the command line checks them all first, so a mistyped setting is
+    one line and exit status 2 whatever the command.
+    """
+    problems = []
+    try:
+        compile_timeout()
+    except ValueError as exc:
+        problems.append(str(exc))
+    no_c = os.environ.get("RELWRITE_NO_C", "")
+    if no_c not in ("", "0", "1"):
+        problems.append(f"RELWRITE_NO_C must be 1 (never compile C) or 0, got {no_c!r}")
+    compiler = os.environ.get("RELWRITE_CC", "")
+    if compiler and shutil.which(compiler) is None:
+        problems.append(f"RELWRITE_CC names no program that can run: {compiler!r}")
+    cache = os.environ.get("RELWRITE_CACHE_DIR", "")
+    if cache and os.path.exists(cache) and not os.path.isdir(cache):
+        problems.append(f"RELWRITE_CACHE_DIR is not a directory: {cache!r}")
+    return problems
+
+
+_running: set[subprocess.Popen[str]] = set()
+"""The compiler runs in progress in this process (any thread)."""
+_running_lock = threading.Lock()
+
+
+def stop_compilers() -> None:
+    """Kill every compiler run in progress in this process, in any thread (after an interrupt).
+
+    A build in another thread then fails at once (and leaves nothing in the
+    cache) instead of holding up the interrupted caller that waits for it.
+    """
+    with _running_lock:
+        running = list(_running)
+    for process in running:
+        with suppress(OSError):  # finished meanwhile
+            os.killpg(process.pid, signal.SIGKILL)
+
+
 def _kill_group(process: subprocess.Popen[str]) -> None:
     """Kill the process and everything it started (its own process group), then reap it."""
     with suppress(OSError):  # the group is gone already
@@ -172,6 +216,8 @@ def _run_compiler(
         )
     except OSError as exc:
         raise CompilerUnavailableError(f"the C compiler {command[0]!r} cannot run ({exc})") from None
+    with _running_lock:
+        _running.add(process)
     try:
         stdout, stderr = process.communicate(source, timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -185,6 +231,9 @@ def _run_compiler(
     except BaseException:  # an interrupt: leave no compiler behind
         _kill_group(process)
         raise
+    finally:
+        with _running_lock:
+            _running.discard(process)
     return subprocess.CompletedProcess(list(command), process.returncode, stdout, stderr)
 
 
@@ -291,8 +340,25 @@ def find_toolchain() -> Toolchain:
     )
 
 
+def cache_path() -> Path:
+    """Where relwrite keeps its files: ``$RELWRITE_CACHE_DIR``, else ``$XDG_CACHE_HOME/relwrite``, else
+    ``~/.cache/relwrite`` (not created here).
+
+    An `XDG_CACHE_HOME` that is not an absolute path is ignored, as the XDG
+    base directory specification says.  Raises RuntimeError when the default
+    is needed and there is no home directory.
+    """
+    configured = os.environ.get("RELWRITE_CACHE_DIR")
+    if configured:
+        return Path(configured)
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    if os.path.isabs(xdg):
+        return Path(xdg) / "relwrite"
+    return Path.home() / ".cache" / "relwrite"
+
+
 def cache_directory() -> Path:
-    """``$RELWRITE_CACHE_DIR`` or ``~/.cache/relwrite``, created if needed.
+    """`cache_path()`, created if needed: where compiled modules go.
 
     When that path cannot be used (read-only, a regular file, under a regular
     file, no home directory), modules go to a private temporary directory,
@@ -300,9 +366,10 @@ def cache_directory() -> Path:
     reason.  Raises CompilerUnavailableError only when no directory at all can
     be written.
     """
-    configured = os.environ.get("RELWRITE_CACHE_DIR")
+    wanted = "~/.cache/relwrite"  # the default, when there is no home directory to resolve it
     try:
-        directory = Path(configured) if configured else Path.home() / ".cache" / "relwrite"
+        directory = cache_path()
+        wanted = str(directory)
         directory.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=directory):
             pass
@@ -313,12 +380,12 @@ def cache_directory() -> Path:
         private = Path(tempfile.mkdtemp(prefix="relwrite-cache-"))
     except OSError as exc:
         raise CompilerUnavailableError(
-            f"the module cache directory {configured or '~/.cache/relwrite'!r} is not writable ({problem}), "
+            f"the module cache directory {wanted!r} is not writable ({problem}), "
             f"nor is a temporary directory ({exc}); set RELWRITE_CACHE_DIR to a writable directory"
         ) from None
     atexit.register(shutil.rmtree, private, ignore_errors=True)
     warnings.warn(
-        f"relwrite: the module cache directory {configured or '~/.cache/relwrite'!r} is not writable "
+        f"relwrite: the module cache directory {wanted!r} is not writable "
         f"({problem}); compiled modules go to the private directory {str(private)!r}, removed at exit, "
         "and are compiled again in every process; set RELWRITE_CACHE_DIR to a writable directory",
         CFallbackWarning,

@@ -60,6 +60,7 @@ from relwrite.backends.c.compiler import (
     ModuleCache,
     default_cache,
     find_toolchain,
+    stop_compilers,
 )
 from relwrite.backends.c.fused_reductions import (
     deferred_impl,
@@ -140,6 +141,10 @@ def _runtime() -> _Runtime:
         others.start()
         try:
             module = module_cache.load(runtime_source(layout), (GENERATOR_VERSION,))
+        except BaseException as exc:
+            if not isinstance(exc, Exception):  # an interrupt: the thread's builds stop too
+                stop_compilers()
+            raise
         finally:
             others.join()  # no build outlives the first compile (nor writes into a cache being removed)
         if _function(module, "rw_probe", 1)(np.empty((2, 3))) != 2003:

@@ -106,8 +106,23 @@ def test_the_cache_directory_comes_from_the_environment_and_is_created(monkeypat
     monkeypatch.setenv("RELWRITE_CACHE_DIR", str(wanted))
     assert cache_directory() == wanted and wanted.is_dir()
     monkeypatch.delenv("RELWRITE_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setenv("HOME", str(tmp_path))
     assert cache_directory() == tmp_path / ".cache" / "relwrite"
+
+
+def test_the_cache_directory_honours_xdg_cache_home_after_relwrite_cache_dir(monkeypatch, tmp_path):
+    """The docs name $XDG_CACHE_HOME/relwrite as the default; the cache used ~/.cache/relwrite regardless."""
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("RELWRITE_CACHE_DIR", str(tmp_path / "mine"))
+    assert cache_directory() == tmp_path / "mine"  # RELWRITE_CACHE_DIR first
+    monkeypatch.delenv("RELWRITE_CACHE_DIR")
+    assert cache_directory() == tmp_path / "xdg" / "relwrite" and (tmp_path / "xdg" / "relwrite").is_dir()
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/cache")  # not absolute: ignored, as XDG says
+    assert cache_directory() == tmp_path / "home" / ".cache" / "relwrite"
+    monkeypatch.setenv("XDG_CACHE_HOME", "")
+    assert cache_directory() == tmp_path / "home" / ".cache" / "relwrite"
 
 
 def test_an_unusable_cache_directory_gives_way_to_a_private_one_with_a_warning(monkeypatch, tmp_path):
