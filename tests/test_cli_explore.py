@@ -95,3 +95,11 @@ def test_an_unwritable_dot_directory_is_refused(capsys, tmp_path):
     blocker.write_text("")
     status, _, err = run(capsys, "x", "--dot", str(blocker / "sub"))
     assert status == 2 and err.startswith("relwrite: error: --dot ")
+
+
+def test_a_proof_through_constant_folding_prints_the_assumptions_it_inherits(capsys):
+    status, out, _ = run(capsys, "1 + x / x", "--prove", "2.0", "--include", "unsafe")
+    assert status == 0
+    assert "[assuming x != 0]" in out and "assumptions: x != 0" in out and "uses unsafe rules" in out
+    status, out, _ = run(capsys, "1 + x / x", "--include", "unsafe", "-n", "1")
+    assert status == 0 and "1. 2.0  [cost 1]" in out and "assuming x != 0  (unsafe)" in out
