@@ -129,3 +129,18 @@ def strict_json(text: str):
         raise ValueError(f"not JSON: {token}")
 
     return json.loads(text, parse_constant=refuse)
+
+
+def test_a_proof_through_constant_folding_prints_the_assumptions_it_inherits(capsys):
+    status, out, _ = run(capsys, "1 + x / x", "--prove", "2.0", "--include", "unsafe")
+    assert status == 0
+    assert "[assuming x != 0]" in out and "assumptions: x != 0" in out and "uses unsafe rules" in out
+    status, out, _ = run(capsys, "1 + x / x", "--include", "unsafe", "-n", "1")
+    assert status == 0 and "1. 2.0  [cost 1]" in out and "assuming x != 0  (unsafe)" in out
+
+
+def test_the_accuracy_cost_measures_vectors_and_nested_exponentials(capsys):
+    status, out, _ = run(capsys, "x + 0.5", "--var", "x:vector", "--cost", "accuracy", "-n", "1")
+    assert status == 0 and "1. (0.5 + x)  [cost 0]" in out
+    status, out, _ = run(capsys, "exp(exp(x))", "--cost", "accuracy", "-n", "1")
+    assert status == 0 and "1. exp(exp(x))" in out

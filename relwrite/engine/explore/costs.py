@@ -9,10 +9,25 @@ shapes make them cost and extraction picks the cheap association.
 `Accuracy` measures a whole form in the manner of Herbie: input values are
 drawn uniformly over floating-point bit patterns (within user ranges), the
 input expression is evaluated at them in high precision with mpmath to give
-the reference, points where the reference is not a real number are
-dropped, and a form's error is the mean over points and elements of
-log2(ULP distance to the reference + 1); a non-finite value where the
-reference is finite counts as maximal error (the width of the float).
+the reference, and a form's error is the mean over points and elements of
+log2(ULP distance to the reference + 1).  Inputs of any shapes broadcast as
+the graph says; each point holds a value for every element of every input.
+
+Overflow, infinities and NaN follow Herbie's policy, so the measure is
+defined (finite, between 0 and the float's width) for every form:
+
+- a point is kept only where the reference is valid at every element: a
+  real number (not NaN: a domain error such as log of a negative) that,
+  rounded to the result's float type, is finite (Herbie drops the points
+  whose exact result overflows to infinity), and that could be computed: an
+  exp-like or periodic function of an argument beyond 2**`MAX_ARGUMENT_SCALE`
+  (far past every float, reached only through intermediate overflow as in
+  exp(exp(x))) has no exact value here, so the point is dropped, as Herbie
+  drops the points its ground truth cannot be computed at;
+- a form's infinity is the ordinal next to the largest finite float, so
+  overflowing where the reference is the largest float costs one bit (as
+  Herbie's ordinals), and a NaN where the reference is a number costs the
+  float's width (Herbie's maximal error).
 """
 
 from __future__ import annotations
@@ -41,6 +56,10 @@ MAX_PRECISION = 2400
 
 FLOAT64_SPAN = 2100
 """Scales (in bits) between the largest float64 and the smallest subnormal, with a margin."""
+
+MAX_ARGUMENT_SCALE = 1100
+"""The binary scale (|x| < 2**1100, past every float64) beyond which exp-like and periodic functions have no
+exact value here: their cost grows with the argument's scale, and exp(exp(x)) would not end."""
 
 NODE_EPSILON = 1e-3
 """What every node adds to `Flops`, so that of two forms with equal flops the smaller is cheaper."""
@@ -146,7 +165,30 @@ def _divide(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
     return a / b
 
 
+def _bounded(function_: Callable) -> Callable:
+    """`function_` of one argument, NaN (no exact value: the point is dropped) where the argument's
+    magnitude passes 2**`MAX_ARGUMENT_SCALE`."""
+
+    def f(x):
+        scale = _scale(x)
+        return mpmath.nan if scale is not None and scale > MAX_ARGUMENT_SCALE else function_(x)
+
+    return f
+
+
+_exp = _bounded(mpmath.exp)
+
+
 def _power(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
+    """a ** b; NaN where the result's scale (|b log2 |a||) could pass 2**`MAX_ARGUMENT_SCALE`."""
+    scale_a, scale_b = _scale(a), _scale(b)
+    if (
+        scale_a is not None
+        and scale_b is not None
+        and abs(a) != 1
+        and scale_b + abs(scale_a).bit_length() + 1 > MAX_ARGUMENT_SCALE
+    ):
+        return mpmath.nan
     try:
         return _real(mpmath.power(a, b))
     except ZeroDivisionError:
@@ -157,7 +199,7 @@ def _erfc(x: mpmath.mpf) -> mpmath.mpf:
     """erfc, by its asymptotic form beyond 2**64, where the series' next term is below 2**-129 of it
     (mpmath's own overflows a float there)."""
     if x > 2**64:
-        return mpmath.exp(-x * x) / (x * mpmath.sqrt(mpmath.pi))
+        return _exp(-x * x) / (x * mpmath.sqrt(mpmath.pi))
     return mpmath.erfc(x)
 
 
@@ -206,6 +248,28 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
     ops.Neq: operator.ne,
     ops.Switch: lambda c, a, b: a if c else b,
 }
+_TRANSCENDENTAL = (
+    ops.Exp, ops.Expm1, ops.Sin, ops.Cos, ops.Tanh, ops.Sigmoid, ops.Softplus,
+    ops.Erf, ops.Erfc, ops.Log1mexp,
+)  # fmt: skip
+"""Ops whose exact value costs time or memory growing with the argument's scale (bounded by `_bounded`)."""
+
+
+def _unknown_on_overflow(function_: Callable) -> Callable:
+    """`function_`, NaN (no exact value: the point is dropped) where mpmath overflows computing it."""
+
+    def f(*xs):
+        try:
+            return function_(*xs)
+        except OverflowError:
+            return mpmath.nan
+
+    return f
+
+
+_MP_ELEMENTWISE = {
+    op: _unknown_on_overflow(_bounded(f) if op in _TRANSCENDENTAL else f) for op, f in _MP_ELEMENTWISE.items()
+}
 
 
 def _mp_array(data: np.ndarray) -> np.ndarray:
@@ -219,7 +283,7 @@ def _mp_array(data: np.ndarray) -> np.ndarray:
 def _mp_softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
     top = np.max(x, axis=axis, keepdims=True)
     shifted = x - top
-    exps = np.frompyfunc(mpmath.exp, 1, 1)(shifted)
+    exps = np.frompyfunc(_exp, 1, 1)(shifted)
     total = np.sum(exps, axis=axis, keepdims=True)
     if log:
         return shifted - np.frompyfunc(mpmath.log, 1, 1)(total)
@@ -246,7 +310,7 @@ def _mp_node(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
     if isinstance(op, ops.Max):
         return np.asarray(np.max(arrays[0], axis=op.axis), dtype=object)
     if isinstance(op, ops.LogSumExp):
-        total = np.asarray(np.sum(np.frompyfunc(mpmath.exp, 1, 1)(arrays[0]), axis=op.axis), dtype=object)
+        total = np.asarray(np.sum(np.frompyfunc(_exp, 1, 1)(arrays[0]), axis=op.axis), dtype=object)
         return np.asarray(np.frompyfunc(_MP_ELEMENTWISE[ops.Log], 1, 1)(total), dtype=object)
     if isinstance(op, (ops.Dot, ops.Dot22)):
         return np.asarray(np.dot(arrays[0], arrays[1]), dtype=object)
@@ -280,7 +344,11 @@ def _ordinals(values: np.ndarray) -> np.ndarray:
 
 
 def bits_of_error(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
-    """log2(ULP distance + 1) per element; the float's width where one is NaN or inf and they differ."""
+    """log2(ULP distance + 1) per element, at most the float's width (Herbie's measure).
+
+    Infinities count as the values next to the largest finite floats (their bit patterns' order, as
+    Herbie's ordinals); a NaN against a number is the float's width, NaN against NaN no error.
+    """
     values = np.asarray(values)
     reference = np.asarray(reference, dtype=values.dtype)
     width = float(values.dtype.itemsize * 8)
@@ -293,9 +361,8 @@ def bits_of_error(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
             np.abs(a) + np.abs(b.astype(float)),
         )
         error = np.log2(distance + 1.0)
-    finite = np.isfinite(values) & np.isfinite(reference)
-    same = (values == reference) | (np.isnan(values) & np.isnan(reference))
-    return np.where(finite, np.minimum(error, width), np.where(same, 0.0, width))
+    nan, nan_reference = np.isnan(values), np.isnan(reference)
+    return np.where(nan | nan_reference, np.where(nan & nan_reference, 0.0, width), np.minimum(error, width))
 
 
 class Accuracy:
@@ -337,13 +404,13 @@ class Accuracy:
             _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
             for v, shape in zip(self.inputs, shapes)
         ]
-        reference = self._reference(expr, points, samples)
-        keep = ~np.isnan(reference.reshape(samples, -1)).any(axis=1)
+        with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
+            reference = self._reference(expr, points, samples).astype(expr.type.numpy_dtype)
+        keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
         if not keep.any():
-            raise AccuracyError(f"{pprint(expr)} is not a real number at any sample point")
+            raise AccuracyError(f"{pprint(expr)} is not a real number, or overflows, at every sample point")
         self.points = [p[keep] for p in points]
-        with np.errstate(all="ignore"):
-            self.reference = reference[keep].astype(expr.type.numpy_dtype)
+        self.reference = reference[keep]
 
     def _reference(self, expr: Variable, points: list[np.ndarray], samples: int) -> np.ndarray:
         """The exact value at every point, rounded to float64 (NaN where it is not real).
@@ -373,31 +440,36 @@ class Accuracy:
         and for each point the bits its sums need to be exact."""
         count = len(points[0])
         batched = all(isinstance(n.op, ops.Elemwise) for n in nodes)
-        groups = [points] if batched else [[p[k] for p in points] for k in range(count)]
+        groups = [points] if batched else [[p[k : k + 1] for p in points] for k in range(count)]
         results, needs = [], []
         with mpmath.workprec(precision):
             for group in groups:
                 values: dict[Variable, np.ndarray] = {v: _mp_array(p) for v, p in zip(self.inputs, group)}
-                need = np.zeros(count if batched else 1, dtype=np.int64)
+                need = np.zeros(len(group[0]), dtype=np.int64)
                 for node in nodes:
-                    arrays = [values[i] if i in values else _mp_array(i.data) for i in node.inputs]
-                    result = values[node.outputs[0]] = _mp_node(node.op, arrays)
+                    arrays = [
+                        values[i] if i in values else _mp_array(i.data)[np.newaxis] for i in node.inputs
+                    ]
+                    if batched:
+                        result = _mp_node(node.op, _aligned(arrays, node.outputs[0].ndim))
+                    else:  # one point: the op sees its operands as they are, without the sample axis
+                        result = _mp_node(node.op, [a[0] for a in arrays])[np.newaxis]
+                    values[node.outputs[0]] = result
                     if isinstance(node.op, (ops.Add, ops.Sub)):
                         need_of = partial(_needed_bits, precision)
+                        operands = _aligned(arrays, node.outputs[0].ndim)
                         spans = np.asarray(
-                            np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *arrays), dtype=np.int64
+                            np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *operands), dtype=np.int64
                         )
-                        spans = np.broadcast_to(spans, np.broadcast_shapes(spans.shape, (len(need),)))
+                        spans = np.broadcast_to(spans, (len(need), *spans.shape[1:]))
                         need = np.maximum(need, spans.reshape(len(need), -1).max(axis=1, initial=0))
-                value = values[expr] if expr in values else _mp_array(expr.data)
+                value = values[expr] if expr in values else _mp_array(expr.data)[np.newaxis]
                 with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
-                    rounded = np.frompyfunc(_rounded, 1, 1)(np.asarray(value))  # a bare float when 0-d
+                    rounded = np.frompyfunc(_rounded, 1, 1)(value)
                 results.append(np.asarray(rounded, dtype=np.float64))
                 needs.append(need)
-        if batched:
-            shape = np.broadcast_shapes(results[0].shape, (count,) + (1,) * expr.ndim)
-            return np.array(np.broadcast_to(results[0], shape)), needs[0]
-        return np.stack(results), np.concatenate(needs)
+        results = [np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(results, needs)]
+        return np.concatenate(results), np.concatenate(needs)
 
     def values(self, form: Variable) -> np.ndarray:
         """The form evaluated in its own precision at every sample point (stacked along a first axis).
@@ -410,8 +482,9 @@ class Accuracy:
             if all(isinstance(n.op, ops.Elemwise) for n in nodes):
                 values: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
                 for node in nodes:
-                    values[node.outputs[0]] = evaluate(node, [_value(values, i) for i in node.inputs])[0]
-                value = _value(values, form)
+                    operands = _aligned([_value(values, i) for i in node.inputs], node.outputs[0].ndim)
+                    values[node.outputs[0]] = evaluate(node, operands)[0]
+                (value,) = _aligned([_value(values, form)], self.reference.ndim - 1)
                 return np.broadcast_to(value, self.reference.shape)
             run = function(self.inputs, form)
             return np.stack([np.asarray(run(*point)) for point in zip(*self.points)])
@@ -447,9 +520,16 @@ def _needed_bits(precision: int, result: mpmath.mpf, *operands: mpmath.mpf) -> i
 
 
 def _value(values: Mapping[Variable, np.ndarray], v: Variable) -> np.ndarray:
-    """The value computed for `v`, or its data when it is a constant."""
+    """The value computed for `v` at every point (a first axis), or its data with a sample axis of 1."""
     found = values.get(v)
-    return v.data if found is None else found
+    return np.asarray(v.data)[np.newaxis] if found is None else found
+
+
+def _aligned(arrays: Sequence[np.ndarray], ndim: int) -> list[np.ndarray]:
+    """Values stacked along a first sample axis, given axes of length 1 after it to have `ndim` axes of
+    their own: elementwise ops then broadcast each point's operands as the graph does (a scalar with a
+    vector), not the sample axis with an axis of the point."""
+    return [a.reshape(a.shape[0], *(1,) * (ndim + 1 - a.ndim), *a.shape[1:]) for a in arrays]
 
 
 def _rounded(x: mpmath.mpf) -> float:

@@ -15,6 +15,9 @@ same e-node and nothing has to search over orders.
 Explanations follow egg's design: every union links the two term nodes it
 was made on in a proof forest, with its reason (`Applied` for a rule,
 `CONGRUENCE`, `FOLDING` for constant folding) and the time it was made;
+a folding link always joins a constant to an application of constants (a
+term node congruent to the folded one when its operands became constant by
+rewriting), so a fold's proof carries the assumptions of those rewrites;
 `proof_path` gives the chain of links between two term nodes of one class.
 A congruence link keeps which operands it paired, and a rule application
 between two term nodes already in one class is kept as a spare link
@@ -469,7 +472,24 @@ class EGraph:
         except (EvaluationError, FloatingPointError, ArithmeticError, RuntimeWarning, TypeError, ValueError):
             return
         folded = Constant(TensorType(apply.outputs[0].dtype, value.shape), value)
-        self.union(node, self.add_leaf(folded), FOLDING)
+        self.union(self._over_constants(node, constants), self.add_leaf(folded), FOLDING)
+
+    def _over_constants(self, node: int, constants: list[Constant]) -> int:
+        """The term node applying `node`'s op to `constants` (its operands' constant values): `node`
+        itself when its operands are those leaves, else a new term node congruent to it.
+
+        Folding links the constant to this term node, so the proof of a folded
+        class passes through the unions that made its operands constant (x / x
+        = 1 under x != 0) and explanations carry their assumptions.
+        """
+        leaves = tuple(self.add_leaf(c) for c in constants)
+        op = self._op[node]
+        if (tuple(sorted(leaves)) if op in AC_OPS else leaves) == self._children[node]:
+            return node
+        over = self.add_node(op, leaves, self._type[node])
+        if self.find(over) != self.find(node):
+            self.union(over, node, CONGRUENCE)
+        return over
 
     # -- proofs ----------------------------------------------------------------------------------
 

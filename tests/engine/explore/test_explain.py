@@ -3,14 +3,17 @@
 import json
 
 import numpy as np
+from hypothesis import given, settings
 
 from relwrite import parse, scalar
 from relwrite.backends.numpy.function import function
-from relwrite.engine.explore.api import prove
+from relwrite.engine.explore.api import best_form, explore, prove
+from relwrite.engine.explore.egraph import FOLDING
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, graph_inputs
 from relwrite.graph.printing import pprint
+from relwrite.testing import expression_graphs
 
 SEED = "add(z, mul(true_div(mul(y, x), y), true_div(z, x)))"
 
@@ -100,3 +103,50 @@ def test_past_the_congruence_bound_chains_follow_the_proof_forest_and_stay_sound
     assert pprint(proof.steps[-1].expression) == "(2.0 * z)"
     for step in proof.steps:
         assert np.isclose(function(inputs, step.expression)(*values), expected)
+
+
+WORK = Limits(iterations=6, nodes=2_000, seconds=60)
+"""A budget of work (the seconds only guard against a hang: no test result depends on them)."""
+
+
+def _folds_only_constants(step) -> bool:
+    """A folding step rewrites an application of constants to its value or back (no hidden rewrite
+    of its operands)."""
+    applied = step.before if step.direction == "forward" else step.after
+    return applied.owner is not None and all(isinstance(i, Constant) for i in applied.owner.inputs)
+
+
+def test_a_folded_constant_carries_the_assumptions_of_what_made_it_constant():
+    """1 + x / x folds to 2.0 only through x / x = 1, which assumes x != 0 and is unsafe (NaN at 0)."""
+    form = best_form(parse("1 + x / x"), unsafe=True, limits=WORK)  # checked numerically: no raise
+    assert pprint(form.expr) == "2.0"
+    assert form.assumptions == {"x != 0"} and form.unsafe
+    assert form.steps[0].rule == "div_self" and form.steps[-1].rule == FOLDING
+    assert all(_folds_only_constants(s) for s in form.steps if s.rule == FOLDING)
+    assert "assuming x != 0" in str(form) and "(unsafe)" in str(form)
+    assert form.to_dict()["assumptions"] == ["x != 0"] and form.to_dict()["unsafe"]
+
+
+def test_without_unsafe_rules_a_constant_is_never_folded_out_of_x_over_x():
+    form = best_form(parse("1 + x / x"), limits=WORK)
+    assert pprint(form.expr) != "2.0" and not form.unsafe
+    named = best_form(parse("1 + x / x"), rules=["div_self", "useless_fill"], limits=WORK)
+    assert pprint(named.expr) == "2.0" and named.unsafe and named.assumptions == {"x != 0"}
+
+
+def test_a_proof_through_folding_prints_its_assumptions():
+    proof = prove(parse("1 + x / x"), parse("2.0"), unsafe=True, limits=WORK)
+    assert proof is not None and proof.assumptions == {"x != 0"} and proof.unsafe
+    assert "assumptions: x != 0" in str(proof) and "assumptions: none" not in str(proof)
+    assert "uses unsafe rules" in str(proof)
+
+
+@settings(max_examples=15, deadline=None)
+@given(expression_graphs(ops=(o.add, o.mul, o.sub, o.true_div, o.neg, o.exp), n_inputs=1, max_nodes=4))
+def test_every_forms_assumptions_are_those_of_its_steps_folded_ones_included(graph):
+    _, output = graph
+    for form in explore(output, unsafe=True, limits=Limits(iterations=3, nodes=300, seconds=60), check=False):
+        steps = form.steps
+        assert form.assumptions == frozenset().union(*(s.assumptions for s in steps)), str(form)
+        assert form.unsafe == any(s.unsafe for s in steps), str(form)
+        assert all(_folds_only_constants(s) for s in steps if s.rule == FOLDING), str(form)
