@@ -598,6 +598,7 @@ def test_graph_rewriters_run_until_nothing_changes():
 # -- scale ---------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_100k_node_chain_is_rewritten_without_recursion():
     x = float64("x")
     v = x

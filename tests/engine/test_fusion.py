@@ -177,6 +177,7 @@ def test_a_chain_of_twenty_ops_becomes_one_composite():
     assert node.inputs == fgraph.inputs
 
 
+@pytest.mark.slow
 def test_a_chain_of_100000_ops_fuses_without_recursion():
     x, half = vector("x"), constant(0.5)  # one constant read by 50,000 nodes
     v = x

@@ -513,6 +513,7 @@ def test_toposort_honours_extra_orderings():
     assert io_toposort([x], [out], {a.owner: [b.owner]}) == [b.owner, a.owner, out.owner]
 
 
+@pytest.mark.slow
 def test_walks_handle_a_100000_node_chain():
     x = vector("x")
     out = x

@@ -94,6 +94,7 @@ def _ancestor_nodes(var, stop):
     return seen
 
 
+@pytest.mark.slow
 def test_cycle_checks_on_a_deep_chain_walk_only_between_the_levels_involved():
     """A 100,000-node chain: a cycle far above the replaced variable is found, an acyclic replacement
     that reads a high node lifts the readers' levels, and neither recurses over the depth."""

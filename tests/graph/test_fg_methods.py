@@ -229,6 +229,7 @@ def test_fingerprint_distinguishes_structure():
     assert f1.fingerprint(by_identity=True) != f3.fingerprint(by_identity=True)
 
 
+@pytest.mark.slow
 def test_deep_chain_edits():
     x = float64("x")
     out = x

@@ -50,6 +50,7 @@ def test_a_random_graph_comes_back_printing_and_computing_the_same(round_trip, g
     np.testing.assert_array_equal(got, expected)
 
 
+@pytest.mark.slow
 @round_trips
 def test_a_100000_node_chain_needs_no_recursion(round_trip):
     x = rw.vector("x")

@@ -246,6 +246,7 @@ def test_pprint_refuses_exponential_expansion_of_shared_subterms():
         PPrinter(max_terms=4)(shared_twice)
 
 
+@pytest.mark.slow
 def test_pprint_long_chain(chain):
     text = pprint(chain)
     assert text.startswith("exp((exp((")
@@ -346,6 +347,7 @@ def test_dprint_caps_indentation_with_the_depth():
     assert re.fullmatch(r"\[52\] \|x \[id \w+\]", lines[-1])
 
 
+@pytest.mark.slow
 def test_dprint_long_chain_is_linear(chain):
     text = dprint(chain, file="str")
     lines = text.splitlines()
@@ -395,6 +397,7 @@ def test_graph_repr_shows_op_props_and_output_indices():
     assert graph_repr([ops.sum(matrix("A"), axis=1)]) == "Sum{axis=(1,)}(A)"
 
 
+@pytest.mark.slow
 def test_graph_repr_long_chain(chain):
     text = graph_repr([chain])
     assert text.startswith("exp(add(exp(add(")
@@ -437,6 +440,7 @@ def test_to_dot_leaf_output_is_drawn():
     assert re.search(r'v0 \[label="x", shape=ellipse, style=filled, fillcolor="#b8d0f0"\]', to_dot(x))
 
 
+@pytest.mark.slow
 def test_to_dot_long_chain_is_linear(chain):
     text = to_dot(chain)
     assert text.count("shape=box") == CHAIN_LENGTH

@@ -345,6 +345,7 @@ def test_dot_distribute_does_not_apply_to_other_terms():
 # -- deep graphs -----------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_matching_at_the_root_of_a_long_chain_looks_two_levels_deep(long_chain):
     term = etuplize(long_chain)
     assert term.evaled_obj is long_chain
@@ -356,6 +357,7 @@ def test_matching_at_the_root_of_a_long_chain_looks_two_levels_deep(long_chain):
     assert s[z].evaled_obj is long_chain.owner.inputs[0].owner.inputs[0].owner.inputs[0]
 
 
+@pytest.mark.slow
 def test_reify_does_not_walk_a_deep_bound_graph(long_chain):
     z = var()
     term = etuplize(long_chain)
@@ -461,6 +463,7 @@ def test_graphs_equal_as_expressions_hash_alike_and_others_mostly_not(data):
         assert not same_expression(a, b)
 
 
+@pytest.mark.slow
 def test_structural_hash_of_a_100000_deep_chain_does_not_recurse():
     from relwrite.graph.terms import structural_hash
 

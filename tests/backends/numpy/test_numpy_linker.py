@@ -203,6 +203,7 @@ def test_wrong_number_of_arrays_is_a_type_error():
         link([x], [ops.exp(x)])()
 
 
+@pytest.mark.slow
 def test_a_100000_node_chain_evaluates():
     x = vector("x")
     one = constant(1.0)
