@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph, Lookup
-from relwrite.engine.explore.rewrite import Answer, Budget, backward_heads, reach, rule_answers, rule_clock
+from relwrite.engine.explore.rewrite import Answer, Budget, backward_heads, reach, rule_answers
 from relwrite.engine.explore.terms import TermView
 from relwrite.graph.basic import Op, Variable
+from relwrite.relations.budget import budget_clock
 from relwrite.relations.registry import Rule
 
 SATURATED = "saturated"
@@ -185,7 +186,7 @@ class Runner:
 
     def run(self, roots: Iterable[int], goal: Callable[[], bool] | None = None) -> Report:
         """Run until saturation, a limit, or `goal()` turns true (checked after each rebuild)."""
-        with rule_clock():
+        with budget_clock():
             return self._run(list(roots), goal)
 
     def _run(self, roots: list[int], goal: Callable[[], bool] | None) -> Report:
