@@ -23,6 +23,7 @@ go on, and re-raise one whose block still encloses them (`encloses`).
 
 from __future__ import annotations
 
+import inspect
 import signal
 import sys
 import threading
@@ -46,6 +47,20 @@ class BudgetExceeded(Exception):
 
     `budget` says which ("max_steps" or "max_seconds"); `meter` is the
     budget that ran out.
+    """
+
+    def __init__(self, message: str, budget: str, meter: Meter | None = None):
+        super().__init__(message)
+        self.budget, self.meter = budget, meter
+
+
+class Interrupted(BaseException):
+    """A block under a budget ran out and everything inside it must stop.
+
+    Like KeyboardInterrupt it is no Exception, so code that catches
+    Exception (a property-test runner, a rule's own try/except) lets it
+    through; for calls that are stopped as a whole (exploration's phases),
+    where BudgetExceeded is for runs the caller skips and goes on.
     """
 
     def __init__(self, message: str, budget: str, meter: Meter | None = None):
@@ -79,18 +94,18 @@ class Meter:
         what: str | Callable[[], str],
         max_steps: int | None,
         max_seconds: float | None,
-        error_type: type[BudgetExceeded],
+        error_type: type[BudgetExceeded | Interrupted],
     ):
         self.what, self.max_steps, self.max_seconds = what, max_steps, max_seconds
         self.error_type = error_type
         self.deadline: float | None = None
         self.steps = 0
-        self.error: BudgetExceeded | None = None
+        self.error: BudgetExceeded | Interrupted | None = None
         self.installed = False
         self.owner: tuple[int, Any] = (0, None)
 
     def __enter__(self) -> Meter:
-        frame = sys._getframe(1)  # the block's frame, by identity: a reference would keep it alive
+        frame = _block_frame(sys._getframe(1))  # by identity: a reference would keep it alive
         self.owner = (id(frame), frame.f_code)
         if self.max_seconds is not None:
             self.deadline = time.perf_counter() + self.max_seconds
@@ -137,7 +152,7 @@ class Meter:
             why = f"no answer within max_seconds={self.max_seconds:g} ({self.steps} steps)"
         self.error = self.error_type(f"{what}: {why}", budget, self)
 
-    def fresh_error(self) -> BudgetExceeded:
+    def fresh_error(self) -> BudgetExceeded | Interrupted:
         """A new instance of the spent budget's error (raising one instance twice chains its tracebacks)."""
         assert self.error is not None
         return self.error_type(str(self.error), self.error.budget, self)
@@ -160,18 +175,18 @@ def relation_budget(
     what: str | Callable[[], str],
     max_steps: int | None = DEFAULT_MAX_STEPS,
     max_seconds: float | None = DEFAULT_MAX_SECONDS,
-    error: type[BudgetExceeded] = BudgetExceeded,
+    error: type[BudgetExceeded | Interrupted] = BudgetExceeded,
 ) -> Meter:
     """A context manager bounding the relation runs inside its block (see the module docstring).
 
     Past `max_steps` steps or `max_seconds` seconds (None: no such limit)
-    the block is stopped with `error` (BudgetExceeded or a subclass) naming
-    `what` (a string, or a function giving it, called only then).  The
-    block gets the Meter.
+    the block is stopped with `error` (a subclass of BudgetExceeded or of
+    Interrupted) naming `what` (a string, or a function giving it, called
+    only then).  The block gets the Meter.
     """
     check_limits(max_steps, max_seconds)
-    if not (isinstance(error, type) and issubclass(error, BudgetExceeded)):
-        raise TypeError(f"error must be BudgetExceeded or a subclass, got {error!r}")
+    if not (isinstance(error, type) and issubclass(error, (BudgetExceeded, Interrupted))):
+        raise TypeError(f"error must be a subclass of BudgetExceeded or Interrupted, got {error!r}")
     return Meter(what, max_steps, max_seconds, error)
 
 
@@ -232,6 +247,20 @@ def _remove(meter: Meter) -> None:
         if meters[k] is meter:
             del meters[k]
             return
+
+
+_SUSPENDABLE = inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR
+
+
+def _block_frame(frame: Any) -> Any:
+    """The frame a block entered from `frame` runs in: `frame`, or, when the budget was entered inside a
+    generator (a `contextlib.contextmanager` wrapping it, say), the nearest caller that is no generator
+    and not contextlib: a suspended generator's frame is not on the stack while the block runs."""
+    while frame.f_back is not None and (
+        frame.f_code.co_flags & _SUSPENDABLE or frame.f_globals.get("__name__") == "contextlib"
+    ):
+        frame = frame.f_back
+    return frame
 
 
 def _can_interrupt() -> bool:

@@ -2,6 +2,8 @@
 
 import signal
 import threading
+import time
+from contextlib import contextmanager
 
 import kanren.core
 import pytest
@@ -59,6 +61,21 @@ def test_a_block_that_swallows_the_interrupt_is_interrupted_again(no_timer_left)
                 swallowed += 1
         spin()
     assert swallowed == 3
+
+
+def test_a_budget_entered_in_a_generator_based_context_manager_interrupts_the_block(no_timer_left):
+    """Entered inside a contextmanager's generator, the budget's frame is suspended while the block runs:
+    the block is the caller's."""
+
+    @contextmanager
+    def limited():
+        with relation_budget("wrapped", max_seconds=0.05):
+            yield
+
+    guard = time.monotonic() + 30  # so that a failure cannot hang the suite
+    with pytest.raises(BudgetExceeded, match=r"^wrapped: "), limited():
+        while time.monotonic() < guard:
+            pass
 
 
 def test_steps_are_what_is_pulled_and_a_spent_budget_stays_spent(no_timer_left):
