@@ -23,6 +23,7 @@ go on, and re-raise one whose block still encloses them (`encloses`).
 
 from __future__ import annotations
 
+import gc
 import inspect
 import signal
 import sys
@@ -324,6 +325,9 @@ class _Clock:
             elif self.previous == signal.SIG_DFL:  # what SIGALRM would have done
                 signal.signal(signal.SIGALRM, signal.SIG_DFL)
                 signal.raise_signal(signal.SIGALRM)
+        if _in_gc_callback(frame):  # an error raised there is printed and dropped: raise it just after
+            self.arm(now + _AFTER_GC)
+            return
         for meter in _meters()[:]:  # outermost first
             if meter.deadline is None or now < meter.deadline:
                 continue
@@ -342,6 +346,15 @@ class _Clock:
             due.append(self.outer)
         if due:
             self.arm(min(due))
+
+
+_AFTER_GC = 0.001
+"""Seconds an interrupt landing in a garbage collector callback is put off by."""
+
+
+def _in_gc_callback(frame: Any) -> bool:
+    """Whether `frame` runs a callback of the garbage collector (`gc.callbacks`; hypothesis has one)."""
+    return any(getattr(callback, "__code__", None) is frame.f_code for callback in gc.callbacks)
 
 
 _clock = _Clock()

@@ -1,6 +1,8 @@
 """The one budget on relation runs: steps, the clock that interrupts plain Python, nesting, threads."""
 
+import gc
 import signal
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -76,6 +78,28 @@ def test_a_budget_entered_in_a_generator_based_context_manager_interrupts_the_bl
     with pytest.raises(BudgetExceeded, match=r"^wrapped: "), limited():
         while time.monotonic() < guard:
             pass
+
+
+def test_an_interrupt_landing_in_a_gc_callback_is_raised_after_it(no_timer_left, monkeypatch):
+    """Python prints and drops an error raised in a garbage collector callback (hypothesis installs one):
+    the interrupt is put off until the callback has returned."""
+    dropped = []
+    monkeypatch.setattr(sys, "unraisablehook", dropped.append)
+
+    def slow_callback(phase, info):
+        if phase == "start":
+            until = time.monotonic() + 0.2  # the budget's alarm falls due in here
+            while time.monotonic() < until:
+                pass
+
+    gc.callbacks.append(slow_callback)
+    try:
+        with pytest.raises(BudgetExceeded), relation_budget("collecting", max_seconds=0.05):
+            gc.collect()
+            spin()
+    finally:
+        gc.callbacks.remove(slow_callback)
+    assert dropped == []
 
 
 def test_steps_are_what_is_pulled_and_a_spent_budget_stays_spent(no_timer_left):
