@@ -31,7 +31,6 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         Limits,
         UnsoundFormError,
         egraph_dot,
-        resolve_cost,
         share_inputs,
     )
 
@@ -51,16 +50,17 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
             exprs[1] = share_inputs(exprs[0], exprs[1])
         except ValueError as exc:
             raise ExploreError(f"--prove {args.prove!r}: {exc}") from None
-    else:
-        try:
-            cost = resolve_cost(args.cost, exprs[0])
-        except AccuracyError as exc:
-            raise ExploreError(f"--cost {args.cost}: {exc}") from None
     dot_dir = _dot_directory(args.dot) if args.dot is not None else None
     bar = _Progress(limits)
+    # the deadline of --limit-seconds starts here: the cost, the search, and every form's check
     exploration = Exploration(
         exprs, direction=args.direction, limits=limits, include=args.include, progress=bar.update
     )
+    if args.prove is None:
+        try:
+            cost = exploration.resolve_cost(args.cost)
+        except AccuracyError as exc:
+            raise ExploreError(f"--cost {args.cost}: {exc}") from None
     try:
         if args.prove is not None:
             return _prove(args, exploration, bar, dot_dir)
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         exploration.run()
         bar.close()
         forms = []
-        for form in exploration.forms(0, cost):
+        for form in exploration.forms(0, cost) if cost is not None else ():
             forms.append(form)
             if len(forms) == args.n:
                 break
@@ -180,12 +180,15 @@ def _report(report: Any) -> dict:
         "classes": report.classes,
         "seconds": round(report.seconds, 4),
         "failed_rules": dict(report.failed),
+        "stopped_phases": dict(report.phases),
     }
 
 
 def _summary(report: Any) -> str:
     text = f"{report.stop_reason}, {report.iterations} iterations, {report.nodes} e-nodes"
     text += f", {report.seconds:.2f} s"
+    if report.phases:
+        text += f"; {', '.join(f'{phase} stopped at the {why}' for phase, why in report.phases.items())}"
     if report.failed:
         text += f"; rules skipped: {', '.join(sorted(report.failed))}"
     return text

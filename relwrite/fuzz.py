@@ -49,8 +49,6 @@ import functools
 import math
 import operator
 import re
-import signal
-import threading
 import time
 import warnings
 from collections import Counter
@@ -69,6 +67,7 @@ from relwrite.graph import ops
 from relwrite.graph import shape as shape_ops
 from relwrite.graph.basic import Apply, Variable, io_toposort
 from relwrite.relations import Rule, catalogue
+from relwrite.relations.budget import BudgetExceeded, relation_budget
 
 BUG_CATEGORIES = ("wrong", "crashed", "invalid", "warned", "types")
 """Outcomes that are bugs: the fuzzer's test fails on any of them."""
@@ -1464,27 +1463,16 @@ def _rules_applied(profile: Any) -> set[str]:
     return names
 
 
-class FuzzTimeout(Exception):
+class FuzzTimeout(BudgetExceeded):
     """A compilation or a call took longer than the fuzzer allows (a hang)."""
 
 
-@contextlib.contextmanager
-def _deadline(seconds: float) -> Iterator[None]:
-    """Raise FuzzTimeout in the block after `seconds` (main thread only; elsewhere no limit)."""
-    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
-        yield
-        return
-
-    def expire(signum: int, frame: Any) -> None:
-        raise FuzzTimeout(f"no answer within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, seconds)
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
+def _deadline(seconds: float, what: str) -> contextlib.AbstractContextManager:
+    """Stop the block with FuzzTimeout naming `what` after `seconds` (`relation_budget`, the one budget the
+    rule runs inside are under too, so they nest: the block's deadline is not taken for a rule's)."""
+    if seconds <= 0:
+        return contextlib.nullcontext()
+    return relation_budget(what, max_steps=None, max_seconds=seconds, error=FuzzTimeout)
 
 
 # -- one graph, every mode ------------------------------------------------------------------------------
@@ -1562,7 +1550,7 @@ class _Case:
     def compile(self, mode: Mode) -> tuple[Any, list[str]]:
         """`function` under `mode`, and the messages of the warnings it gave."""
         outputs = self.outputs[0] if self.recipe.single else list(self.outputs)
-        with warnings.catch_warnings(record=True) as caught, _deadline(self.timeout):
+        with warnings.catch_warnings(record=True) as caught, _deadline(self.timeout, f"compiling in {mode}"):
             warnings.simplefilter("always")
             f = rw.function(list(self.inputs), outputs, mode=mode)
         messages = [str(w.message) for w in caught if not issubclass(w.category, _IGNORED_WARNINGS)]
@@ -1610,7 +1598,7 @@ class _Case:
         arguments = self.arguments(k)
         originals = [a.copy() for a in arguments]
         try:
-            with _errstate(), _deadline(self.timeout):
+            with _errstate(), _deadline(self.timeout, f"calling the {mode} function"):
                 got = f(*arguments)
         except Exception as exc:
             if isinstance(reference.outputs, _Error):
@@ -1656,7 +1644,7 @@ class _Case:
             category = "wrong"
             if bad is not None:
                 try:
-                    with _deadline(self.timeout):
+                    with _deadline(self.timeout, "classifying a difference"):
                         category = self._classify(f, mode, k, j, got[j], bad)
                 except FuzzTimeout:
                     problem += " (the fuzzer's classification timed out)"

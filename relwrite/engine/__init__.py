@@ -41,6 +41,7 @@ from relwrite.engine.node_rewriters import (
     derive_tracks,
     kanren_budget,
     node_rewriter,
+    relation_budget,
 )
 from relwrite.engine.profile import print_profile
 
@@ -77,5 +78,6 @@ __all__ = [
     "optdb",
     "out2in",
     "print_profile",
+    "relation_budget",
     "rewrite_graph",
 ]

@@ -49,6 +49,7 @@ from relwrite.graph.basic import Apply
 from relwrite.graph.features import Feature
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.terms import record_expansions
+from relwrite.relations.budget import budget_clock
 
 
 class _Watch(Feature):
@@ -236,7 +237,7 @@ class EquilibriumRewriter(GraphRewriter):
     edits the graph inside `transform` has applied, whatever it returns.
     A rewriter that raises is reported by name and skipped (re-raised with
     `raise_errors`); the graph is left as it was before that attempt.  A
-    relation out of budget (see `kanren_budget`) is reported once per rule
+    relation out of budget (see `relation_budget`) is reported once per rule
     and not retried on that node; answers of the wrong type are reported
     once per rule and counted in the profile.
     """
@@ -286,7 +287,7 @@ class EquilibriumRewriter(GraphRewriter):
         state = _RunState(outputs_first=self.order == "out_to_in")
         watch = _Watch(state)
         merger = MergeFeature() if self.merge else None
-        with undo_log(fgraph) as log, collect_rejections() as rejected:
+        with undo_log(fgraph) as log, collect_rejections() as rejected, budget_clock():
             outer_limit = log.max_nodes, log.over_budget
             log.max_nodes = int(self.max_use_ratio * max(profile.nodes_start, 100))
             log.over_budget = None

@@ -29,6 +29,7 @@ from relwrite.graph.fg import FunctionGraph, InconsistencyError
 from relwrite.graph.memory import collection_paused
 from relwrite.graph.types import TensorType
 from relwrite.progress import Progress
+from relwrite.relations.budget import budget_clock, enclosing_spent
 
 __all__ = [
     "UNDO_REASONS",
@@ -271,11 +272,16 @@ UNDO_REASONS = frozenset({"revert", "rollback"})
 
 
 def raise_interruption(exc: BaseException) -> None:
-    """Raise the KeyboardInterrupt (or other non-Exception) that `exc` is or was raised while handling.
+    """Raise the KeyboardInterrupt (or other non-Exception) that `exc` is or was raised while handling,
+    or the BudgetExceeded of a budget whose block encloses the caller (`enclosing_spent`: a call around
+    the engine ran out, not the rule that was running).
 
     An error raised while a half-done change was being undone must not hide
     the interrupt that stopped it.
     """
+    spent = enclosing_spent(exc)
+    if spent is not None:
+        raise spent
     seen: set[int] = set()
     while exc is not None and id(exc) not in seen:
         if not isinstance(exc, Exception):
@@ -534,7 +540,7 @@ class WalkingGraphRewriter(GraphRewriter):
         warned: set[tuple[str, str]] = set()
         t1 = time.perf_counter()
         try:
-            with undo_log(fgraph) as log, collect_rejections() as rejected:
+            with undo_log(fgraph) as log, collect_rejections() as rejected, budget_clock():
                 queue = list(reversed(nodes))
                 while queue:
                     node = queue.pop()

@@ -5,29 +5,33 @@ replacement per output (None keeps that output), or a dict mapping graph
 variables to their replacements.  `tracks()` names the ops (instances or
 classes) a rewriter can apply to, so engines only try it where it can match.
 
-Relation runs are bounded by a budget (`kanren_budget`): every step of a
-kanren stream is charged to it, so a goal that spins without answering is
-stopped with `BudgetExceeded` instead of hanging the engine.  Answers of a
+Relation runs are bounded by a budget of steps and seconds
+(`relwrite.relations.budget.relation_budget`), so a goal that spins without
+answering, in kanren or in plain Python, is stopped with `BudgetExceeded`
+naming the rule instead of hanging the engine.  Answers of a
 type that cannot replace the node's output are skipped and reported through
 `reject_answer`, which engines turn into one warning per rule.
 """
 
 from __future__ import annotations
 
-import sys
 import threading
-import time
 import warnings
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from itertools import islice
 from typing import Any
 
-import kanren.core
-
 from relwrite.graph.basic import Apply, Op, Variable
 from relwrite.graph.terms import remove_identical
+from relwrite.relations.budget import (
+    DEFAULT_MAX_SECONDS,
+    DEFAULT_MAX_STEPS,
+    BudgetExceeded,  # noqa: F401  (engines and users import it from here)
+    check_limits,
+    metered,
+    relation_budget,
+)
 from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
@@ -35,10 +39,8 @@ from relwrite.relations.runtime import answers, forward_plan, plain_values
 
 Tracks = Sequence[Op | type] | None
 
-DEFAULT_MAX_STEPS = 10_000
-"""Kanren stream steps one relation run may take (a catalogue rule takes a few dozen at most)."""
-DEFAULT_MAX_SECONDS = 5.0
-"""Wall-clock seconds one relation run may take: a safety net behind the deterministic step budget."""
+kanren_budget = relation_budget
+"""The name `relation_budget` had while it bounded only kanren streams (kept for code that uses it)."""
 
 
 class RewriteError(Exception):
@@ -47,150 +49,6 @@ class RewriteError(Exception):
 
 class RewriteWarning(UserWarning):
     """A rewriter raised, answered with the wrong type, ran out of budget, or a run stopped early."""
-
-
-class BudgetExceeded(Exception):
-    """A relation run used up its budget of kanren steps or seconds before it answered."""
-
-    def __init__(self, message: str, budget: str):
-        super().__init__(message)
-        self.budget = budget
-
-
-# -- budgets on kanren runs ----------------------------------------------------------------------------
-
-
-class Meter:
-    """The kanren steps and time a `kanren_budget` block has used (the block's context manager).
-
-    Once the budget is exceeded, `error` holds the BudgetExceeded and every
-    further step raises again, so code that swallows the error cannot go on.
-    It raises only while the block that entered it is running: an interrupt
-    (KeyboardInterrupt) landing in its exit can leave it on the thread's
-    stack, where it would otherwise fail every later kanren run.
-    """
-
-    __slots__ = ("deadline", "error", "max_seconds", "max_steps", "owner", "steps", "what")
-
-    def __init__(self, what: str | Callable[[], str], max_steps: int, max_seconds: float):
-        self.what, self.max_steps, self.max_seconds = what, max_steps, max_seconds
-        self.deadline = time.perf_counter() + max_seconds
-        self.steps = 0
-        self.error: BudgetExceeded | None = None
-
-    def __enter__(self) -> Meter:
-        frame = sys._getframe(1)  # the block's frame, by identity: a reference would keep it alive
-        self.owner = (id(frame), frame.f_code)
-        _meters().append(self)
-        return self
-
-    def __exit__(self, *exc_info: Any) -> None:
-        _meters().remove(self)
-
-    def tick(self) -> None:
-        """Charge one step; BudgetExceeded past the budget."""
-        self.steps += 1
-        if self.error is None:
-            if self.steps > self.max_steps:
-                self._exceeded(f"no answer within max_steps={self.max_steps} kanren steps", "max_steps")
-            elif not self.steps % 64 and time.perf_counter() > self.deadline:
-                self._exceeded(
-                    f"no answer within max_seconds={self.max_seconds:g} ({self.steps} kanren steps)",
-                    "max_seconds",
-                )
-        if self.error is not None:
-            if not self._block_running():
-                # left behind by an interrupted exit: no longer in force (the caller's loop over the
-                # stack may skip the next meter for this one step)
-                _meters().remove(self)
-                return
-            raise BudgetExceeded(str(self.error), self.error.budget)
-
-    def _block_running(self) -> bool:
-        """Whether the frame that entered the block is on the current call stack."""
-        owner_id, owner_code = self.owner
-        frame = sys._getframe(1)
-        while frame is not None:
-            if id(frame) == owner_id and frame.f_code is owner_code:
-                return True
-            frame = frame.f_back
-        return False
-
-    def _exceeded(self, why: str, budget: str) -> None:
-        what = self.what() if callable(self.what) else self.what
-        self.error = BudgetExceeded(f"{what}: {why}", budget)
-
-
-_local = threading.local()
-
-
-def _meters() -> list[Meter]:
-    meters = getattr(_local, "meters", None)
-    if meters is None:
-        meters = _local.meters = []
-    return meters
-
-
-def kanren_budget(
-    what: str | Callable[[], str],
-    max_steps: int = DEFAULT_MAX_STEPS,
-    max_seconds: float = DEFAULT_MAX_SECONDS,
-) -> Meter:
-    """A context manager bounding the kanren streams advanced inside its block.
-
-    Past `max_steps` steps or `max_seconds` seconds a step raises
-    BudgetExceeded naming `what` (a string, or a function giving it, called
-    only then).  A step is one pull from a stream inside a conjunction or
-    disjunction, so the count is deterministic; the clock is read every 64
-    steps.  The block gets the Meter; nested blocks each apply their limits.
-    """
-    _check_limits(max_steps, max_seconds)
-    return Meter(what, max_steps, max_seconds)
-
-
-def _check_limits(max_steps: int, max_seconds: float) -> None:
-    if max_steps < 1:
-        raise ValueError(f"max_steps must be at least 1, got {max_steps}")
-    if not max_seconds > 0:
-        raise ValueError(f"max_seconds must be positive, got {max_seconds}")
-
-
-def _metered_interleave(seqs: Iterable[Iterable[Any]]) -> Iterator[Any]:
-    """`toolz.interleave`, kanren's stream merger, charging every pull to the active budgets.
-
-    The order is toolz's: round robin over the streams, new streams taken
-    from `seqs` lazily during the first round, exhausted ones dropped.  A
-    deque keeps each step O(1) where toolz nests one more iterator per
-    exhausted stream (quadratic, and deep in C, on long failing streams).
-    """
-    ring: deque[Iterator[Any]] = deque()
-    for seq in seqs:
-        stream = iter(seq)
-        value = _metered_next(stream)
-        if value is not _EXHAUSTED:
-            ring.append(stream)
-            yield value
-    while ring:
-        stream = ring.popleft()
-        value = _metered_next(stream)
-        if value is not _EXHAUSTED:
-            ring.append(stream)
-            yield value
-
-
-_EXHAUSTED = object()
-
-
-def _metered_next(stream: Iterator[Any]) -> Any:
-    """The next value of `stream` (or `_EXHAUSTED`), charged as one step to every active budget."""
-    for meter in _meters():
-        meter.tick()
-    return next(stream, _EXHAUSTED)
-
-
-# kanren's conjunctions (`bind`) and disjunctions (`ldisj_seq`) merge streams through the module's
-# `interleave`, looked up at call time: this is the one place every kanren step passes through.
-kanren.core.interleave = _metered_interleave
 
 
 # -- answers of the wrong type ---------------------------------------------------------------------------
@@ -211,6 +69,9 @@ def _type_mismatch(old: Variable, new: Variable) -> str:
 
 class _AnswerTypeError(TypeError):
     """An answer of a type that cannot replace the output it answers for."""
+
+
+_local = threading.local()
 
 
 @contextmanager
@@ -408,10 +269,12 @@ class KanrenRelationSub(NodeRewriter):
     come from the rule runtime (`relwrite.relations.runtime.answers`).
 
     Each run is bounded: at most `max_answers` answers are examined, and the
-    kanren streams may take at most `max_steps` steps and `max_seconds`
-    seconds (`kanren_budget`), so neither an endless stream of unusable
-    answers nor a goal that spins without answering can hang the engine;
-    a run out of steps or time raises BudgetExceeded naming the rule.
+    run (direct answers included) may take at most `max_steps` steps and
+    `max_seconds` seconds (`relation_budget`: on the main thread the clock
+    interrupts even a goal looping in plain Python), so neither an endless
+    stream of unusable answers nor a goal that spins without answering can
+    hang the engine; a run out of steps or time raises BudgetExceeded
+    naming the rule.
     An answer whose type cannot replace the output (another dtype or rank,
     or a static length lost) is skipped and reported (`reject_answer`).
     """
@@ -435,12 +298,12 @@ class KanrenRelationSub(NodeRewriter):
         self.results_filter = results_filter
         self.node_filter = node_filter
         self.name = name or getattr(relation, "name", None) or getattr(relation, "__name__", None)
-        _check_limits(max_steps, max_seconds)
+        check_limits(max_steps, max_seconds)
         self.max_steps, self.max_seconds = max_steps, max_seconds
         if tracks is None:
             tracks = getattr(relation, "tracks", None)
         if tracks is None:
-            with kanren_budget(f"deriving the tracks of {self}", max_steps, max_seconds):
+            with relation_budget(f"deriving the tracks of {self}", max_steps, max_seconds):
                 tracks = derive_tracks(relation)  # None when the budget runs out
         self._tracks = list(tracks) if tracks is not None else None
         self.idempotent = bool(getattr(relation, "idempotent", False))
@@ -468,16 +331,15 @@ class KanrenRelationSub(NodeRewriter):
             # the engine tests `screen` (the relation's) before calling transform
             plan = forward_plan(self.relation, screened=self.screen is not None)
             self._forward_plan = self.relation, plan
-        direct = plain_values(plan(term))
-        if type(direct) is tuple and not direct:  # refused, or no answer
-            return False
-        if direct is not None:  # function calls, no kanren stream: nothing for a budget to count
-            return self._first_replacement(fgraph, node, direct)
-        with kanren_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
-            found = (a.value for a in answers(self.relation, term))
+        with relation_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
+            direct = plain_values(plan(term))
+            if type(direct) is tuple and not direct:  # refused, or no answer
+                return False
+            # plain function calls give `direct`; else the kanren stream (charged as it is pulled)
+            found = metered(direct) if direct is not None else (a.value for a in answers(self.relation, term))
             result = self._first_replacement(fgraph, node, found)
         if meter.error is not None:  # raised inside the run and swallowed there
-            raise BudgetExceeded(str(meter.error), meter.error.budget)
+            raise meter.fresh_error()
         return result
 
     def _first_replacement(self, fgraph: Any, node: Apply, found: Iterable[Any]) -> bool | list:

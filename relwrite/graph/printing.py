@@ -324,15 +324,21 @@ class PPrinter:
         return "\n".join(state.text(out) for out in outputs)
 
     def _check_size(self, nodes: list[Apply], outputs: list[Variable]) -> None:
-        terms: dict[Apply, int] = {}
-        for node in nodes:
-            terms[node] = 1 + sum(terms[v.owner] if v.owner is not None else 1 for v in node.inputs)
-        total = sum(terms[v.owner] if v.owner is not None else 1 for v in outputs)
+        total = _written_terms(nodes, outputs)
         if total > self.max_terms:
             raise ValueError(
                 f"pprint: written out, the graph has {total} terms (limit {self.max_terms}) because shared "
                 "subterms repeat at every use; use graph_repr or dprint, which show sharing"
             )
+
+
+def _written_terms(nodes: list[Apply], outputs: list[Variable]) -> int:
+    """How many terms `outputs` have written out as trees (shared subterms at every use), in one pass
+    over their toposorted `nodes`."""
+    terms: dict[Apply, int] = {}
+    for node in nodes:
+        terms[node] = 1 + sum(terms[v.owner] if v.owner is not None else 1 for v in node.inputs)
+    return sum(terms[v.owner] if v.owner is not None else 1 for v in outputs)
 
 
 class _PrintState:
@@ -550,6 +556,21 @@ def graph_repr(outputs: Any) -> str:
                 stack.append(", ")
             stack.append(var)
     return "".join(pieces)
+
+
+SHORT_TERMS = 2_000
+"""Above this many terms written out, `expression_text` gives `graph_repr`'s text instead of `pprint`'s."""
+
+
+def expression_text(obj: Any, max_terms: int = SHORT_TERMS) -> str:
+    """`pprint`'s text of `obj` when written out as a tree it has at most `max_terms` terms, else
+    `graph_repr`'s, which writes each shared node once: linear in the graph's size, for messages,
+    explanations and reports about graphs of any size (pprint of a chain that reuses each node twice
+    doubles at every level)."""
+    outputs = _as_outputs(obj)
+    if _written_terms(io_toposort([], outputs), outputs) > max_terms:
+        return graph_repr(outputs)
+    return pprint(obj)
 
 
 # -- Graphviz -----------------------------------------------------------------------------------

@@ -34,6 +34,7 @@ from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Op
+from relwrite.relations.budget import metered
 from relwrite.relations.pattern import Pattern
 from relwrite.relations.runtime import Answer, Where, answers, pattern_relation
 
@@ -406,7 +407,7 @@ def derive_tracks(relation: Callable, limit: int = 32) -> list[Op] | None:
     lhs, rhs = var(), var()
     heads: list[Op] = []
     try:
-        states = list(islice(relation(lhs, rhs)({}), limit + 1))
+        states = list(islice(metered(relation(lhs, rhs)({})), limit + 1))
     except Exception:
         return None
     if not states or len(states) > limit:

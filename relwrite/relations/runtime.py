@@ -29,6 +29,7 @@ from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Variable
+from relwrite.relations.budget import charge, metered
 from relwrite.relations.guards import is_ground, with_guard
 from relwrite.relations.pattern import EmptyApplication, Pattern, _build, as_graph, can_replace, to_graph
 from relwrite.relations.predicates import is_logic_variable
@@ -130,6 +131,7 @@ def pattern_relation(
     def forward_matches(given: Any) -> Iterator[tuple[dict, Any]]:
         """(substitution, right side) for each match of the left pattern on ground `given`."""
         for s in lhs.matches(given):
+            charge()  # a match, used or refused, is a step of the run's budget
             if all(w.holds(s) for w in where):
                 built = _term(rhs, s)
                 if built is not None and (not keeps_type or _replaceable(given, built)):
@@ -143,6 +145,7 @@ def pattern_relation(
                     yield from _finish(state, None, b_, rhs, s, (), built)
             elif not isvar(b_) and is_ground(b_):
                 for s in rhs.matches(b_):
+                    charge()
                     s = fresh(s)
                     yield from _finish(state, b_, a_, lhs, s, _guards(s))
             else:
@@ -209,13 +212,14 @@ def _replaceable(given: Any, built: Any) -> bool:
 def run_relation(relation: Callable, term: Any, direction: str = "forward") -> Iterator[Any]:
     """The states of `relation` with `term` on the side `direction` reads and a fresh variable on the other.
 
-    Lazily: the caller bounds the run (`islice`, a `kanren_budget`).
+    Lazily: the caller bounds the run (`islice`, a `relation_budget`, which each state pulled is
+    charged to as a step).
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
     q = var()
     goal = relation(term, q) if direction == "forward" else relation(q, term)
-    for state in (goal if callable(goal) else lall(goal))({}):
+    for state in metered((goal if callable(goal) else lall(goal))({})):
         yield q, state
 
 
@@ -239,9 +243,10 @@ def answers(rule: Rule | Callable, term: Any, direction: str = "forward") -> Ite
 def direct_answers(
     rule: Rule | Callable, term: Any, direction: str = "forward", screened: bool = False
 ) -> Iterator[Answer] | None:
-    """`answers` where plain function calls give them, without kanren states (so no kanren budget
-    applies): a screen or guard refusing a graph, a pattern's matcher on a ground term, a goal's
-    `forward_values`; None when the goal must run.  `screened`: the caller has tested the screen."""
+    """`answers` where plain function calls give them, without kanren states (a `relation_budget` still
+    counts the matches and values): a screen or guard refusing a graph, a pattern's matcher on a ground
+    term, a goal's `forward_values`; None when the goal must run.  `screened`: the caller has tested
+    the screen."""
     found = forward_plan(rule, screened)(term) if direction == "forward" else None
     if found is None:
         return None
@@ -251,7 +256,7 @@ def direct_answers(
             Answer(built, None, lambda s=s: {n: s[v] for v, n in names.items() if v in s})
             for s, built in matches
         )
-    return (Answer(value, None, dict) for value in values)
+    return (Answer(value, None, dict) for value in metered(values))
 
 
 def plain_values(found: tuple | None) -> Iterable[Any] | None:

@@ -68,7 +68,7 @@ from relwrite.graph.basic import (
     type_from_spec,
 )
 from relwrite.graph.parse import parse
-from relwrite.graph.printing import pprint
+from relwrite.graph.printing import expression_text
 from relwrite.graph.terms import GraphETuple
 from relwrite.graph.types import TensorType
 from relwrite.relations.pattern import as_graph, to_graph
@@ -152,7 +152,7 @@ class Binding:
 
     def __repr__(self) -> str:
         values = ", ".join(f"{name}={_show_value(value)}" for name, value in self.named_values.items())
-        return f"Binding({pprint(self.lhs)}; {values})"
+        return f"Binding({expression_text(self.lhs)}; {values})"
 
     def _repr_pretty_(self, printer: Any, cycle: bool) -> None:
         """The same text in hypothesis' report of a failing example."""
@@ -869,11 +869,11 @@ class _Checker:
         inputs = binding.named_values
         lines = [f"{self.subject.name} is unsound {direction}: {problem}", "  inputs:"]
         lines += [f"    {name} = {_show_value(value)}" for name, value in inputs.items()]
-        lines.append(f"  left side:    {pprint(binding.lhs)}")
+        lines.append(f"  left side:    {expression_text(binding.lhs)}")
         if rhs is not None:
-            lines.append(f"  right side:   {pprint(rhs)}")
+            lines.append(f"  right side:   {expression_text(rhs)}")
         if direction == "backward" and lhs is not None:
-            lines.append(f"  left side found backward: {pprint(lhs)}")
+            lines.append(f"  left side found backward: {expression_text(lhs)}")
         if left_value is not None:
             label = "left value:  " if direction == "forward" else "value of the left side found:"
             lines.append(f"  {label} {_show_value(left_value)}")

@@ -2,7 +2,8 @@
 
 One module per concept, named after egg's: `egraph` (the equivalence store),
 `terms` (e-nodes materialized as graphs for relations), `rewrite` (the one
-adapter that runs a rule), `runner` (limits and the scheduler), `extract`
+adapter that runs a rule), `runner` (limits and the scheduler), `deadline` (one time limit through
+every phase of a call), `extract`
 (cheapest and distinct forms), `costs`, `explain`, `dot`; `api` holds what
 users call: `explore`, `best_form`, `prove` and `Form`.
 """
@@ -22,6 +23,7 @@ from relwrite.engine.explore.api import (
     share_inputs,
 )
 from relwrite.engine.explore.costs import Accuracy, AccuracyError, Depth, Flops, NodeCount
+from relwrite.engine.explore.deadline import Deadline, TimeLimitReached
 from relwrite.engine.explore.dot import egraph_dot
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explanation, Step
@@ -33,6 +35,7 @@ __all__ = [
     "AccuracyError",
     "BackoffScheduler",
     "CostFunction",
+    "Deadline",
     "Depth",
     "EGraph",
     "Explanation",
@@ -45,6 +48,7 @@ __all__ = [
     "Report",
     "Runner",
     "Step",
+    "TimeLimitReached",
     "UnsoundFormError",
     "best_form",
     "check_form",

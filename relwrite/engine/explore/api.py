@@ -8,6 +8,13 @@ numerically against the input with `relwrite.testing.check_relation`; a
 mismatch raises `UnsoundFormError` naming the step of the derivation that
 breaks, never a silent wrong form.
 
+A call finishes within its `Limits.seconds`: one `Deadline` runs through
+building the cost, growing the e-graph (a share of the time), extracting,
+explaining and checking forms; a phase the deadline stops returns what it
+has (forms checked so far; `best_form` the input itself, cost NaN, when no
+cheaper form was found, explained and checked in time), and the phase is
+recorded in `Report.phases`.
+
     >>> from relwrite import parse
     >>> best_form(parse("log(1 + exp(x))"), cost="accuracy").expr
     softplus.0
@@ -15,6 +22,7 @@ breaks, never a silent wrong form.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -24,13 +32,14 @@ from etuples import etuple
 from kanren.core import eq, lall
 
 from relwrite.engine.explore.costs import COSTS, Accuracy, Flops, NodeCount, pareto_front
+from relwrite.engine.explore.deadline import PROOF_SHARE, SEARCH_SHARE, Deadline, TimeLimitReached
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
 from relwrite.engine.explore.extract import CostFunction, Trees, best_tree, enumerate_trees
 from relwrite.engine.explore.runner import Limits, Report, Runner
 from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs
-from relwrite.graph.printing import pprint
+from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
+from relwrite.graph.printing import expression_text
 from relwrite.graph.terms import GraphETuple
 from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
 
@@ -84,7 +93,7 @@ class Form:
     def to_dict(self) -> dict:
         """The form as plain data (for JSON): expression text, cost, derivation, steps, assumptions."""
         return {
-            "expr": pprint(self.expr),
+            "expr": expression_text(self.expr),
             "cost": self.cost,
             "derivation": self.derivation,
             "steps": [s.to_dict() for s in self.steps],
@@ -93,7 +102,7 @@ class Form:
         }
 
     def __str__(self) -> str:
-        text = f"{pprint(self.expr)}  [cost {self.cost:.4g}] {self.derivation}"
+        text = f"{expression_text(self.expr)}  [cost {self.cost:.4g}] {self.derivation}"
         if self.assumptions:
             text += f"  assuming {', '.join(sorted(self.assumptions))}"
         return text + ("  (unsafe)" if self.unsafe else "")
@@ -165,7 +174,9 @@ class Exploration:
 
     `run()` grows it; `forms(index, cost)` lists the distinct forms of one
     of the expressions, `best(index, cost)` gives the cheapest; `explain(a, b)`
-    says why two term nodes are equal.
+    says why two term nodes are equal.  Everything it does is under one
+    `deadline` (by default `limits.seconds` from construction): see the
+    module docstring.
     """
 
     def __init__(
@@ -177,6 +188,7 @@ class Exploration:
         include: Iterable[str] = (),
         unsafe: bool = False,
         progress: Callable[[Report], None] | None = None,
+        deadline: Deadline | None = None,
     ):
         if direction not in DIRECTIONS:
             raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
@@ -188,13 +200,29 @@ class Exploration:
         self.egraph = EGraph()
         self.roots = [self.egraph.intern(e) for e in self.exprs]
         self.runner = Runner(self.egraph, self.rules, direction, limits, progress=progress)
+        self.deadline = deadline or Deadline(self.runner.limits.seconds)
         self.explainer = Explainer(self.egraph)
         self.report: Report | None = None
 
-    def run(self, goal: Callable[[], bool] | None = None) -> Report:
-        """Grow the e-graph until saturation, a limit, or `goal()` (see `Runner.run`)."""
-        self.report = self.runner.run(self.roots, goal)
+    def run(self, goal: Callable[[], bool] | None = None, share: float = SEARCH_SHARE) -> Report:
+        """Grow the e-graph until saturation, a limit, `goal()` (see `Runner.run`), or `share` of the
+        time left (the rest is for extracting, explaining and checking forms)."""
+        self.report = self.runner.run(self.roots, goal, self.deadline.until(share))
+        self.report.phases = self.deadline.stops
         return self.report
+
+    def resolve_cost(
+        self, cost: Cost, index: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
+    ) -> CostFunction | Callable[[Variable], float] | None:
+        """`resolve_cost` for expression `index`; the accuracy reference (long to compute for a large
+        expression) within the deadline: None when it passed first."""
+        if not (isinstance(cost, str) and cost == "accuracy"):
+            return resolve_cost(cost, self.exprs[index], ranges)
+        try:
+            with self.deadline.interrupting("cost"):
+                return resolve_cost(cost, self.exprs[index], ranges)
+        except TimeLimitReached:
+            return None
 
     def explain(self, a: int, b: int) -> Explanation:
         return self.explainer.explain(a, b)
@@ -208,23 +236,66 @@ class Exploration:
         ranges: Mapping[str, tuple[float, float]] | None = None,
         most: int = MOST_FORMS,
     ) -> Iterator[Form]:
-        """Up to `most` distinct forms of expression `index`, cheapest first under `cost`, each checked."""
-        expr, root = self.exprs[index], self.roots[index]
-        scored = resolve_cost(cost, expr, ranges)
+        """Up to `most` distinct forms of expression `index`, cheapest first under `cost`, each checked.
+
+        The forms end early when the deadline passes (`Report.phases` says where).
+        """
+        scored = self.resolve_cost(cost, index, ranges)
+        if scored is None:
+            return
+        found = self._ranked_forms(index, scored, check, check_examples, most)
+        listed_input = False
+        while True:
+            try:
+                form = next(found)
+            except StopIteration:
+                return
+            except TimeLimitReached:
+                break
+            listed_input = listed_input or not form.steps
+            yield form
+        if not listed_input:  # cut short: the input, which needs no check, is always at hand
+            yield self._input_form(index, scored)
+
+    def _ranked_forms(
+        self,
+        index: int,
+        scored: CostFunction | Callable[[Variable], float],
+        check: bool,
+        examples: int,
+        most: int,
+    ) -> Iterator[Form]:
+        """`forms`, raising TimeLimitReached where the deadline stops them."""
+        root, deadline = self.roots[index], self.deadline
         if isinstance(scored, CostFunction):
             trees = Trees(scored)
-            ranked = ((t, trees.cost[t]) for t in enumerate_trees(self.egraph, root, trees, most=most))
+            found = enumerate_trees(self.egraph, root, trees, most=most, deadline=deadline)
+            ranked: Iterable[tuple[int, float]] = ((t, trees.cost[t]) for t in found)
         else:
             trees = Trees(NodeCount())
-            pool = list(enumerate_trees(self.egraph, root, trees, k=CANDIDATES, most=CANDIDATES))
-            scores = [float(scored(trees.graph(t))) for t in pool]
-            order = sorted(range(len(pool)), key=lambda k: (scores[k], trees.cost[pool[k]]))
-            ranked = ((pool[k], scores[k]) for k in order[:most])
+            pool = list(enumerate_trees(self.egraph, root, trees, CANDIDATES, CANDIDATES, deadline))
+            scores = self._scores(scored, trees, pool)
+            order = sorted(range(len(scores)), key=lambda k: (scores[k], trees.cost[pool[k]]))
+            ranked = [(pool[k], scores[k]) for k in order[:most]]
         for t, value in ranked:
-            form = self._form(index, trees, t, value)
-            if check:
-                check_form(expr, form, self.tags(form), check_examples)
-            yield form
+            yield self._form(index, trees, t, value, check, examples)
+
+    def _input_form(self, index: int, scored: CostFunction | Callable[[Variable], float]) -> Form:
+        """Expression `index` itself as a form: priced bottom-up by a CostFunction (linear in its size),
+        NaN under a whole-form cost (measuring it may take longer than the deadline leaves)."""
+        expr = self.exprs[index]
+        if not isinstance(scored, CostFunction):
+            return Form(expr, math.nan)
+        costs: dict[Variable, float] = {}
+
+        def cost_of(v: Variable) -> float:
+            return costs[v] if v in costs else scored.leaf(v)
+
+        for node in io_toposort([], [expr]):
+            operands = [cost_of(i) for i in node.inputs]
+            for out in node.outputs:
+                costs[out] = scored.node(node.op, out.type, [i.type for i in node.inputs], operands)
+        return Form(expr, float(cost_of(expr)))
 
     def best(
         self,
@@ -234,39 +305,70 @@ class Exploration:
         check_examples: int = CHECK_EXAMPLES,
         ranges: Mapping[str, tuple[float, float]] | None = None,
     ) -> Form:
-        """The cheapest form of expression `index` under `cost` (checked as `forms` checks)."""
-        scored = resolve_cost(cost, self.exprs[index], ranges)
+        """The cheapest form of expression `index` under `cost` (checked as `forms` checks); the input
+        itself (`_input_form`) when the deadline passed before a form was extracted, explained and
+        checked."""
+        scored = self.resolve_cost(cost, index, ranges)
+        if scored is None:
+            return Form(self.exprs[index], math.nan)
         if not isinstance(scored, CostFunction):
-            return next(self.forms(index, scored, check, check_examples, ranges))
+            return next(
+                self.forms(index, scored, check, check_examples, ranges), Form(self.exprs[index], math.nan)
+            )
         trees = Trees(scored)
-        t = best_tree(self.egraph, self.roots[index], trees)
-        form = self._form(index, trees, t, trees.cost[t])
-        if check:
-            check_form(self.exprs[index], form, self.tags(form), check_examples)
-        return form
+        try:
+            t = best_tree(self.egraph, self.roots[index], trees, self.deadline)
+            return self._form(index, trees, t, trees.cost[t], check, check_examples)
+        except TimeLimitReached:
+            return self._input_form(index, scored)
 
     def proof(self, a: int = 0, b: int = 1, check: bool = True, check_examples: int = CHECK_EXAMPLES):
         """Run until expressions `a` and `b` are equal (or a limit): why they are, or None.
 
         A proof that uses rules is re-checked numerically (`UnsoundFormError`
-        naming the failing step).
+        naming the failing step).  None too when the deadline passed before
+        the proof was explained and checked (`Report.phases` says so).
         """
         egraph, ra, rb = self.egraph, self.roots[a], self.roots[b]
-        self.run(goal=lambda: egraph.find(ra) == egraph.find(rb))
+        self.run(goal=lambda: egraph.find(ra) == egraph.find(rb), share=PROOF_SHARE)
         if egraph.find(ra) != egraph.find(rb):
             return None
-        explanation = self.explain(ra, rb)
-        if check and explanation.steps:
-            tags = frozenset(t for r in self.rules if r.name in explanation.rules for t in r.tags)
-            form = Form(self.exprs[b], 0.0, explanation.steps, explanation.assumptions, explanation.unsafe)
-            check_form(self.exprs[a], form, tags, check_examples)
+        try:
+            with self.deadline.interrupting("explanation"):
+                explanation = self.explain(ra, rb)
+            if check and explanation.steps:
+                tags = frozenset(t for r in self.rules if r.name in explanation.rules for t in r.tags)
+                form = Form(
+                    self.exprs[b], 0.0, explanation.steps, explanation.assumptions, explanation.unsafe
+                )
+                with self.deadline.interrupting("checking"):
+                    check_form(self.exprs[a], form, tags, check_examples)
+        except TimeLimitReached:
+            return None
         return explanation
 
-    def _form(self, index: int, trees: Trees, tree: int, cost: float) -> Form:
+    def _scores(self, scored: Callable[[Variable], float], trees: Trees, pool: list[int]) -> list[float]:
+        """`scored` of the pool's trees in order, as many as the deadline allows."""
+        scores: list[float] = []
+        try:
+            with self.deadline.interrupting("cost"):
+                for t in pool:
+                    scores.append(float(scored(trees.graph(t))))
+        except TimeLimitReached:
+            pass
+        return scores
+
+    def _form(self, index: int, trees: Trees, tree: int, cost: float, check: bool, examples: int) -> Form:
+        """The form of `tree`, explained and (with `check`) checked; TimeLimitReached past the deadline."""
         graph = trees.graph(tree)
         node = self.egraph.intern(graph, flatten=False)
-        explanation = self.explainer.explain(self.roots[index], node)
-        return Form(graph, cost, explanation.steps, explanation.assumptions, explanation.unsafe)
+        with self.deadline.interrupting("explanation"):
+            explanation = self.explainer.explain(self.roots[index], node)
+        form = Form(graph, cost, explanation.steps, explanation.assumptions, explanation.unsafe)
+        if check:
+            with self.deadline.interrupting("checking"):
+                check_form(self.exprs[index], form, self.tags(form), examples)
+        return form
 
     def tags(self, form: Form) -> frozenset[str]:
         """The tags of the rules a form's derivation uses (what its numerical check must allow for)."""
@@ -303,9 +405,10 @@ def explore(
     integer expression, say) raises before anything is explored.
     """
     exploration = Exploration([expr], rules, direction, limits, include, unsafe, progress)
-    scored = resolve_cost(cost, expr, ranges)
+    scored = exploration.resolve_cost(cost, 0, ranges)
     exploration.run()
-    yield from exploration.forms(0, scored, check, check_examples, ranges, most)
+    if scored is not None:
+        yield from exploration.forms(0, scored, check, check_examples, ranges, most)
 
 
 def best_form(
@@ -321,9 +424,12 @@ def best_form(
     check_examples: int = CHECK_EXAMPLES,
     ranges: Mapping[str, tuple[float, float]] | None = None,
 ) -> Form:
-    """The cheapest form of `expr` under `cost` found within `limits` (see `explore`)."""
+    """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
+    cost NaN, when no form was measured, explained and checked within the time limit."""
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
-    scored = resolve_cost(cost, expr, ranges)
+    scored = exploration.resolve_cost(cost, 0, ranges)
+    if scored is None:
+        return Form(expr, math.nan)
     exploration.run()
     return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
 
@@ -363,21 +469,35 @@ def pareto(
     ranges: Mapping[str, tuple[float, float]] | None = None,
     check: bool = True,
 ) -> list[ParetoPoint]:
-    """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops."""
+    """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops.
+
+    Within the time limit: the front of the forms measured, explained and checked by then.
+    """
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
-    accuracy, flops = Accuracy(expr, ranges=ranges), Flops()
+    accuracy = exploration.resolve_cost("accuracy", 0, ranges)
+    if accuracy is None:
+        return []
     exploration.run()
-    trees = Trees(flops)
-    pool = list(
-        enumerate_trees(exploration.egraph, exploration.roots[0], trees, k=candidates, most=candidates)
-    )
-    points = [(accuracy(trees.graph(t)), trees.cost[t]) for t in pool]
-    front = []
-    for k in pareto_front(points):
-        form = exploration._form(0, trees, pool[k], points[k][0])
-        if check:
-            check_form(expr, form, exploration.tags(form), CHECK_EXAMPLES)
-        front.append(ParetoPoint(form, points[k][0], points[k][1]))
+    trees = Trees(Flops())
+    front: list[ParetoPoint] = []
+    try:
+        pool = list(
+            enumerate_trees(
+                exploration.egraph,
+                exploration.roots[0],
+                trees,
+                k=candidates,
+                most=candidates,
+                deadline=exploration.deadline,
+            )
+        )
+        bits = exploration._scores(accuracy, trees, pool)
+        points = [(b, trees.cost[t]) for b, t in zip(bits, pool)]
+        for k in pareto_front(points):
+            form = exploration._form(0, trees, pool[k], points[k][0], check, CHECK_EXAMPLES)
+            front.append(ParetoPoint(form, points[k][0], points[k][1]))
+    except TimeLimitReached:
+        pass
     return front
 
 
@@ -454,7 +574,8 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
             else "no single step fails alone; the derivation " + form.derivation
         )
         raise UnsoundFormError(
-            f"the form {pprint(form.expr)} of {pprint(expr)} is not equal to it at {where}\n{error}",
+            f"the form {expression_text(form.expr)} of {expression_text(expr)} is not equal to it at "
+            f"{where}\n{error}",
             form.expr,
             culprit,
             error,

@@ -45,7 +45,7 @@ from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
-from relwrite.graph.printing import pprint
+from relwrite.graph.printing import expression_text
 from relwrite.graph.types import TensorType
 
 UNKNOWN_LENGTH = 64
@@ -386,10 +386,10 @@ class Accuracy:
         length: int = 3,
     ):
         if expr.type.numpy_dtype.kind != "f":
-            raise AccuracyError(f"accuracy needs a floating result, {pprint(expr)} is {expr.dtype}")
+            raise AccuracyError(f"accuracy needs a floating result, {expression_text(expr)} is {expr.dtype}")
         self.inputs = [v for v in graph_inputs([expr]) if not isinstance(v, Constant)]
         if not self.inputs:
-            raise AccuracyError(f"accuracy needs inputs to sample, {pprint(expr)} has none")
+            raise AccuracyError(f"accuracy needs inputs to sample, {expression_text(expr)} has none")
         for v in self.inputs:
             if v.type.numpy_dtype.kind != "f":
                 raise AccuracyError(f"accuracy needs floating inputs, {v.name or v} is {v.dtype}")
@@ -408,7 +408,9 @@ class Accuracy:
             reference = self._reference(expr, points, samples).astype(expr.type.numpy_dtype)
         keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
         if not keep.any():
-            raise AccuracyError(f"{pprint(expr)} is not a real number, or overflows, at every sample point")
+            raise AccuracyError(
+                f"{expression_text(expr)} is not a real number, or overflows, at every sample point"
+            )
         self.points = [p[keep] for p in points]
         self.reference = reference[keep]
 

@@ -30,7 +30,7 @@ from itertools import count
 
 from relwrite.engine.explore.egraph import AC_OPS, CONGRUENCE, FOLDING, Applied, EGraph, Reason, flip_pairs
 from relwrite.graph.basic import Variable
-from relwrite.graph.printing import pprint
+from relwrite.graph.printing import expression_text
 from relwrite.relations.operands import canonical_key
 from relwrite.relations.registry import Rule
 
@@ -67,15 +67,16 @@ class Step:
         return {
             "rule": self.rule,
             "direction": self.direction,
-            "before": pprint(self.before),
-            "after": pprint(self.after),
-            "expression": pprint(self.expression),
+            "before": expression_text(self.before),
+            "after": expression_text(self.after),
+            "expression": expression_text(self.expression),
             "assumptions": sorted(self.assumptions),
             "unsafe": self.unsafe,
         }
 
     def __str__(self) -> str:
-        text = f"{self.rule} ({self.direction}): {pprint(self.before)} -> {pprint(self.after)}"
+        before, after = expression_text(self.before), expression_text(self.after)
+        text = f"{self.rule} ({self.direction}): {before} -> {after}"
         if self.assumptions:
             text += f"  [assuming {', '.join(sorted(self.assumptions))}]"
         return text
@@ -425,10 +426,10 @@ class Explainer:
             for a in rule.assumptions:
                 if a.name in bound:
                     term = self.egraph.term(bound[a.name])
-                    texts.append(f"{pprint(term)} {a.op} {a.value:g}")
+                    texts.append(f"{expression_text(term)} {a.op} {a.value:g}")
                     conditions.append((term, a.op, a.value))
                 else:
-                    texts.append(f"{a} for {rule.name} at {pprint(self.egraph.term(lhs))}")
+                    texts.append(f"{a} for {rule.name} at {expression_text(self.egraph.term(lhs))}")
             found = self._assumed[id(reason)] = (frozenset(texts), tuple(conditions))
         return found
 

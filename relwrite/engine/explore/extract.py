@@ -21,6 +21,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Iterator, Sequence
 
+from relwrite.engine.explore.deadline import Deadline
 from relwrite.engine.explore.egraph import AC_OPS, EGraph
 from relwrite.graph.basic import Op, Variable
 from relwrite.graph.types import TensorType
@@ -148,14 +149,19 @@ def _node_tree(egraph: EGraph, trees: Trees, node: int, operand_trees: Sequence[
     return trees.of_node(egraph.op(node), tuple(operand_trees), egraph.type(node))
 
 
-def best_tree(egraph: EGraph, root: int, trees: Trees) -> int:
-    """The cheapest tree of `root`'s class (egg's Extractor: iterate until no class improves)."""
+def best_tree(egraph: EGraph, root: int, trees: Trees, deadline: Deadline | None = None) -> int:
+    """The cheapest tree of `root`'s class (egg's Extractor: iterate until no class improves).
+
+    With a `deadline`, TimeLimitReached once it passes (checked at every class).
+    """
     classes = egraph.reachable([root])
     best: dict[int, int] = {}
     changed = True
     while changed:
         changed = False
         for c in reversed(classes):
+            if deadline is not None:
+                deadline.check("extraction")
             for n in egraph.nodes(c):
                 operands = egraph.children(n)
                 if any(k not in best for k in operands):
@@ -171,14 +177,17 @@ def _rank(trees: Trees, t: int) -> tuple[float, int, int]:
     return (trees.cost[t], trees.size[t], trees.form[t])
 
 
-def enumerate_trees(egraph: EGraph, root: int, trees: Trees, k: int = 8, most: int = 4096) -> Iterator[int]:
+def enumerate_trees(
+    egraph: EGraph, root: int, trees: Trees, k: int = 8, most: int = 4096, deadline: Deadline | None = None
+) -> Iterator[int]:
     """Trees of `root`'s class of distinct forms, cheapest first; lazily, up to `most` of them.
 
     `k` is how many the first pass keeps per class (each further pass keeps four times as many).
+    With a `deadline`, TimeLimitReached once it passes (checked at every class a pass visits).
     """
     yielded: set[int] = set()
     while True:
-        ranked = _k_best(egraph, root, trees, k)
+        ranked = _k_best(egraph, root, trees, k, deadline)
         for t in ranked:
             if trees.form[t] not in yielded:
                 yielded.add(trees.form[t])
@@ -190,7 +199,7 @@ def enumerate_trees(egraph: EGraph, root: int, trees: Trees, k: int = 8, most: i
         k = min(4 * k, most)
 
 
-def _k_best(egraph: EGraph, root: int, trees: Trees, k: int) -> list[int]:
+def _k_best(egraph: EGraph, root: int, trees: Trees, k: int, deadline: Deadline | None) -> list[int]:
     """The `k` cheapest trees of distinct forms of every class reachable from `root`; those of `root`."""
     classes = egraph.reachable([root])
     parents: dict[int, set[int]] = {c: set() for c in classes}
@@ -204,6 +213,8 @@ def _k_best(egraph: EGraph, root: int, trees: Trees, k: int) -> list[int]:
     queue = list(reversed(classes))
     queued = set(queue)
     while queue:
+        if deadline is not None:
+            deadline.check("extraction")
         c = queue.pop()
         queued.discard(c)
         candidates = list(lists[c])

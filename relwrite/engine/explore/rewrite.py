@@ -4,18 +4,16 @@ Everything the explorer asks of a rule goes through `rule_answers`: the
 right sides a rule gives for a term (forward) or the left sides it gives for
 a term (backward), each with the values of the variables its assumptions
 name, so that an explanation can say ``y != 0`` about the `y` that was
-actually cancelled.  Runs are bounded (`Budget`): at most `answers` states
-are read, and on the main thread a rule that computes longer than `seconds`
-is interrupted with `RuleTimeout`.
+actually cancelled.  Runs are bounded (`Budget`): at most `answers` answers
+are read, and a run is under the rule runtime's budget of `steps` and
+`seconds` (`relation_budget`: on the main thread a rule computing longer
+than `seconds`, even in plain Python, is interrupted), past which it raises
+`RuleTimeout` naming the rule.
 """
 
 from __future__ import annotations
 
-import signal
-import threading
-import time
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cache
 from itertools import islice, permutations
@@ -28,6 +26,7 @@ from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.parse import parse
 from relwrite.graph.terms import GraphETuple, same_expression
+from relwrite.relations.budget import DEFAULT_MAX_STEPS, BudgetExceeded, relation_budget
 from relwrite.relations.pattern import as_graph, is_variadic, to_graph
 from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import answers as runtime_answers
@@ -38,10 +37,12 @@ COMMUTATIVE = (ops.add, ops.mul)
 
 @dataclass(frozen=True)
 class Budget:
-    """How much one rule run may take: `answers` states read, `seconds` of computing (None: no clock)."""
+    """How much one rule run may take: `answers` answers read, `seconds` of computing and `steps` of work
+    (`relation_budget`; None: no such limit)."""
 
     answers: int = 8
     seconds: float | None = 0.25
+    steps: int | None = DEFAULT_MAX_STEPS
 
 
 @dataclass(frozen=True)
@@ -52,8 +53,8 @@ class Answer:
     bindings: Mapping[str, Variable] = field(default_factory=dict)
 
 
-class RuleTimeout(Exception):
-    """A rule computed longer than its budget allows."""
+class RuleTimeout(BudgetExceeded):
+    """A rule run used up its budget of seconds or steps."""
 
 
 def rule_answers(rule: Rule, term: Variable, direction: str, budget: Budget = Budget()) -> list[Answer]:
@@ -62,17 +63,23 @@ def rule_answers(rule: Rule, term: Variable, direction: str, budget: Budget = Bu
     Forward, `term` is the rule's left side and the answers are right sides;
     backward, `term` is the right side and the answers are left sides.
     Answers that still hold logic variables or do not build as graphs are
-    dropped.  Raises `RuleTimeout` when the run outlasts `budget.seconds`,
-    and whatever the rule itself raises.
+    dropped.  Raises `RuleTimeout` when the run outlasts `budget.seconds` or
+    `budget.steps`, and whatever the rule itself raises.
     """
     if direction not in DIRECTIONS:
         raise ValueError(f"direction must be 'forward' or 'backward', got {direction!r}")
     names = tuple(dict.fromkeys(a.name for a in rule.assumptions))
-    with _deadline(budget.seconds):
+
+    def what() -> str:
+        return f"rule {rule.name} run {direction} on {term}"
+
+    with relation_budget(what, budget.steps, budget.seconds, RuleTimeout) as meter:
         if direction == "forward":
             found = list(islice(_forward(rule, term, bool(names)), budget.answers))
         else:
             found = list(islice(_backward(rule, term, bool(names)), budget.answers))
+    if meter.error is not None:  # raised inside the run and swallowed there
+        raise meter.fresh_error()
     answers = []
     for other, found_bindings in found:
         lhs = term if direction == "forward" else other
@@ -233,61 +240,3 @@ def _match(pattern: Variable, target: Variable, limit: int = 4) -> dict[str, Var
         if not failed:
             return bound
     return None
-
-
-_armed = False
-_installed = False
-
-
-def _interrupt(signum: int, frame: Any) -> None:
-    if _armed:
-        # should this exception be swallowed (raised in a gc callback), another follows a second later
-        signal.setitimer(signal.ITIMER_REAL, 1.0, 1.0)
-        raise RuleTimeout()
-
-
-@contextmanager
-def rule_clock() -> Iterator[None]:
-    """Keep the handler that interrupts overlong rule runs installed for the block (saves a syscall pair
-    per run); without it each timed run installs and removes the handler itself."""
-    global _installed
-    if _installed or not _can_time():
-        yield
-        return
-    previous = signal.signal(signal.SIGALRM, _interrupt)
-    _installed = True
-    try:
-        yield
-    finally:
-        _installed = False
-        signal.signal(signal.SIGALRM, previous)
-
-
-def _can_time() -> bool:
-    return _HAS_TIMER and threading.current_thread() is threading.main_thread()
-
-
-@contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    """Interrupt the block with `RuleTimeout` after `seconds` (on the main thread, where signals arrive)."""
-    global _armed
-    if seconds is None or not _can_time():
-        yield
-        return
-    if not _installed:
-        with rule_clock(), _deadline(seconds):
-            yield
-        return
-    started = time.perf_counter()
-    outer, _interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    _armed = True
-    try:
-        yield
-    finally:
-        _armed = False
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        if outer > 0:  # someone else's timer was running: give it back what is left of it
-            signal.setitimer(signal.ITIMER_REAL, max(outer - (time.perf_counter() - started), 1e-6))
-
-
-_HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")

@@ -11,8 +11,10 @@ the direction and the two terms for explanations.
 
 Limits: iterations, e-nodes, classes and seconds; the node limit is a hard
 stop checked before every application, so it is overshot by at most the
-nodes of one answer.  A rule that raises or outlasts its time budget is
-reported by name in `Report.failed` and not run again; the run goes on.
+nodes of one answer.  The time limit is checked before every rule run and
+every application, and no rule run may outlast it.  A rule that raises or
+outlasts its own time budget is reported by name in `Report.failed` and not
+run again; the run goes on.
 `BackoffScheduler` keeps rules that match too often from flooding the graph.
 """
 
@@ -24,9 +26,10 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph, Lookup
-from relwrite.engine.explore.rewrite import Answer, Budget, backward_heads, reach, rule_answers, rule_clock
+from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, backward_heads, reach, rule_answers
 from relwrite.engine.explore.terms import TermView
 from relwrite.graph.basic import Op, Variable
+from relwrite.relations.budget import budget_clock
 from relwrite.relations.registry import Rule
 
 SATURATED = "saturated"
@@ -41,7 +44,10 @@ GOAL = "goal reached"
 class Limits:
     """Budgets of an exploration (egg's defaults for the first three).
 
-    - `iterations`, `nodes` (e-nodes), `classes`, `seconds`: when the runner stops;
+    - `iterations`, `nodes` (e-nodes), `classes`: when the runner stops;
+    - `seconds`: the whole call's time (`deadline.Deadline`): growing the
+      e-graph, then extracting, explaining and checking forms (`math.inf`:
+      no time limit, for runs whose outcome must not depend on the machine);
     - `rule_seconds`, `answers`: the budget of one rule run (`rewrite.Budget`);
     - `depth`, `width`: how far and how wide terms are materialized for
       relations (`TermView`): patterns up to depth + 1 levels of ops match.
@@ -92,6 +98,9 @@ class Report:
     rules: dict[str, RuleStats] = field(default_factory=dict)
     largest_step: int = 0
     """The most e-nodes one rule application added (the node limit is overshot by less than this)."""
+    phases: dict[str, str] = field(default_factory=dict)
+    """The phases after growing the e-graph that stopped early (cost, extraction, explanation,
+    checking), with why (TIME_LIMIT): what they had done by then is what the call returned."""
 
 
 class BackoffScheduler:
@@ -176,22 +185,26 @@ class Runner:
         self.progress = progress
         self.view = TermView(egraph, self.limits.depth, self.limits.width)
         self.report = Report(rules={r.name: RuleStats() for r in self.rules})
-        self._budget = Budget(self.limits.answers, self.limits.rule_seconds)
         self._tried: set[tuple[int, str, Variable]] = set()
         self._disabled: set[str] = set()
         self._backward_heads = {r.name: backward_heads(r) for r in self.rules}
         self._by_name = {r.name: r for r in self.rules}
         self._runs: dict[tuple[str, str], int] = {}
 
-    def run(self, roots: Iterable[int], goal: Callable[[], bool] | None = None) -> Report:
-        """Run until saturation, a limit, or `goal()` turns true (checked after each rebuild)."""
-        with rule_clock():
-            return self._run(list(roots), goal)
+    def run(
+        self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
+    ) -> Report:
+        """Run until saturation, a limit, or `goal()` turns true (checked after each rebuild).
 
-    def _run(self, roots: list[int], goal: Callable[[], bool] | None) -> Report:
+        `until` is when to stop (a `time.perf_counter()` time; default: `limits.seconds` from now).
+        """
+        with budget_clock():
+            return self._run(list(roots), goal, until)
+
+    def _run(self, roots: list[int], goal: Callable[[], bool] | None, until: float | None) -> Report:
         limits, report, egraph = self.limits, self.report, self.egraph
         started = time.perf_counter()
-        deadline = started + limits.seconds
+        deadline = started + limits.seconds if until is None else until
         egraph.rebuild()
         stop = GOAL if goal is not None and goal() else ""
         iteration = 0
@@ -206,7 +219,7 @@ class Runner:
             before = (egraph.unions, egraph.node_count)
             self.view.new_round()
             matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
-            stop = self._apply(matches, iteration) or stop
+            stop = self._apply(matches, iteration, deadline) or stop
             egraph.rebuild()
             iteration += 1
             self._note(report, iteration, started)
@@ -262,11 +275,15 @@ class Runner:
                     key = (id(rule), direction, term)
                     if key in self._tried:
                         continue
-                    if time.perf_counter() >= deadline:
+                    left = deadline - time.perf_counter()
+                    if left <= 0:
+                        self._admit(rule, direction, iteration, found, runs, matches)
+                        return matches, TIME_LIMIT
+                    answers = self._answers(rule, term, direction, left)
+                    if answers is _OUT_OF_TIME:  # cut by the deadline, not the rule's fault: not tried
                         self._admit(rule, direction, iteration, found, runs, matches)
                         return matches, TIME_LIMIT
                     runs.append(key)
-                    answers = self._answers(rule, term, direction)
                     if answers is None:
                         break
                     found.extend(_Match(rule, direction, c, term, a) for a in answers)
@@ -309,12 +326,21 @@ class Runner:
             directions.append(("backward", heads))
         return directions
 
-    def _answers(self, rule: Rule, term: Variable, direction: str) -> list[Answer] | None:
-        """The rule's answers, or None when it failed (then it is reported and disabled)."""
+    def _answers(
+        self, rule: Rule, term: Variable, direction: str, left: float
+    ) -> list[Answer] | object | None:
+        """The rule's answers, None when it failed (then it is reported and disabled), or `_OUT_OF_TIME`
+        when the run outlasted the `left` seconds of the whole run, less than its own budget."""
         stats = self.report.rules[rule.name]
         started = time.perf_counter()
+        seconds = min(self.limits.rule_seconds, left)
         try:
-            answers = rule_answers(rule, term, direction, self._budget)
+            answers = rule_answers(rule, term, direction, Budget(self.limits.answers, seconds))
+        except RuleTimeout as exc:
+            if exc.budget == "max_seconds" and seconds < self.limits.rule_seconds:
+                return _OUT_OF_TIME
+            self._fail(rule, f"{direction} on {term}: {type(exc).__name__}: {exc}")
+            return None
         except Exception as exc:
             self._fail(rule, f"{direction} on {term}: {type(exc).__name__}: {exc}".rstrip(": "))
             return None
@@ -330,22 +356,25 @@ class Runner:
 
     # -- apply -------------------------------------------------------------------------------
 
-    def _apply(self, matches: list[_Match], iteration: int) -> str:
-        """Apply the matches found (even past the deadline: they are paid for) up to the node limit."""
+    def _apply(self, matches: list[_Match], iteration: int, deadline: float) -> str:
+        """Apply the matches found up to the node limit or the deadline (those left are run again
+        should the run go on)."""
         unions: dict[tuple[str, str], int] = {}
-        stop = self._apply_all(matches, unions)
+        stop = self._apply_all(matches, unions, deadline)
         for (name, direction), runs in self._runs.items():
             self.scheduler.record(
                 self._by_name[name], direction, iteration, runs, unions.get((name, direction), 0)
             )
         return stop
 
-    def _apply_all(self, matches: list[_Match], unions: dict[tuple[str, str], int]) -> str:
+    def _apply_all(self, matches: list[_Match], unions: dict[tuple[str, str], int], deadline: float) -> str:
         egraph, report = self.egraph, self.report
-        for m in matches:
+        for k, m in enumerate(matches):
             egraph.rebuild()  # lookups below need the hash-cons current, and the count must be right
-            stop = self._limit_reached(None)
+            stop = self._limit_reached(deadline)
             if stop:
+                if stop == TIME_LIMIT:
+                    self._tried.difference_update((id(r.rule), r.direction, r.term) for r in matches[k:])
                 return stop
             if m.rule.name in self._disabled:
                 continue
@@ -400,6 +429,9 @@ class Runner:
                 if mine != operands and not mine - operands:
                     return True
         return False
+
+
+_OUT_OF_TIME = object()
 
 
 def _tracked(op: Op, heads: Sequence[Op | type]) -> bool:

@@ -1,0 +1,195 @@
+"""The one budget on relation runs: steps, the clock that interrupts plain Python, nesting, threads."""
+
+import gc
+import signal
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import kanren.core
+import pytest
+import toolz
+
+import relwrite
+from relwrite import FunctionGraph, exp, float64
+from relwrite.engine import EquilibriumRewriter, KanrenRelationSub
+from relwrite.relations.budget import BudgetExceeded, charge, metered, relation_budget
+
+pytestmark = pytest.mark.skipif(not hasattr(signal, "setitimer"), reason="needs setitimer")
+
+
+class OuterAlarm(Exception):
+    pass
+
+
+def spin():
+    while True:
+        pass
+
+
+@pytest.fixture
+def no_timer_left():
+    """The test leaves SIGALRM's handler and timer as it found them."""
+    handler = signal.getsignal(signal.SIGALRM)
+    yield
+    assert signal.getsignal(signal.SIGALRM) is handler
+    assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
+
+
+def test_importing_relwrite_leaves_kanren_unpatched():
+    assert relwrite.__name__ == "relwrite"
+    assert kanren.core.interleave is toolz.interleave
+
+
+def test_the_clock_interrupts_a_plain_python_loop_naming_the_run(no_timer_left):
+    with (
+        pytest.raises(
+            BudgetExceeded, match=r"^rule spin at x: no answer within max_seconds=0.05 \(0 steps\)$"
+        ),
+        relation_budget(lambda: "rule spin at x", max_seconds=0.05) as meter,
+    ):
+        spin()
+    assert meter.error.budget == "max_seconds" and meter.error.meter is meter
+
+
+def test_a_block_that_swallows_the_interrupt_is_interrupted_again(no_timer_left):
+    swallowed = 0
+    with pytest.raises(BudgetExceeded), relation_budget("swallower", max_seconds=0.05):
+        while swallowed < 3:
+            try:
+                spin()
+            except BudgetExceeded:
+                swallowed += 1
+        spin()
+    assert swallowed == 3
+
+
+def test_a_budget_entered_in_a_generator_based_context_manager_interrupts_the_block(no_timer_left):
+    """Entered inside a contextmanager's generator, the budget's frame is suspended while the block runs:
+    the block is the caller's."""
+
+    @contextmanager
+    def limited():
+        with relation_budget("wrapped", max_seconds=0.05):
+            yield
+
+    guard = time.monotonic() + 30  # so that a failure cannot hang the suite
+    with pytest.raises(BudgetExceeded, match=r"^wrapped: "), limited():
+        while time.monotonic() < guard:
+            pass
+
+
+def test_an_interrupt_landing_in_a_gc_callback_is_raised_after_it(no_timer_left, monkeypatch):
+    """Python prints and drops an error raised in a garbage collector callback (hypothesis installs one):
+    the interrupt is put off until the callback has returned."""
+    dropped = []
+    monkeypatch.setattr(sys, "unraisablehook", dropped.append)
+
+    def slow_callback(phase, info):
+        if phase == "start":
+            until = time.monotonic() + 0.2  # the budget's alarm falls due in here
+            while time.monotonic() < until:
+                pass
+
+    gc.callbacks.append(slow_callback)
+    try:
+        with pytest.raises(BudgetExceeded), relation_budget("collecting", max_seconds=0.05):
+            gc.collect()
+            spin()
+    finally:
+        gc.callbacks.remove(slow_callback)
+    assert dropped == []
+
+
+def test_steps_are_what_is_pulled_and_a_spent_budget_stays_spent(no_timer_left):
+    with relation_budget("counted", max_steps=5, max_seconds=None) as meter:
+        assert list(metered(range(4))) == [0, 1, 2, 3]
+        assert meter.steps == 5  # four values and the pull that found the end
+        with pytest.raises(BudgetExceeded, match="counted: no answer within max_steps=5 steps"):
+            charge()
+        with pytest.raises(BudgetExceeded):
+            charge()
+    charge()  # outside the block nothing is counted
+
+
+def test_when_nested_budgets_run_out_the_outermost_error_is_raised(no_timer_left):
+    with (
+        pytest.raises(BudgetExceeded) as caught,
+        relation_budget("the call", max_seconds=0.05) as outer,
+        relation_budget("a rule", max_seconds=30),
+    ):
+        spin()
+    assert caught.value.meter is outer and str(caught.value).startswith("the call: ")
+
+
+def test_an_outer_timer_falling_due_inside_a_budget_reaches_its_own_handler():
+    def alarm(signum, frame):
+        raise OuterAlarm
+
+    previous = signal.signal(signal.SIGALRM, alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        with pytest.raises(OuterAlarm), relation_budget("a rule", max_seconds=30):
+            spin()
+        assert signal.getsignal(signal.SIGALRM) is alarm  # given back
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_an_outer_timer_gets_back_what_is_left_of_it():
+    fired = []
+    previous = signal.signal(signal.SIGALRM, lambda signum, frame: fired.append(signum))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with relation_budget("a rule", max_seconds=5):
+            pass
+        left, _ = signal.getitimer(signal.ITIMER_REAL)
+        assert 0 < left <= 30  # still running, not restarted longer
+        assert fired == []
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def test_off_the_main_thread_the_clock_is_read_as_steps_are_charged(no_timer_left):
+    outcome = []
+
+    def run():
+        try:
+            with relation_budget("in a thread", max_steps=None, max_seconds=0.05):
+                while True:
+                    charge()
+        except BudgetExceeded as exc:
+            outcome.append(str(exc))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join(60)
+    assert outcome and outcome[0].startswith("in a thread: no answer within max_seconds=0.05")
+
+
+def test_an_engine_stops_when_a_budget_around_it_runs_out_and_restores_the_graph(no_timer_left):
+    """A rule's own budget running out is that rule's (skipped, reported); a budget around the whole
+    call running out during a rule run stops the call, whatever rule was running."""
+
+    def loops(lhs, rhs):
+        def goal(state):
+            spin()
+            yield state
+
+        return goal
+
+    rule = KanrenRelationSub(loops, tracks=[exp], name="loops", max_seconds=30)
+    x = float64("x")
+    fgraph = FunctionGraph([x], [exp(exp(x))])
+    before = repr(fgraph), frozenset(fgraph.apply_nodes)
+    with (
+        pytest.raises(BudgetExceeded, match=r"^the call: ") as caught,
+        relation_budget("the call", max_seconds=0.1),
+    ):
+        EquilibriumRewriter([rule]).rewrite(fgraph)
+    assert caught.value.budget == "max_seconds"
+    fgraph.check_integrity()
+    assert (repr(fgraph), frozenset(fgraph.apply_nodes)) == before
