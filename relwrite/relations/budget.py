@@ -349,12 +349,30 @@ class _Clock:
 
 
 _AFTER_GC = 0.001
-"""Seconds an interrupt landing in a garbage collector callback is put off by."""
+"""Seconds an interrupt landing during a garbage collection is put off by."""
+
+
+class _Collection:
+    """Whether the garbage collector is running: an error raised in what it calls (its callbacks,
+    weakref callbacks and finalizers of what it frees) is printed and dropped, so an interrupt
+    due then is put off until it is done.  The first of `gc.callbacks`, so it knows first."""
+
+    running = False
+
+    @classmethod
+    def track(cls, phase: str, info: dict[str, Any]) -> None:
+        cls.running = phase == "start"
+
+
+gc.callbacks.insert(0, _Collection.track)
 
 
 def _in_gc_callback(frame: Any) -> bool:
-    """Whether `frame` runs a callback of the garbage collector (`gc.callbacks`; hypothesis has one)."""
-    return any(getattr(callback, "__code__", None) is frame.f_code for callback in gc.callbacks)
+    """Whether `frame` runs while the garbage collector does, or runs one of its callbacks (those after
+    `_Collection.track` at the end of a collection)."""
+    return _Collection.running or any(
+        getattr(callback, "__code__", None) is frame.f_code for callback in gc.callbacks
+    )
 
 
 _clock = _Clock()
