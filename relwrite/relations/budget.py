@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import math
 import signal
 import sys
 import threading
@@ -108,7 +109,7 @@ class Meter:
     def __enter__(self) -> Meter:
         frame = _block_frame(sys._getframe(1))  # by identity: a reference would keep it alive
         self.owner = (id(frame), frame.f_code)
-        if self.max_seconds is not None:
+        if self.max_seconds is not None and math.isfinite(self.max_seconds):  # math.inf: no time limit
             self.deadline = time.perf_counter() + self.max_seconds
         _meters().append(self)
         if self.deadline is not None and _can_interrupt():
@@ -311,8 +312,9 @@ class _Clock:
         """Make the timer fire no later than `when` (no system call when it already does)."""
         if self.armed is not None and self.armed <= when:
             return
-        self.armed = when
-        signal.setitimer(signal.ITIMER_REAL, max(when - time.perf_counter(), 1e-6))
+        now = time.perf_counter()
+        self.armed = min(when, now + _LONGEST_ALARM)  # a far deadline is reached in steps the handler renews
+        signal.setitimer(signal.ITIMER_REAL, max(self.armed - now, 1e-6))
 
     def _alarm(self, signum: int, frame: Any) -> None:
         now = time.perf_counter()
@@ -347,6 +349,9 @@ class _Clock:
         if due:
             self.arm(min(due))
 
+
+_LONGEST_ALARM = 86_400.0
+"""The longest delay the timer is set for at once (seconds); a later deadline is reached in steps."""
 
 _AFTER_GC = 0.001
 """Seconds an interrupt landing during a garbage collection is put off by."""

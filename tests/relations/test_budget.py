@@ -1,6 +1,7 @@
 """The one budget on relation runs: steps, the clock that interrupts plain Python, nesting, threads."""
 
 import gc
+import math
 import signal
 import sys
 import threading
@@ -193,3 +194,12 @@ def test_an_engine_stops_when_a_budget_around_it_runs_out_and_restores_the_graph
     assert caught.value.budget == "max_seconds"
     fgraph.check_integrity()
     assert (repr(fgraph), frozenset(fgraph.apply_nodes)) == before
+
+
+@pytest.mark.parametrize("seconds", [math.inf, 1e300])
+def test_an_unbounded_or_far_time_limit_runs_the_block(no_timer_left, seconds):
+    """math.inf is no time limit, and a deadline past what setitimer takes is armed in steps: neither
+    raised OverflowError (Limits(rule_seconds=math.inf) failed every rule run of an exploration)."""
+    with relation_budget("far", max_steps=None, max_seconds=seconds) as meter:
+        assert list(metered(range(3))) == [0, 1, 2]
+    assert meter.error is None
