@@ -201,7 +201,7 @@ def test_the_best_form_by_accuracy_of_non_scalars_and_nested_exponentials():
     from relwrite.engine.explore.api import best_form
     from relwrite.engine.explore.runner import Limits
 
-    work = Limits(iterations=3, nodes=500, seconds=60)
+    work = Limits(iterations=3, nodes=500, seconds=float("inf"), rule_seconds=float("inf"))
     form = best_form(parse("x + 0.5", types={"x": "vector"}), cost="accuracy", limits=work)
     assert form.cost == 0.0
     form = best_form(parse("A - x", types={"A": "matrix", "x": "vector"}), cost="accuracy", limits=work)
