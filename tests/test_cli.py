@@ -426,7 +426,7 @@ def test_explore_and_check_write_nothing_where_they_run(tmp_path, cache):
     env = {"RELWRITE_CACHE_DIR": "", "XDG_CACHE_HOME": "", "HYPOTHESIS_STORAGE_DIRECTORY": ""}
     env[cache] = str(tmp_path / "cache")
     hypothesis_files = tmp_path / "cache" / ("relwrite" if cache == "XDG_CACHE_HOME" else "") / "hypothesis"
-    explored = _run(["explore", "log(1 + exp(x))", "-n", "3"], cwd, **env)
+    explored = _run(["explore", "log(1 + exp(x))", "-n", "3", "--limit-seconds", "inf"], cwd, **env)
     assert explored.returncode == 0, explored.stderr
     assert "softplus(x)" in explored.stdout
     assert list(cwd.iterdir()) == []

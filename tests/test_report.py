@@ -52,7 +52,9 @@ def test_a_rewrite_report_lists_each_rule_in_order_with_its_subterms(tmp_path, c
 
 def test_an_exploration_report_shows_forms_costs_derivations_and_accuracy(tmp_path, capsys):
     out = tmp_path / "explore.html"
-    assert main(["explore", "log(1 + exp(x))", "-n", "3", "--report", str(out)]) == 0
+    assert (
+        main(["explore", "log(1 + exp(x))", "-n", "3", "--limit-seconds", "inf", "--report", str(out)]) == 0
+    )
     page = out.read_text(encoding="utf-8")
     _self_contained(page)
     assert "softplus(x)" in page and "<th>derivation</th>" in page and "<th>assumptions</th>" in page
@@ -110,7 +112,8 @@ def test_the_report_loads_in_a_headless_browser_and_is_drawn(tmp_path, command):
 def test_a_proof_report_shows_both_expressions_and_each_step(tmp_path, capsys):
     """`explore --prove --report` wrote nothing and said nothing."""
     out = tmp_path / "proof.html"
-    argv = ["explore", "x * y / y", "--prove", "x", "--include", "unsafe", "--report", str(out)]
+    argv = ["explore", "x * y / y", "--prove", "x", "--include", "unsafe", "--limit-seconds", "inf"]
+    argv += ["--report", str(out)]
     assert main(argv) == 0
     page = out.read_text(encoding="utf-8")
     _self_contained(page)
