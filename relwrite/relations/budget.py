@@ -116,7 +116,8 @@ class Meter:
             self.installed = not _clock.installed
             if self.installed:
                 _clock.install()
-            _clock.arm(self.deadline)
+            if _clock.active():  # else someone set their own handler over it: steps read the clock
+                _clock.arm(self.deadline)
         return self
 
     def __exit__(self, *exc_info: Any) -> None:
@@ -124,6 +125,8 @@ class Meter:
         if self.installed:
             self.installed = False
             _clock.uninstall()
+        elif _clock.installed and not _clock.scopes and not _meters():
+            _clock.uninstall()  # left installed by an exit an interrupt cut short: nothing holds it now
 
     def tick(self) -> None:
         """Charge one step; raises this budget's error past its limits."""
@@ -283,13 +286,21 @@ class _Clock:
 
     def __init__(self) -> None:
         self.installed = False
+        self.scopes = 0  # `budget_clock` blocks holding the installation
         self.previous: Any = None
         self.outer: float | None = None  # when someone else's timer falls due
         self.outer_interval = 0.0
         self.armed: float | None = None  # when our timer fires
 
+    def active(self) -> bool:
+        """Whether the handler is installed and still SIGALRM's: someone may have set theirs since, and an
+        interrupt may have cut an uninstallation short."""
+        return self.installed and signal.getsignal(signal.SIGALRM) == self._alarm
+
     def install(self) -> None:
         self.previous = signal.signal(signal.SIGALRM, self._alarm)
+        if self.previous == self._alarm:  # ours, left by a cut-short uninstallation: Python's default
+            self.previous = signal.SIG_DFL
         delay, interval = signal.setitimer(signal.ITIMER_REAL, 0)
         self.outer = time.perf_counter() + delay if delay > 0 else None
         self.outer_interval = interval
@@ -310,9 +321,9 @@ class _Clock:
 
     def arm(self, when: float) -> None:
         """Make the timer fire no later than `when` (no system call when it already does)."""
-        if self.armed is not None and self.armed <= when:
-            return
         now = time.perf_counter()
+        if self.armed is not None and now < self.armed <= when:  # one already in the past is stale
+            return
         self.armed = min(when, now + _LONGEST_ALARM)  # a far deadline is reached in steps the handler renews
         signal.setitimer(signal.ITIMER_REAL, max(self.armed - now, 1e-6))
 
@@ -392,7 +403,9 @@ def budget_clock() -> Iterator[None]:
         yield
         return
     _clock.install()
+    _clock.scopes += 1
     try:
         yield
     finally:
+        _clock.scopes -= 1
         _clock.uninstall()

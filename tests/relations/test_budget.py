@@ -1,6 +1,7 @@
 """The one budget on relation runs: steps, the clock that interrupts plain Python, nesting, threads."""
 
 import gc
+import itertools
 import math
 import signal
 import sys
@@ -203,3 +204,34 @@ def test_an_unbounded_or_far_time_limit_runs_the_block(no_timer_left, seconds):
     with relation_budget("far", max_steps=None, max_seconds=seconds) as meter:
         assert list(metered(range(3))) == [0, 1, 2]
     assert meter.error is None
+
+
+def test_a_clock_left_installed_by_an_interrupted_exit_still_interrupts_and_is_released(no_timer_left):
+    """An interrupt landing in the clock's own uninstallation (tests/engine/test_engine_faults.py injects
+    one at every line) left it marked installed with a timer time already past: the next budget armed
+    nothing and its block spun for good (the suite hung in this file), and no block released the clock."""
+    from relwrite.relations import budget
+
+    budget._clock.install()
+    budget._clock.armed = time.perf_counter() - 1.0  # the alarm it waited for is long gone
+    with pytest.raises(BudgetExceeded), relation_budget("after a cut-short exit", max_seconds=0.05):
+        spin()
+    assert not budget._clock.installed  # released by the block: nothing held it
+
+
+def test_someone_elses_handler_set_over_the_clock_is_not_taken_for_it(no_timer_left):
+    """A handler set over an installed clock is left in charge: a budget arms no timer whose alarm would
+    go to it, and stops its block by reading the clock at the block's steps."""
+    from relwrite.relations import budget
+
+    fired = []
+    with budget.budget_clock():
+        theirs = signal.signal(signal.SIGALRM, lambda *_: fired.append(1))
+        try:
+            with pytest.raises(BudgetExceeded), relation_budget("under another handler", max_seconds=0.05):
+                for _ in metered(itertools.count()):
+                    pass
+            time.sleep(0.12)  # a timer armed for the block would fire by now
+        finally:
+            signal.signal(signal.SIGALRM, theirs)
+    assert fired == []
