@@ -41,15 +41,20 @@ def _spin(stop: multiprocessing.synchronize.Event) -> None:
 def run_suite(pytest_args: list[str], log: Path) -> tuple[int, float, int]:
     """One run of the suite in a fresh process: (exit status, seconds, peak resident bytes).
 
-    Each run is a grandchild behind a small Python parent, so RUSAGE_CHILDREN of that
-    parent measures this run alone.
+    The peak is the pytest process's own (its ru_maxrss, read as pytest returns), not that of the
+    programs tests start (a compiler, a browser), which RUSAGE_CHILDREN would report instead.
     """
     measure = (
-        "import resource, subprocess, sys, time\n"
-        "t = time.perf_counter()\n"
-        "s = subprocess.call([sys.executable, '-m', 'pytest', '-p', 'no:cacheprovider', *sys.argv[2:]],"
-        " stdout=open(sys.argv[1], 'w'), stderr=subprocess.STDOUT)\n"
-        "print(s, time.perf_counter() - t, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+        "import os, resource, sys, time\n"
+        "import pytest\n"
+        "report = os.dup(1)\n"
+        "with open(sys.argv[1], 'w') as out:\n"
+        "    os.dup2(out.fileno(), 1); os.dup2(out.fileno(), 2)\n"
+        "    t = time.perf_counter()\n"
+        "    s = int(pytest.main(['-p', 'no:cacheprovider', *sys.argv[2:]]))\n"
+        "    t = time.perf_counter() - t\n"
+        "    sys.stdout.flush()\n"
+        "os.write(report, f'{s} {t} {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}'.encode())\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", measure, str(log), *pytest_args],
@@ -58,8 +63,8 @@ def run_suite(pytest_args: list[str], log: Path) -> tuple[int, float, int]:
         text=True,
         check=True,
     ).stdout.split()
-    status, seconds, peak_kib = int(out[0]), float(out[1]), int(out[2])
-    return status, seconds, peak_kib * (1024 if sys.platform != "darwin" else 1)
+    status, seconds, peak = int(out[0]), float(out[1]), int(out[2])
+    return status, seconds, peak * (1024 if sys.platform != "darwin" else 1)  # Linux reports KiB
 
 
 def main(argv: list[str] | None = None) -> int:
