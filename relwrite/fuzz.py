@@ -813,6 +813,9 @@ def _widen(value: np.ndarray, precision: str) -> np.ndarray:
 def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
     """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`."""
     op = node.op
+    if isinstance(op, ops.Composite):  # its inner nodes widen as they compute: integer steps still wrap
+        outs = _walk(op.inputs, op.outputs, args, precision)
+        return [_broadcast_to_all(v, args) for v in outs]
     wide = precision != "native" and node.outputs[0].dtype.startswith("float")
     if wide and isinstance(op, (ops.Add, ops.Mul)):
         return [_wide_fold(np.add if isinstance(op, ops.Add) else np.multiply, args, precision)]
@@ -820,9 +823,6 @@ def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
         first = 1 if isinstance(op, ops.Switch) else 0
         args = [a if k < first else _widen(a, precision) for k, a in enumerate(args)]
     kind = type(op)
-    if isinstance(op, ops.Composite):
-        outs = _walk(op.inputs, op.outputs, args, precision)
-        return [_broadcast_to_all(v, args) for v in outs]
     if precision == "mp" and any(a.dtype == object for a in args if isinstance(a, np.ndarray)):
         result = _mp_node_value(op, args)
     elif kind in _NODE_UFUNCS:

@@ -258,6 +258,29 @@ def test_integer_wraparound_before_a_float_is_kept_by_the_wide_walks():
     assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
 
 
+def test_integer_wraparound_inside_a_fused_node_is_kept_by_the_wide_walks():
+    """1.0 - (i + i) fused, int8 i = 85: i + i wraps to -86, so the log_softmax of [1, 1, 1, 87] ends in
+    -log1p(3 e^-86) = -1.3e-37, which relwrite gives and NumPy rounds to 0; the wide walks widened the
+    fused node's int8 inputs first and computed 1 - 170 (seed 24 reported it wrong)."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")  # log1p(3 e^-86) is 0 in long double
+    inner = _recipe(
+        fuzz.Step("input", params={"name": "i0", "dtype": "int8", "shape": ()}),
+        fuzz.Step("call", "add", (fuzz.Ref(0), fuzz.Ref(0))),
+        fuzz.Step("call", "op-", (1.0, fuzz.Ref(1))),
+        outputs=[2],
+    )
+    recipe = _recipe(
+        _vector("x0", "int8"),
+        fuzz.Step("call", "composite", (fuzz.Ref(0),), {"inner": inner}),
+        fuzz.Step("call", "log_softmax", (fuzz.Ref(1),), {"axis": 0}),
+        outputs=[2],
+    )
+    values = [{0: np.array([0, 0, 0, 85], dtype="int8")}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in found] == ["improvement"]
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
