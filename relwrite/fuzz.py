@@ -810,15 +810,22 @@ def _widen(value: np.ndarray, precision: str) -> np.ndarray:
     return np.asarray(convert(value.astype(np.float64) if value.dtype.kind == "f" else value), dtype=object)
 
 
-def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
-    """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`."""
+def _node_value(
+    node: Apply, args: list[Any], precision: str, noise: np.random.Generator | None = None
+) -> list[Any]:
+    """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`.
+
+    `noise` moves the partial results inside a wide add or mul (`_wide_fold`);
+    the node's own outputs are moved by the walk.
+    """
     op = node.op
     if isinstance(op, ops.Composite):  # its inner nodes widen as they compute: integer steps still wrap
         outs = _walk(op.inputs, op.outputs, args, precision)
         return [_broadcast_to_all(v, args) for v in outs]
     wide = precision != "native" and node.outputs[0].dtype.startswith("float")
     if wide and isinstance(op, (ops.Add, ops.Mul)):
-        return [_wide_fold(np.add if isinstance(op, ops.Add) else np.multiply, args, precision)]
+        ufunc = np.add if isinstance(op, ops.Add) else np.multiply
+        return [_wide_fold(ufunc, args, [v.type.numpy_dtype for v in node.inputs], precision, noise)]
     if wide and not isinstance(op, (ops.Cast, ops.Fill)):
         first = 1 if isinstance(op, ops.Switch) else 0
         args = [a if k < first else _widen(a, precision) for k, a in enumerate(args)]
@@ -858,18 +865,32 @@ _REDUCTIONS = {
 }
 
 
-def _wide_fold(ufunc: np.ufunc, args: Sequence[Any], precision: str) -> np.ndarray:
+def _wide_fold(
+    ufunc: np.ufunc,
+    args: Sequence[Any],
+    dtypes: Sequence[np.dtype],
+    precision: str,
+    noise: np.random.Generator | None = None,
+) -> np.ndarray:
     """A variadic add or mul folded left as NumPy folds it, widened from the first float on.
 
     Integer operands met before any float combine in their own dtype, with
     its wraparound, as they do in the native walk: widening them first would
     compute a different (unwrapped) value, not the same one more precisely.
+    With `noise`, a partial result that the graph computes in a float
+    narrower than the node's (x * x of a float32 x in a float64 product)
+    moves as that float's rounding moves it: the walk's noise on the node's
+    output, at the node's dtype, is far smaller.  `dtypes` are the operands'
+    static dtypes (`args` may come widened).
     """
-    acc = np.asarray(args[0])
-    for arg in args[1:]:
-        arg = np.asarray(arg)
+    result = np.result_type(*dtypes)
+    acc, native = np.asarray(args[0]), dtypes[0]
+    for arg, dtype in zip(args[1:], dtypes[1:]):
+        arg, native = np.asarray(arg), np.result_type(native, dtype)
         if "f" in (acc.dtype.kind, arg.dtype.kind) or object in (acc.dtype, arg.dtype):
             acc = np.asarray(ufunc(_widen(acc, precision), _widen(arg, precision)))
+            if noise is not None and native.kind == "f" and native.itemsize < result.itemsize:
+                acc = _rounding_noise(acc, native, noise)
         else:
             acc = np.asarray(ufunc(acc, arg))
     return _widen(np.asarray(acc), precision)
@@ -1227,13 +1248,18 @@ def _walk(
                 if var not in env:  # a constant
                     env[var] = start(var.data)
                 args.append(env[var])
-            for out, value in zip(node.outputs, _node_value(node, args, precision)):
+            for out, value in zip(node.outputs, _node_value(node, args, precision, noise)):
                 if noise is not None and out.dtype.startswith("float"):
-                    info = np.finfo(out.dtype)  # two ulps either way: a draw near 0 would hide its rounding
-                    steps = noise.integers(0, 2, np.shape(value)) * 4.0 - 2.0
-                    value = _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
+                    value = _rounding_noise(value, out.type.numpy_dtype, noise)
                 env[out] = value
         return [env[v] if v in env else start(v.data) for v in outputs]
+
+
+def _rounding_noise(value: np.ndarray, dtype: np.dtype, noise: np.random.Generator) -> np.ndarray:
+    """`value` moved by two ulps of `dtype` (and two of its subnormal spacings), up or down at random."""
+    info = np.finfo(dtype)  # two ulps either way: a draw near 0 would hide its rounding
+    steps = noise.integers(0, 2, np.shape(value)) * 4.0 - 2.0
+    return _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
 
 
 def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarray:

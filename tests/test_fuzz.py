@@ -281,6 +281,30 @@ def test_integer_wraparound_inside_a_fused_node_is_kept_by_the_wide_walks():
     assert [f.category for f in found] == ["improvement"]
 
 
+def test_a_narrower_partial_product_rounds_in_the_wide_walks_slack():
+    """mul(x, x, v, y) of a float32 x computes x * x in float32: the noisy wide walks move that partial
+    product as float32 rounding does, so relwrite's log_softmax (log1p of the small terms, exact to the
+    last digit of its float32-rounded input) is an improvement on NumPy's log(1 + 1.8e-13), not a bug
+    3e-7 away from the exact product (seed 24)."""
+    recipe = _recipe(
+        fuzz.Step("input", params={"name": "x", "dtype": "float32", "shape": ()}),
+        _vector("v"),
+        fuzz.Step("input", params={"name": "y", "dtype": "float64", "shape": ()}),
+        fuzz.Step("call", "mul", (fuzz.Ref(0), fuzz.Ref(0), fuzz.Ref(1), fuzz.Ref(2))),
+        fuzz.Step("call", "log_softmax", (fuzz.Ref(3),), {"axis": -1}),
+        outputs=[4],
+    )
+    values = [
+        {
+            0: np.array(1.9144896268844604, dtype="float32"),
+            1: np.array([-5.211570232178224, 0.0]),
+            2: np.array(-1.3352105854086573),
+        }
+    ]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in found] == ["improvement"]
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
