@@ -305,6 +305,28 @@ def test_a_narrower_partial_product_rounds_in_the_wide_walks_slack():
     assert [f.category for f in found] == ["improvement"]
 
 
+def test_a_fused_nodes_other_outputs_do_not_decide_whether_the_rewritten_walk_passes_an_infinity():
+    """argmax(log1p(-sigmoid(x)) * b) for b all False: NumPy's log1p(-1) = -inf makes NaN, its index 1;
+    the stabilized -softplus(x) makes -0.0 everywhere, index 0. fast_run fuses the product with the
+    other output, sqr of the same -softplus(x), which overflows: the exact walk of the argmax's input
+    passes no infinity, so the stabilization is an improvement (seed 24, graph 6263, reported wrong)."""
+    recipe = _recipe(
+        _vector("x"),
+        _vector("b", "bool"),
+        fuzz.Step("call", "sigmoid", (fuzz.Ref(0),)),
+        fuzz.Step("call", "neg", (fuzz.Ref(2),)),
+        fuzz.Step("call", "log1p", (fuzz.Ref(3),)),
+        fuzz.Step("call", "mul", (fuzz.Ref(4), fuzz.Ref(1))),
+        fuzz.Step("call", "argmax", (fuzz.Ref(5),), {"axis": 0}),
+        fuzz.Step("call", "op**", (fuzz.Ref(4), 2)),
+        outputs=[6, 7],
+    )
+    # several huge x: the reference's rounding noise cannot make every sigmoid fall below 1
+    values = [{0: np.array([0.0, 1e200, 1e200, 1e200, 1e200, 1e200]), 1: np.zeros(6, dtype=bool)}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))
+    assert [f.category for f in found] == ["improvement"]
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
