@@ -14,7 +14,9 @@ wherever NumPy raises.  Each difference is classified:
   ``np.longdouble``, then (when mpmath is installed) with mpmath numbers of
   128 and 4096 bits, which neither overflow nor underflow.  Where even those
   overflow to an infinity of the sign of the mode's finite value (a
-  cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), the
+  cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), or
+  pass through an infinity that a later op hides (a comparison, 1 / x) where
+  the rewritten graph's walk, after a stabilization, passes through none, the
   same walk of the rewritten graph must give the mode's value;
 - declared: a rule that fired is tagged ``unsafe``, or declares that it
   reassociates or stabilizes (`Rule.semantics`) and the extended-precision
@@ -67,7 +69,7 @@ from relwrite.engine.db import mode_query, optdb
 from relwrite.engine.profile import EquilibriumProfile, SequenceProfile
 from relwrite.graph import ops
 from relwrite.graph import shape as shape_ops
-from relwrite.graph.basic import Apply, Variable, ancestors, io_toposort
+from relwrite.graph.basic import Apply, Variable, io_toposort
 from relwrite.relations import Rule, catalogue
 
 BUG_CATEGORIES = ("wrong", "crashed", "invalid", "warned", "types")
@@ -1274,6 +1276,33 @@ def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarra
     )
 
 
+def _non_finite_marks(inputs: Sequence[Variable], output: Variable, env: dict[Variable, Any]) -> np.ndarray:
+    """Per element of `output` in a walk (`env` holds its values): whether it is, or is computed from, a
+    float value that is NaN or beyond float64's range.  Elementwise nodes pass marks element by element
+    (a fused node's other outputs do not count); any other node marks every element of its outputs
+    when an element of an input is marked."""
+    marks: dict[Variable, np.ndarray] = {}
+
+    def own(var: Variable) -> np.ndarray:
+        value = np.asarray(env[var])
+        if not var.dtype.startswith("float"):
+            return np.zeros(value.shape, dtype=bool)
+        with _errstate():
+            return ~np.isfinite(_narrowed(value, np.float64))
+
+    for node in io_toposort(inputs, [output]):
+        ins = [marks[v] if v in marks else own(v) for v in node.inputs]  # inputs and constants: their own
+        for out in node.outputs:
+            mark = own(out)
+            if isinstance(node.op, ops.Elemwise):
+                for m in ins:
+                    mark = mark | m
+            elif any(m.any() for m in ins):
+                mark = np.ones(mark.shape, dtype=bool)
+            marks[out] = mark
+    return marks[output] if output in marks else own(output)
+
+
 def _walk_all(
     inputs: Sequence[Variable], outputs: Sequence[Variable], values: Sequence[Any]
 ) -> Iterator[tuple[Variable, Any]]:
@@ -1736,30 +1765,39 @@ class _Case:
         any walk has, and log1p(-1) = -inf then makes sin of it NaN); and the
         same walk of the rewritten graph gives the mode's value (so the backend
         is right, and the rewrite is the one that is checked everywhere else).
+        Or, after a stabilization, a later op hid the infinity
+        (`_decided_past_an_infinity`).
         """
         stabilized = any(_declared_precision(r) == "stabilizes" for r in self.rules_applied(mode))
-        if got.dtype.kind != "f":
-            return stabilized and self._decided_past_an_infinity(f, k, j, got, pending, precision)
-        rounded = _narrowed(wide, got.dtype)
-        with _errstate():
-            unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
-            if stabilized:
-                unsettled |= np.isnan(rounded) & np.isfinite(got)
-        if not np.all(unsettled[pending]):
-            return False
-        try:
-            rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)
-        except Exception:
-            return False
-        return bool(np.all(_agreeing(got, rewritten[j], slack)[pending]))
+        if got.dtype.kind == "f":
+            rounded = _narrowed(wide, got.dtype)
+            with _errstate():
+                unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
+                if stabilized:
+                    unsettled |= np.isnan(rounded) & np.isfinite(got)
+            if np.all(unsettled[pending]):
+                try:
+                    rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)
+                except Exception:
+                    return False
+                return bool(np.all(_agreeing(got, rewritten[j], slack)[pending]))
+        return stabilized and self._decided_past_an_infinity(f, k, j, got, pending, precision, slack)
 
     def _decided_past_an_infinity(
-        self, f: Any, k: int, j: int, got: np.ndarray, pending: np.ndarray, precision: str | int
+        self,
+        f: Any,
+        k: int,
+        j: int,
+        got: np.ndarray,
+        pending: np.ndarray,
+        precision: str | int,
+        slack: np.ndarray | float,
     ) -> bool:
-        """For a boolean or integer output after a stabilization: whether the widest walk of the original
-        passes through an infinity or NaN on the way to output `j` from finite inputs (a comparison then
-        hides what the stabilization avoided: log1p(expm1(-1e253)) is -inf at any precision, x is not)
-        and the same walk of the rewritten graph, which does not, gives the mode's value."""
+        """After a stabilization: whether the elements `pending` of output `j` are computed, in the widest
+        walk of the original from finite inputs, from an infinity or NaN that a later op hides (a
+        comparison, or 1 / x: log1p(expm1(-1e253)) is -inf at any precision, x is not; log1p(-sigmoid(x))
+        is -inf at x = 1e269, -softplus(x) is not), and in the same walk of the rewritten graph from no
+        such value, that walk giving the mode's value there."""
         if not all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in self.arguments(k)):
             return False
         values: dict[Variable, Any] = {}
@@ -1772,20 +1810,11 @@ class _Case:
         except Exception:
             return False
 
-        def passes_infinity(env: dict[Variable, Any], output: Variable) -> bool:
-            # only the values `output` depends on: a fused node's other outputs are walked with it
-            return any(
-                v.dtype.startswith("float")
-                and not np.all(np.isfinite(_narrowed(np.asarray(env[v]), np.float64)))
-                for v in ancestors([output])
-                if v in env
-            )
-
-        if not passes_infinity(values, self.outputs[j]) or passes_infinity(
-            rewritten_values, f.fgraph.outputs[j]
-        ):
+        before = _non_finite_marks(self.inputs, self.outputs[j], values)
+        after = _non_finite_marks(f.fgraph.inputs, f.fgraph.outputs[j], rewritten_values)
+        if not np.all(before[pending]) or np.any(after[pending]):
             return False
-        return bool(np.all((np.asarray(rewritten) == got)[pending]))
+        return bool(np.all(_agreeing(got, np.asarray(rewritten), slack)[pending]))
 
     def _declared(self, mode: Mode, k: int, f: Any, where: tuple[int, np.ndarray] | None) -> bool:
         """Whether an unsafe rule fired, or one that changes rounding and is exact in a wide walk here.

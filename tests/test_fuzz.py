@@ -327,6 +327,25 @@ def test_a_fused_nodes_other_outputs_do_not_decide_whether_the_rewritten_walk_pa
     assert [f.category for f in found] == ["improvement"]
 
 
+def test_an_infinity_a_later_op_hides_is_judged_element_by_element():
+    """log1p(-sigmoid(x)) ** -sigmoid(x): NumPy's log1p(-1) = -inf at x = 2.3e269 gives (-inf) ** -1 =
+    -0.0; the stabilized -softplus(x) gives the right -2.3e269, and -4.3e-270 after the power. No
+    precision settles it (sigmoid is 1 at 4096 bits too): the original's walk passes an infinity there
+    and the rewritten one does not, as for a comparison, though the other elements (x = 0, a negative
+    number to the power -0.5) are NaN in both (seed 24, graph 20825, reported wrong)."""
+    recipe = _recipe(
+        _vector("x"),
+        fuzz.Step("call", "sigmoid", (fuzz.Ref(0),)),
+        fuzz.Step("call", "neg", (fuzz.Ref(1),)),
+        fuzz.Step("call", "log1p", (fuzz.Ref(2),)),
+        fuzz.Step("call", "op**", (fuzz.Ref(3), fuzz.Ref(2))),
+        outputs=[4],
+    )
+    values = [{0: np.array([0.0, 2.319507978467112e269, 0.0])}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))
+    assert [f.category for f in found] == ["improvement"]
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
