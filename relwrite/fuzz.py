@@ -922,7 +922,7 @@ def _ref_update(x: np.ndarray, y: Any, key: tuple, setting: bool) -> np.ndarray:
     elif any(isinstance(k, np.ndarray) for k in key):
         np.add.at(out, key, y)
     else:
-        out[key] += y
+        out[(*key, ...)] += y  # a view even for one element: the sum wraps in x's dtype, as documented
     return out
 
 

@@ -346,6 +346,24 @@ def test_an_infinity_a_later_op_hides_is_judged_element_by_element():
     assert [f.category for f in found] == ["improvement"]
 
 
+def test_an_increment_of_one_element_past_its_dtype_wraps_as_the_graph_does():
+    """x + inc_subtensor(zeros_like(x)[0], y) becomes inc_subtensor(x[0], y): for int8 x[0] = -127 and
+    int32 y = -2 the call raised OverflowError where the original wraps to 127; the reference raised
+    too on an increment that overflows by itself (seed 24, graph 32329, reported crashed)."""
+    steps = [
+        fuzz.Step("input", params={"name": "x0", "dtype": "int8", "shape": (3,)}),
+        fuzz.Step("input", params={"name": "x1", "dtype": "int32", "shape": ()}),
+        fuzz.Step("call", "zeros_like", (fuzz.Ref(0),)),
+        fuzz.Step("call", "inc_subtensor", (fuzz.Ref(2), fuzz.Ref(1)), {"key": (0,)}),
+        fuzz.Step("call", "op+", (fuzz.Ref(0), fuzz.Ref(3))),
+        fuzz.Step("call", "inc_subtensor", (fuzz.Ref(0), fuzz.Ref(1)), {"key": (0,)}),
+    ]
+    values = [{0: np.array([-127, 0, 0], dtype="int8"), 1: np.array(-2, dtype="int32")}]
+    for output in (4, 5):  # the rewritten graph, and the increment written directly
+        for mode in ("fast_compile", "fast_run"):
+            assert fuzz.check(_recipe(*steps, outputs=[output]), values, fuzz.parse_mode(mode)) == []
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(
