@@ -14,7 +14,9 @@ wherever NumPy raises.  Each difference is classified:
   ``np.longdouble``, then (when mpmath is installed) with mpmath numbers of
   128 and 4096 bits, which neither overflow nor underflow.  Where even those
   overflow to an infinity of the sign of the mode's finite value (a
-  cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), the
+  cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), or
+  pass through an infinity that a later op hides (a comparison, 1 / x) where
+  the rewritten graph's walk, after a stabilization, passes through none, the
   same walk of the rewritten graph must give the mode's value;
 - declared: a rule that fired is tagged ``unsafe``, or declares that it
   reassociates or stabilizes (`Rule.semantics`) and the extended-precision
@@ -809,19 +811,26 @@ def _widen(value: np.ndarray, precision: str) -> np.ndarray:
     return np.asarray(convert(value.astype(np.float64) if value.dtype.kind == "f" else value), dtype=object)
 
 
-def _node_value(node: Apply, args: list[Any], precision: str) -> list[Any]:
-    """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`."""
+def _node_value(
+    node: Apply, args: list[Any], precision: str, noise: np.random.Generator | None = None
+) -> list[Any]:
+    """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`.
+
+    `noise` moves the partial results inside a wide add or mul (`_wide_fold`);
+    the node's own outputs are moved by the walk.
+    """
     op = node.op
+    if isinstance(op, ops.Composite):  # its inner nodes widen as they compute: integer steps still wrap
+        outs = _walk(op.inputs, op.outputs, args, precision)
+        return [_broadcast_to_all(v, args) for v in outs]
     wide = precision != "native" and node.outputs[0].dtype.startswith("float")
     if wide and isinstance(op, (ops.Add, ops.Mul)):
-        return [_wide_fold(np.add if isinstance(op, ops.Add) else np.multiply, args, precision)]
+        ufunc = np.add if isinstance(op, ops.Add) else np.multiply
+        return [_wide_fold(ufunc, args, [v.type.numpy_dtype for v in node.inputs], precision, noise)]
     if wide and not isinstance(op, (ops.Cast, ops.Fill)):
         first = 1 if isinstance(op, ops.Switch) else 0
         args = [a if k < first else _widen(a, precision) for k, a in enumerate(args)]
     kind = type(op)
-    if isinstance(op, ops.Composite):
-        outs = _walk(op.inputs, op.outputs, args, precision)
-        return [_broadcast_to_all(v, args) for v in outs]
     if precision == "mp" and any(a.dtype == object for a in args if isinstance(a, np.ndarray)):
         result = _mp_node_value(op, args)
     elif kind in _NODE_UFUNCS:
@@ -857,18 +866,32 @@ _REDUCTIONS = {
 }
 
 
-def _wide_fold(ufunc: np.ufunc, args: Sequence[Any], precision: str) -> np.ndarray:
+def _wide_fold(
+    ufunc: np.ufunc,
+    args: Sequence[Any],
+    dtypes: Sequence[np.dtype],
+    precision: str,
+    noise: np.random.Generator | None = None,
+) -> np.ndarray:
     """A variadic add or mul folded left as NumPy folds it, widened from the first float on.
 
     Integer operands met before any float combine in their own dtype, with
     its wraparound, as they do in the native walk: widening them first would
     compute a different (unwrapped) value, not the same one more precisely.
+    With `noise`, a partial result that the graph computes in a float
+    narrower than the node's (x * x of a float32 x in a float64 product)
+    moves as that float's rounding moves it: the walk's noise on the node's
+    output, at the node's dtype, is far smaller.  `dtypes` are the operands'
+    static dtypes (`args` may come widened).
     """
-    acc = np.asarray(args[0])
-    for arg in args[1:]:
-        arg = np.asarray(arg)
+    result = np.result_type(*dtypes)
+    acc, native = np.asarray(args[0]), dtypes[0]
+    for arg, dtype in zip(args[1:], dtypes[1:]):
+        arg, native = np.asarray(arg), np.result_type(native, dtype)
         if "f" in (acc.dtype.kind, arg.dtype.kind) or object in (acc.dtype, arg.dtype):
             acc = np.asarray(ufunc(_widen(acc, precision), _widen(arg, precision)))
+            if noise is not None and native.kind == "f" and native.itemsize < result.itemsize:
+                acc = _rounding_noise(acc, native, noise)
         else:
             acc = np.asarray(ufunc(acc, arg))
     return _widen(np.asarray(acc), precision)
@@ -898,7 +921,7 @@ def _ref_update(x: np.ndarray, y: Any, key: tuple, setting: bool) -> np.ndarray:
     elif any(isinstance(k, np.ndarray) for k in key):
         np.add.at(out, key, y)
     else:
-        out[key] += y
+        out[(*key, ...)] += y  # a view even for one element: the sum wraps in x's dtype, as documented
     return out
 
 
@@ -1226,13 +1249,18 @@ def _walk(
                 if var not in env:  # a constant
                     env[var] = start(var.data)
                 args.append(env[var])
-            for out, value in zip(node.outputs, _node_value(node, args, precision)):
+            for out, value in zip(node.outputs, _node_value(node, args, precision, noise)):
                 if noise is not None and out.dtype.startswith("float"):
-                    info = np.finfo(out.dtype)  # two ulps either way: a draw near 0 would hide its rounding
-                    steps = noise.integers(0, 2, np.shape(value)) * 4.0 - 2.0
-                    value = _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
+                    value = _rounding_noise(value, out.type.numpy_dtype, noise)
                 env[out] = value
         return [env[v] if v in env else start(v.data) for v in outputs]
+
+
+def _rounding_noise(value: np.ndarray, dtype: np.dtype, noise: np.random.Generator) -> np.ndarray:
+    """`value` moved by two ulps of `dtype` (and two of its subnormal spacings), up or down at random."""
+    info = np.finfo(dtype)  # two ulps either way: a draw near 0 would hide its rounding
+    steps = noise.integers(0, 2, np.shape(value)) * 4.0 - 2.0
+    return _nudged(value, steps * info.eps, steps * float(info.smallest_subnormal))
 
 
 def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarray:
@@ -1245,6 +1273,33 @@ def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarra
     return np.where(
         np.isfinite(value), value + value * move.astype(value.dtype) + floor.astype(value.dtype), value
     )
+
+
+def _non_finite_marks(inputs: Sequence[Variable], output: Variable, env: dict[Variable, Any]) -> np.ndarray:
+    """Per element of `output` in a walk (`env` holds its values): whether it is, or is computed from, a
+    float value that is NaN or beyond float64's range.  Elementwise nodes pass marks element by element
+    (a fused node's other outputs do not count); any other node marks every element of its outputs
+    when an element of an input is marked."""
+    marks: dict[Variable, np.ndarray] = {}
+
+    def own(var: Variable) -> np.ndarray:
+        value = np.asarray(env[var])
+        if not var.dtype.startswith("float"):
+            return np.zeros(value.shape, dtype=bool)
+        with _errstate():
+            return ~np.isfinite(_narrowed(value, np.float64))
+
+    for node in io_toposort(inputs, [output]):
+        ins = [marks[v] if v in marks else own(v) for v in node.inputs]  # inputs and constants: their own
+        for out in node.outputs:
+            mark = own(out)
+            if isinstance(node.op, ops.Elemwise):
+                for m in ins:
+                    mark = mark | m
+            elif any(m.any() for m in ins):
+                mark = np.ones(mark.shape, dtype=bool)
+            marks[out] = mark
+    return marks[output] if output in marks else own(output)
 
 
 def _walk_all(
@@ -1698,30 +1753,39 @@ class _Case:
         any walk has, and log1p(-1) = -inf then makes sin of it NaN); and the
         same walk of the rewritten graph gives the mode's value (so the backend
         is right, and the rewrite is the one that is checked everywhere else).
+        Or, after a stabilization, a later op hid the infinity
+        (`_decided_past_an_infinity`).
         """
         stabilized = any(_declared_precision(r) == "stabilizes" for r in self.rules_applied(mode))
-        if got.dtype.kind != "f":
-            return stabilized and self._decided_past_an_infinity(f, k, j, got, pending, precision)
-        rounded = _narrowed(wide, got.dtype)
-        with _errstate():
-            unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
-            if stabilized:
-                unsettled |= np.isnan(rounded) & np.isfinite(got)
-        if not np.all(unsettled[pending]):
-            return False
-        try:
-            rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)
-        except Exception:
-            return False
-        return bool(np.all(_agreeing(got, rewritten[j], slack)[pending]))
+        if got.dtype.kind == "f":
+            rounded = _narrowed(wide, got.dtype)
+            with _errstate():
+                unsettled = np.isinf(rounded) & np.isfinite(got) & (np.sign(rounded) == np.sign(got))
+                if stabilized:
+                    unsettled |= np.isnan(rounded) & np.isfinite(got)
+            if np.all(unsettled[pending]):
+                try:
+                    rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)
+                except Exception:
+                    return False
+                return bool(np.all(_agreeing(got, rewritten[j], slack)[pending]))
+        return stabilized and self._decided_past_an_infinity(f, k, j, got, pending, precision, slack)
 
     def _decided_past_an_infinity(
-        self, f: Any, k: int, j: int, got: np.ndarray, pending: np.ndarray, precision: str | int
+        self,
+        f: Any,
+        k: int,
+        j: int,
+        got: np.ndarray,
+        pending: np.ndarray,
+        precision: str | int,
+        slack: np.ndarray | float,
     ) -> bool:
-        """For a boolean or integer output after a stabilization: whether the widest walk of the original
-        passes through an infinity or NaN on the way to output `j` from finite inputs (a comparison then
-        hides what the stabilization avoided: log1p(expm1(-1e253)) is -inf at any precision, x is not)
-        and the same walk of the rewritten graph, which does not, gives the mode's value."""
+        """After a stabilization: whether the elements `pending` of output `j` are computed, in the widest
+        walk of the original from finite inputs, from an infinity or NaN that a later op hides (a
+        comparison, or 1 / x: log1p(expm1(-1e253)) is -inf at any precision, x is not; log1p(-sigmoid(x))
+        is -inf at x = 1e269, -softplus(x) is not), and in the same walk of the rewritten graph from no
+        such value, that walk giving the mode's value there."""
         if not all(np.all(np.isfinite(np.asarray(v, dtype=np.float64))) for v in self.arguments(k)):
             return False
         values: dict[Variable, Any] = {}
@@ -1734,16 +1798,11 @@ class _Case:
         except Exception:
             return False
 
-        def passes_infinity(env: dict[Variable, Any]) -> bool:
-            return any(
-                v.dtype.startswith("float")
-                and not np.all(np.isfinite(_narrowed(np.asarray(value), np.float64)))
-                for v, value in env.items()
-            )
-
-        if not passes_infinity(values) or passes_infinity(rewritten_values):
+        before = _non_finite_marks(self.inputs, self.outputs[j], values)
+        after = _non_finite_marks(f.fgraph.inputs, f.fgraph.outputs[j], rewritten_values)
+        if not np.all(before[pending]) or np.any(after[pending]):
             return False
-        return bool(np.all((np.asarray(rewritten) == got)[pending]))
+        return bool(np.all(_agreeing(got, np.asarray(rewritten), slack)[pending]))
 
     def _declared(self, mode: Mode, k: int, f: Any, where: tuple[int, np.ndarray, np.ndarray] | None) -> bool:
         """Whether an unsafe rule fired, or one that changes rounding, exact in a wide walk here, and the

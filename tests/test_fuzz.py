@@ -316,6 +316,112 @@ def test_integer_wraparound_before_a_float_is_kept_by_the_wide_walks():
     assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
 
 
+def test_integer_wraparound_inside_a_fused_node_is_kept_by_the_wide_walks():
+    """1.0 - (i + i) fused, int8 i = 85: i + i wraps to -86, so the log_softmax of [1, 1, 1, 87] ends in
+    -log1p(3 e^-86) = -1.3e-37, which relwrite gives and NumPy rounds to 0; the wide walks widened the
+    fused node's int8 inputs first and computed 1 - 170 (seed 24 reported it wrong)."""
+    if not fuzz.mpmath_available():
+        pytest.skip("needs mpmath")  # log1p(3 e^-86) is 0 in long double
+    inner = _recipe(
+        fuzz.Step("input", params={"name": "i0", "dtype": "int8", "shape": ()}),
+        fuzz.Step("call", "add", (fuzz.Ref(0), fuzz.Ref(0))),
+        fuzz.Step("call", "op-", (1.0, fuzz.Ref(1))),
+        outputs=[2],
+    )
+    recipe = _recipe(
+        _vector("x0", "int8"),
+        fuzz.Step("call", "composite", (fuzz.Ref(0),), {"inner": inner}),
+        fuzz.Step("call", "log_softmax", (fuzz.Ref(1),), {"axis": 0}),
+        outputs=[2],
+    )
+    values = [{0: np.array([0, 0, 0, 85], dtype="int8")}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in found] == ["improvement"]
+
+
+def test_a_narrower_partial_product_rounds_in_the_wide_walks_slack():
+    """mul(x, x, v, y) of a float32 x computes x * x in float32: the noisy wide walks move that partial
+    product as float32 rounding does, so relwrite's log_softmax (log1p of the small terms, exact to the
+    last digit of its float32-rounded input) is an improvement on NumPy's log(1 + 1.8e-13), not a bug
+    3e-7 away from the exact product (seed 24)."""
+    recipe = _recipe(
+        fuzz.Step("input", params={"name": "x", "dtype": "float32", "shape": ()}),
+        _vector("v"),
+        fuzz.Step("input", params={"name": "y", "dtype": "float64", "shape": ()}),
+        fuzz.Step("call", "mul", (fuzz.Ref(0), fuzz.Ref(0), fuzz.Ref(1), fuzz.Ref(2))),
+        fuzz.Step("call", "log_softmax", (fuzz.Ref(3),), {"axis": -1}),
+        outputs=[4],
+    )
+    values = [
+        {
+            0: np.array(1.9144896268844604, dtype="float32"),
+            1: np.array([-5.211570232178224, 0.0]),
+            2: np.array(-1.3352105854086573),
+        }
+    ]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in found] == ["improvement"]
+
+
+def test_a_fused_nodes_other_outputs_do_not_decide_whether_the_rewritten_walk_passes_an_infinity():
+    """argmax(log1p(-sigmoid(x)) * b) for b all False: NumPy's log1p(-1) = -inf makes NaN, its index 1;
+    the stabilized -softplus(x) makes -0.0 everywhere, index 0. fast_run fuses the product with the
+    other output, sqr of the same -softplus(x), which overflows: the exact walk of the argmax's input
+    passes no infinity, so the stabilization is an improvement (seed 24, graph 6263, reported wrong)."""
+    recipe = _recipe(
+        _vector("x"),
+        _vector("b", "bool"),
+        fuzz.Step("call", "sigmoid", (fuzz.Ref(0),)),
+        fuzz.Step("call", "neg", (fuzz.Ref(2),)),
+        fuzz.Step("call", "log1p", (fuzz.Ref(3),)),
+        fuzz.Step("call", "mul", (fuzz.Ref(4), fuzz.Ref(1))),
+        fuzz.Step("call", "argmax", (fuzz.Ref(5),), {"axis": 0}),
+        fuzz.Step("call", "op**", (fuzz.Ref(4), 2)),
+        outputs=[6, 7],
+    )
+    # several huge x: the reference's rounding noise cannot make every sigmoid fall below 1
+    values = [{0: np.array([0.0, 1e200, 1e200, 1e200, 1e200, 1e200]), 1: np.zeros(6, dtype=bool)}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))
+    assert [f.category for f in found] == ["improvement"]
+
+
+def test_an_infinity_a_later_op_hides_is_judged_element_by_element():
+    """log1p(-sigmoid(x)) ** -sigmoid(x): NumPy's log1p(-1) = -inf at x = 2.3e269 gives (-inf) ** -1 =
+    -0.0; the stabilized -softplus(x) gives the right -2.3e269, and -4.3e-270 after the power. No
+    precision settles it (sigmoid is 1 at 4096 bits too): the original's walk passes an infinity there
+    and the rewritten one does not, as for a comparison, though the other elements (x = 0, a negative
+    number to the power -0.5) are NaN in both (seed 24, graph 20825, reported wrong)."""
+    recipe = _recipe(
+        _vector("x"),
+        fuzz.Step("call", "sigmoid", (fuzz.Ref(0),)),
+        fuzz.Step("call", "neg", (fuzz.Ref(1),)),
+        fuzz.Step("call", "log1p", (fuzz.Ref(2),)),
+        fuzz.Step("call", "op**", (fuzz.Ref(3), fuzz.Ref(2))),
+        outputs=[4],
+    )
+    values = [{0: np.array([0.0, 2.319507978467112e269, 0.0])}]
+    found = fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))
+    assert [f.category for f in found] == ["improvement"]
+
+
+def test_an_increment_of_one_element_past_its_dtype_wraps_as_the_graph_does():
+    """x + inc_subtensor(zeros_like(x)[0], y) becomes inc_subtensor(x[0], y): for int8 x[0] = -127 and
+    int32 y = -2 the call raised OverflowError where the original wraps to 127; the reference raised
+    too on an increment that overflows by itself (seed 24, graph 32329, reported crashed)."""
+    steps = [
+        fuzz.Step("input", params={"name": "x0", "dtype": "int8", "shape": (3,)}),
+        fuzz.Step("input", params={"name": "x1", "dtype": "int32", "shape": ()}),
+        fuzz.Step("call", "zeros_like", (fuzz.Ref(0),)),
+        fuzz.Step("call", "inc_subtensor", (fuzz.Ref(2), fuzz.Ref(1)), {"key": (0,)}),
+        fuzz.Step("call", "op+", (fuzz.Ref(0), fuzz.Ref(3))),
+        fuzz.Step("call", "inc_subtensor", (fuzz.Ref(0), fuzz.Ref(1)), {"key": (0,)}),
+    ]
+    values = [{0: np.array([-127, 0, 0], dtype="int8"), 1: np.array(-2, dtype="int32")}]
+    for output in (4, 5):  # the rewritten graph, and the increment written directly
+        for mode in ("fast_compile", "fast_run"):
+            assert fuzz.check(_recipe(*steps, outputs=[output]), values, fuzz.parse_mode(mode)) == []
+
+
 def test_a_dot_product_whose_terms_overflow_may_end_in_either_infinity_or_nan():
     """-1.5e18 * 1.9e30 + 9e34 * 2.8e36 in float32: NumPy says NaN, an FMA-using BLAS -inf: both allowed."""
     recipe = _recipe(

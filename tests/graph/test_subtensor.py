@@ -80,6 +80,17 @@ def test_updates_set_and_increment_and_repeated_indices_accumulate():
 
 
 @pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
+def test_an_increment_wraps_in_the_arrays_dtype_at_an_integer_index_as_at_a_slice(mode):
+    """y casts to x's dtype as NumPy's += on a view does: int8 -127 + int32 -2 is 127 for one element
+    too (NumPy's element assignment raised OverflowError: Python integer -129 out of bounds for int8)."""
+    x, y = tensor("x", "int8", (3,)), tensor("y", "int32", ())
+    f = rw.function([x, y], [rw.inc_subtensor(x[0], y), rw.inc_subtensor(x[:1], y)], mode=mode)
+    one, part = f(np.array([-127, 5, 6], dtype="int8"), np.array(-2, dtype="int32"))
+    np.testing.assert_array_equal(one, np.array([127, 5, 6], dtype="int8"))
+    np.testing.assert_array_equal(part, one)
+
+
+@pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
 def test_an_update_in_place_never_clobbers_a_value_read_later(mode):
     x = rw.vector("x")
     shared = rw.exp(x)

@@ -741,8 +741,8 @@ def _inc_subtensor(op: ops.IncSubtensor, node: Apply) -> Impl:
             out[key] = y
         elif accumulate:
             np.add.at(out, key, y)
-        else:
-            out[key] += y
+        else:  # a view even for one element: += casts as a ufunc, wrapping as x's dtype does, where an
+            out[(*key, ...)] += y  # element (a NumPy scalar) refuses a sum beyond it (int8 -127 + -2)
         return out
 
     return Impl(run, inplace_inputs=(0,), keeps_shape=True)
