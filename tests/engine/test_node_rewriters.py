@@ -522,19 +522,22 @@ def test_kanren_is_left_as_it_is():
     assert kanren.core.interleave is toolz.interleave
 
 
+def naturalso(n):
+    """Goal: n is a natural number, produced in an endless flat loop."""
+
+    def goal(s):
+        k = 0
+        while True:
+            yield unify(n, k, s)
+            k += 1
+
+    return goal
+
+
 def test_a_kanren_budget_stops_a_run_at_its_steps_and_every_later_step():
-    def naturals(q):
-        def goal(s):
-            k = 0
-            while True:
-                yield unify(q, k, s)
-                k += 1
-
-        return goal
-
     q = var()
     with kanren_budget("probe", max_steps=20) as meter:
-        stream = run_relation(lambda a, b: naturals(b), "anything")
+        stream = run_relation(lambda a, b: naturalso(b), "anything")
         assert len([next(stream) for _ in range(20)]) == 20
         with pytest.raises(BudgetExceeded, match="probe: no answer within max_steps=20 steps"):
             next(stream)
@@ -547,15 +550,6 @@ def test_a_kanren_budget_stops_a_run_at_its_steps_and_every_later_step():
 def test_a_kanren_budget_interrupts_a_goal_spinning_inside_kanren():
     """A conjunction failing on every state of an endless stream passes nothing to relwrite: the clock
     stops it."""
-
-    def naturalso(n):
-        def goal(s):
-            k = 0
-            while True:
-                yield unify(n, k, s)
-                k += 1
-
-        return goal
 
     def never(a, b):
         n = var()
