@@ -32,7 +32,15 @@ from relwrite.relations.budget import (
     metered,
     relation_budget,
 )
-from relwrite.relations.pattern import Pattern, build_replacement, can_replace, rebuilds, to_graph
+from relwrite.relations.pattern import (
+    GRAPHS,
+    GraphTarget,
+    Pattern,
+    build_replacement,
+    can_replace,
+    rebuilds,
+    to_graph,
+)
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
 from relwrite.relations.runtime import answers, forward_plan, plain_values
@@ -241,7 +249,7 @@ class PatternSub(NodeRewriter):
             return False
         out = node.outputs[0]
         clients = None if self.allow_multiple_clients else getattr(fgraph, "clients", None)
-        s = self.in_pattern.match(out, clients=clients)
+        s = self.in_pattern.match(out, target=GRAPHS if clients is None else GraphTarget(clients))
         if s is None:
             return False
         try:

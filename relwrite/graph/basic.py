@@ -263,6 +263,27 @@ class Constant(Variable):
         return f"Constant{{{self.type}}}"
 
 
+class OpPattern:
+    """An op of class `kind` whose props match `props` (see `Op.pattern`): data a pattern compiles."""
+
+    __slots__ = ("kind", "props")
+
+    def __init__(self, kind: type, props: tuple[tuple[str, Any], ...]):
+        self.kind, self.props = kind, props
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, OpPattern) and (self.kind, self.props) == (other.kind, other.props)
+
+    def __hash__(self) -> int:
+        return hash((self.kind, tuple(p for p, _ in self.props)))
+
+    def __repr__(self) -> str:
+        given = ", ".join(f"{p}={v!r}" for p, v in self.props)
+        return f"{self.kind.__name__}.pattern({given})"
+
+    __str__ = __repr__
+
+
 class Apply:
     """One application of an op: `op(*inputs)` computing `outputs`."""
 
@@ -358,6 +379,19 @@ class Op:
         return cached
 
     op_name: str | None = None
+
+    @classmethod
+    def pattern(cls, **props: Any) -> OpPattern:
+        """An op of this class in a rule's pattern, with some props given: a string (or logic variable)
+        names the prop's value, anything else must equal it; props not given match any value.
+
+        ``Sum.pattern(axis="a")`` matches every Sum and binds ``a`` to its axis;
+        on a rule's right side it builds ``Sum(axis=<a's value>)``.
+        """
+        unknown = sorted(set(props) - set(cls.__props__))
+        if unknown:
+            raise TypeError(f"{cls.__name__}.pattern: no props {unknown}; its props are {cls.__props__}")
+        return OpPattern(cls, tuple(props.items()))
 
     @property
     def name(self) -> str:

@@ -8,7 +8,13 @@ A pattern is
 - ``{"pattern": p, "constraint": fn}``: `p`, accepted only when ``fn(value)`` is true;
 - a Python or numpy number: on the input side it matches a constant whose
   every element equals it; on the output side it becomes a constant;
-- a graph `Variable` or `Constant`, or a kanren logic variable: itself.
+- a graph `Variable` or `Constant`: itself;
+- a kanren logic variable (``unification.var()``): a variable, as a name is;
+- an etuple S-expression ``etuple(op, *sub_patterns)``, as the seeds write
+  rules: the same as the tuple;
+- in the op position, an `Op`, a name (an op variable), a logic variable, or
+  ``OpClass.pattern(prop="name", ...)``: an op of that class whose named
+  props bind (and must agree where a name repeats; literal props must equal).
 
 Applications of a variadic op (add, mul: associative and commutative, kept
 flat by canonicalize) match their operands as a multiset: ``(log, (add, 1,
@@ -19,8 +25,12 @@ sequence variable takes the operands between the fixed ones.  Built back,
 ``(add, *rest)`` of one operand is that operand, and of none does not build
 (`EmptyApplication`: the match gives no answer).
 
-The matcher walks the graph itself (no etuple conversion), reading every
-node through `note_read` so that engines know what a match looked at.
+One compiled pattern runs on two targets: graph variables (`GraphTarget`,
+for the equilibrium engine and the rule runtime, reading every node through
+`note_read` so that engines know what a match looked at) and e-classes of an
+e-graph (exploration's target, which gives every e-node of a class as an
+application).  A target says what the applications of a value are, when two
+values are the same, which values are constants, and what guards see.
 """
 
 from __future__ import annotations
@@ -35,7 +45,7 @@ from etuples.core import ExpressionTuple
 from unification import var
 from unification.variable import Var, isvar
 
-from relwrite.graph.basic import Constant, Op, Variable, as_variable
+from relwrite.graph.basic import Constant, Op, OpPattern, Variable, as_variable
 from relwrite.graph.terms import GraphETuple, note_read, same_expression
 from relwrite.relations.predicates import NUMBER, as_graph, is_literal, is_logic_variable
 
@@ -94,6 +104,40 @@ def same_value(a: Any, b: Any) -> bool:
         return False
 
 
+# -- targets: what a pattern is matched on -------------------------------------------------------------
+
+
+class GraphTarget:
+    """Matching on graph variables (and terms): a value's one application is its node's op and inputs.
+
+    With `clients` given, every matched intermediate node must have exactly
+    one client, so rewriting does not duplicate shared work.
+    """
+
+    __slots__ = ("clients",)
+
+    def __init__(self, clients: Mapping[Variable, list] | None = None):
+        self.clients = clients
+
+    def applications(self, value: Any) -> tuple[tuple[Any, tuple], ...]:
+        found = application(value)
+        return () if found is None else (found,)
+
+    def shared(self, value: Any) -> bool:
+        if self.clients is None:
+            return False
+        graph = value.variable if isinstance(value, GraphETuple) else value
+        return isinstance(graph, Variable) and len(self.clients.get(graph, ())) > 1
+
+    same = staticmethod(same_value)
+    literal = staticmethod(is_literal)
+    guarded = staticmethod(as_graph)
+
+
+GRAPHS = GraphTarget()
+"""The graph target without client checks."""
+
+
 # -- compiled patterns ---------------------------------------------------------------------------------
 
 
@@ -114,8 +158,7 @@ class _Number:
 
 @dataclass(frozen=True)
 class _Exactly:
-    value: Any  # a graph object or logic variable given in the pattern
-    logic: bool = False  # whether `value` is a logic variable (decided once, at compile time)
+    value: Any  # a graph object given in the pattern
 
 
 @dataclass(frozen=True)
@@ -125,8 +168,46 @@ class _Guarded:
 
 
 @dataclass(frozen=True)
+class _OpTemplate:
+    """An op of class `kind`; `props` pairs prop names with a `_Named` (binds the value) or a literal."""
+
+    kind: type
+    props: tuple[tuple[str, Any], ...]
+
+    def match(self, op: Any, s: Substitution, same: Callable[[Any, Any], bool]) -> Substitution | None:
+        if not isinstance(op, self.kind):
+            return None
+        for prop, want in self.props:
+            have = getattr(op, prop)
+            if isinstance(want, _Named):
+                bound = s.get(want.var, _UNBOUND)
+                if bound is _UNBOUND:
+                    s = {**s, want.var: have}
+                elif not same(bound, have):
+                    return None
+            elif not same_value(want, have):
+                return None
+        return s
+
+    def admits(self, op: Any) -> bool:
+        """Whether `op` can match, from its class and literal props alone (what a screen may test)."""
+        return isinstance(op, self.kind) and all(
+            isinstance(want, _Named) or same_value(want, getattr(op, prop)) for prop, want in self.props
+        )
+
+    def build(self, s: Mapping) -> Op:
+        props = {p: s.get(w.var, w.var) if isinstance(w, _Named) else w for p, w in self.props}
+        if any(is_logic_variable(v) for v in props.values()):
+            raise Unbuildable(f"{self.kind.__name__} with unbound props {props}")
+        try:
+            return self.kind(**props)
+        except (TypeError, ValueError) as exc:
+            raise Unbuildable(f"{self.kind.__name__}({props}): {exc}") from exc
+
+
+@dataclass(frozen=True)
 class _Apply:
-    op: Any  # an Op or a logic variable
+    op: Any  # an Op, an _OpTemplate, or a logic variable
     args: tuple
     multiset: bool
     op_is_var: bool = False  # decided once, at compile time: matching is the hot path
@@ -173,6 +254,13 @@ class _Apply:
                     first[name] = i
         object.__setattr__(self, "equal", tuple(pairs))
 
+    @property
+    def head(self) -> Op | type | None:
+        """What the application's op is known to be: an op, an op class (a template), or None."""
+        if isinstance(self.op, _OpTemplate):
+            return self.op.kind
+        return None if self.op_is_var else self.op
+
 
 class Pattern:
     """A compiled pattern; `names` maps pattern strings to their logic variables (shared by both sides).
@@ -189,10 +277,10 @@ class Pattern:
         self.commutative = commutative
         self.names: dict[str, Var] = {} if names is None else names
         self.root = self._compile(spec)
-        root = spec
-        while isinstance(root, Mapping):
-            root = root.get("pattern")
-        self.head = root[0] if isinstance(root, tuple) and root and isinstance(root[0], Op) else None
+        root = self.root
+        while isinstance(root, _Guarded):
+            root = root.inner
+        self.head = root.head if isinstance(root, _Apply) else None
         self._screen = _Screen.compile(self.root) if staged else None
 
     # -- compiling
@@ -210,12 +298,35 @@ class Pattern:
                     if top or not item[1:].isidentifier():
                         raise ValueError(f"a sequence variable {item!r} must be a named operand of an op")
                     return _Sequence(self._name(item))
+                if not item.isidentifier():
+                    raise ValueError(f"a pattern variable needs an identifier name, got {item!r}")
                 return _Named(self._name(item))
-            if isinstance(item, (Variable, Var)):
-                return _Exactly(item, isvar(item))
+            if isvar(item):
+                return _Named(item)
+            if isinstance(item, GraphETuple):
+                return _Exactly(item.variable)
+            if isinstance(item, Variable):
+                return _Exactly(item)
             if isinstance(item, NUMBER):
                 return _Number(item)
             raise TypeError(f"unsupported pattern element {item!r} ({type(item).__name__})")
+
+        def op_of(head: Any, item: Any) -> tuple[Any, bool]:
+            if isinstance(head, Op):
+                return head, False
+            if isvar(head):
+                return head, True
+            if isinstance(head, str) and head.isidentifier():
+                return self._name(head), True
+            if isinstance(head, OpPattern):
+                props = tuple(
+                    (p, _Named(self._name(v)) if isinstance(v, str) else _Named(v) if isvar(v) else v)
+                    for p, v in head.props
+                )
+                return _OpTemplate(head.kind, props), False
+            raise ValueError(
+                f"an application pattern must start with an op, an op name or Op.pattern(...), got {item!r}"
+            )
 
         # patterns are small: plain recursion over the pattern (never over a graph)
         def compile_(item: Any, top: bool) -> Any:
@@ -232,41 +343,36 @@ class Pattern:
                 if isinstance(inner, _Sequence):
                     raise ValueError(f"a constraint cannot apply to the sequence variable in {item!r}")
                 return _Guarded(inner, item["constraint"])
+            if isinstance(item, ExpressionTuple) and not isinstance(item, GraphETuple):
+                item = tuple(item)  # the seeds' etuple S-expressions read as tuples
             if isinstance(item, tuple):
-                if not item or not isinstance(item[0], (Op, Var)):
-                    raise ValueError(f"a tuple pattern must start with an op, got {item!r}")
+                if not item:
+                    raise ValueError("an application pattern needs an op, got ()")
+                op, op_is_var = op_of(item[0], item)
                 args = tuple(compile_(s, False) for s in item[1:])
                 sequences = [a for a in args if isinstance(a, _Sequence)]
                 if len(sequences) > 1:
                     raise ValueError(f"at most one sequence variable per application, got {item!r}")
-                return _Apply(
-                    item[0],
-                    args,
-                    self.commutative and is_variadic(item[0]),
-                    isvar(item[0]),
-                )
+                return _Apply(op, args, self.commutative and is_variadic(op), op_is_var)
             return leaf(item, top)
 
         return compile_(spec, True)
 
     # -- matching
 
-    def match(
-        self, value: Any, subst: Mapping | None = None, clients: Mapping[Variable, list] | None = None
-    ) -> Substitution | None:
+    def match(self, value: Any, subst: Mapping | None = None, target: Any = GRAPHS) -> Substitution | None:
         """The first substitution making the pattern equal `value`, or None (see `matches`)."""
-        return next(self.matches(value, subst, clients), None)
+        return next(self.matches(value, subst, target), None)
 
     def matches(
-        self, value: Any, subst: Mapping | None = None, clients: Mapping[Variable, list] | None = None
+        self, value: Any, subst: Mapping | None = None, target: Any = GRAPHS
     ) -> Iterator[Substitution]:
-        """Every substitution making the pattern equal `value` (a graph variable or a term), lazily.
+        """Every substitution making the pattern equal `value` on `target` (graphs by default), lazily.
 
-        With `clients` given, every matched intermediate node must have
-        exactly one client (so rewriting does not duplicate shared work).
-        Sequence variables are bound to tuples of operands.
+        Sequence variables are bound to tuples of operands; a right side
+        (not `staged`) also reads ``(add, *rest)`` as the sum of one operand.
         """
-        return _match(self.root, value, dict(subst or {}), clients, True, not self.input_side)
+        return _match(self.root, value, dict(subst or {}), target, True, not self.input_side)
 
     def screen(self, value: Any) -> bool:
         """A necessary condition for the pattern to match graph variable `value`, tested without matching.
@@ -282,11 +388,16 @@ class Pattern:
 
     def term(self, s: Mapping) -> Any:
         """The term this pattern denotes under `s` (an etuple, or a bound value); unbound names stay."""
-        return _build(self.root, s)
+        return _build(self.root, s, _etuple)
 
     def build(self, s: Mapping) -> Any:
         """The graph this pattern denotes under substitution `s`."""
         return as_graph(self.term(s))
+
+    def instantiate(self, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
+        """The pattern built under `s` by `apply(op, operands)` at every application (bound values
+        and numbers as they are): how a target other than etuples (an e-graph) builds a side."""
+        return _build(self.root, s, apply)
 
     def guards(self) -> list[tuple[Any, Constraint]]:
         """Every constraint of the pattern with the compiled sub-pattern it applies to."""
@@ -301,7 +412,7 @@ class Pattern:
         return found
 
     def variables(self) -> set[Var]:
-        """The logic variables the pattern names (sequence variables included)."""
+        """The logic variables the pattern names (sequence, op and prop variables included)."""
         found, stack = set(), [self.root]
         while stack:
             item = stack.pop()
@@ -311,9 +422,23 @@ class Pattern:
                 stack.append(item.inner)
             elif isinstance(item, _Apply):
                 stack.extend(item.args)
-                if isvar(item.op):
+                if item.op_is_var:
                     found.add(item.op)
+                elif isinstance(item.op, _OpTemplate):
+                    stack.extend(w for _, w in item.op.props if isinstance(w, _Named))
         return found
+
+    def depth(self) -> int:
+        """How many levels of applications below its root the pattern reads."""
+        stack, deepest = [(self.root, 0)], 0
+        while stack:
+            item, level = stack.pop()
+            if isinstance(item, _Guarded):
+                stack.append((item.inner, level))
+            elif isinstance(item, _Apply):
+                deepest = max(deepest, level)
+                stack.extend((a, level + 1) for a in item.args)
+        return deepest
 
     @property
     def text(self) -> str:
@@ -325,9 +450,9 @@ class Pattern:
 
 
 def _match(
-    node: Any, value: Any, s: Substitution, clients: Any, top: bool, lone: bool = False
+    node: Any, value: Any, s: Substitution, t: Any, top: bool, lone: bool = False
 ) -> Iterator[Substitution]:
-    """Every match of the compiled `node` on `value`, extending `s`.
+    """Every match of the compiled `node` on `value` (on target `t`), extending `s`.
 
     With `lone` (output patterns, matched when a rule runs backward) an add
     or mul pattern also reads the value as the sum or product of itself
@@ -337,67 +462,63 @@ def _match(
         bound = s.get(node.var, _UNBOUND)
         if bound is _UNBOUND:
             yield {**s, node.var: value}
-        elif same_value(bound, value):
+        elif t.same(bound, value):
             yield s
         return
     if isinstance(node, _Number):
-        if is_literal(value, node.value):
+        if t.literal(value, node.value):
             yield s
         return
     if isinstance(node, _Exactly):
-        if node.logic:
-            bound = s.get(node.value, _UNBOUND)
-            if bound is _UNBOUND:
-                yield {**s, node.value: value}
-            elif same_value(bound, value):
-                yield s
-        elif same_value(node.value, value):
+        if t.same(node.value, value):
             yield s
         return
     if isinstance(node, _Guarded):
-        for found in _match(node.inner, value, s, clients, top, lone):
-            if node.constraint(as_graph(value)):
+        for found in _match(node.inner, value, s, t, top, lone):
+            if node.constraint(t.guarded(value)):
                 yield found
         return
-    applied = application(value)
-    if lone and node.multiset:  # also the value as the lone operand: (add, *rest) built of one is it
-        views = [applied] if applied is not None and applied[0] == node.op else []
-        for op, operands in [*views, (node.op, (value,))]:
-            yield from _match_application(node, value, op, operands, s, clients, top, lone)
+    if not top and t.shared(value):
         return
-    if applied is not None:
-        yield from _match_application(node, value, *applied, s, clients, top, lone)
+    if lone and node.multiset:  # also the value as the lone operand: (add, *rest) built of one is it
+        views = [a for a in t.applications(value) if a[0] == node.op]
+        for op, operands in [*views, (node.op, (value,))]:
+            yield from _match_application(node, op, operands, s, t, lone)
+        return
+    for op, operands in t.applications(value):
+        yield from _match_application(node, op, operands, s, t, lone)
 
 
 def _match_application(
-    node: _Apply, value: Any, op: Any, operands: tuple, s: Substitution, clients: Any, top: bool, lone: bool
+    node: _Apply, op: Any, operands: tuple, s: Substitution, t: Any, lone: bool
 ) -> Iterator[Substitution]:
-    if not top and clients is not None:
-        graph = value.variable if isinstance(value, GraphETuple) else value
-        if isinstance(graph, Variable) and len(clients.get(graph, ())) > 1:
-            return
     if node.op_is_var:
         bound = s.get(node.op, _UNBOUND)
         if bound is _UNBOUND:
             s = {**s, node.op: op}
         elif bound != op:
             return
+    elif isinstance(node.op, _OpTemplate):
+        found = node.op.match(op, s, t.same)
+        if found is None:
+            return
+        s = found
     elif node.op != op:
         return
-    if (node.equal or node.all_equal) and not _equal_operands_hold(node, operands):
+    if (node.equal or node.all_equal) and not _equal_operands_hold(node, operands, t):
         return
     if node.multiset:
-        yield from _match_multiset(node, operands, s, clients, lone)
+        yield from _match_multiset(node, operands, s, t, lone)
     else:
-        yield from _match_ordered(node, operands, s, clients, lone)
+        yield from _match_ordered(node, operands, s, t, lone)
 
 
-def _equal_operands_hold(node: _Apply, operands: tuple) -> bool:
+def _equal_operands_hold(node: _Apply, operands: tuple, t: Any) -> bool:
     if len(operands) != len(node.args):
         return True  # the matcher refuses the count itself (or, with `lone`, reads the value alone)
     if node.all_equal:
-        return all(same_value(operands[0], other) for other in operands[1:])
-    return all(same_value(operands[i], operands[j]) for i, j in node.equal)
+        return all(t.same(operands[0], other) for other in operands[1:])
+    return all(t.same(operands[i], operands[j]) for i, j in node.equal)
 
 
 _UNBOUND = object()
@@ -409,15 +530,15 @@ class _Screen:
 
     `tests` pair an operand position (None: any operand, for operand
     multisets and the operands a sequence variable may shift) with a test:
-    an op the operand must be computed by, a number it must equal, or the
-    `heads` a constraint on a named operand declares (a tuple of ops, op
-    classes or `Constant`: what the constraint can accept at all; a constant
-    operand is decided by the constraint itself, `_Heads`).  Every test reads
-    what a node's signature holds (`TracksIndex.for_node`), so an engine may
-    decide the screen once per signature.
+    an op (or op template) the operand must be computed by, a number it must
+    equal, or the `heads` a constraint on a named operand declares (a tuple
+    of ops, op classes or `Constant`: what the constraint can accept at all;
+    a constant operand is decided by the constraint itself, `_Heads`).
+    Every test reads what a node's signature holds (`TracksIndex.for_node`),
+    so an engine may decide the screen once per signature.
     """
 
-    op: Op
+    op: Op | _OpTemplate
     arity: int
     exact: bool  # the operand count is `arity`; else at least `arity` (a sequence variable takes the rest)
     tests: tuple[tuple[int | None, Any], ...]
@@ -456,7 +577,7 @@ class _Screen:
 
     def admits(self, value: Variable) -> bool:
         node = value.owner
-        if node is None or node.op != self.op or len(node.outputs) != 1:
+        if node is None or len(node.outputs) != 1 or not _is_op(node.op, self.op):
             return False
         operands = node.inputs
         if len(operands) != self.arity if self.exact else len(operands) < self.arity:
@@ -466,6 +587,10 @@ class _Screen:
             if not any(_passes(operand, test) for operand in candidates):
                 return False
         return True
+
+
+def _is_op(op: Op, test: Op | _OpTemplate) -> bool:
+    return test.admits(op) if isinstance(test, _OpTemplate) else op == test
 
 
 @dataclass(frozen=True)
@@ -491,7 +616,7 @@ def _passes(operand: Variable, test: Any) -> bool:
     if isinstance(test, _Heads):
         return test.passes(operand)
     owner = operand.owner
-    return owner is not None and len(owner.outputs) == 1 and owner.op == test
+    return owner is not None and len(owner.outputs) == 1 and _is_op(owner.op, test)
 
 
 def _has_head(operand: Variable, head: Any) -> bool:
@@ -504,12 +629,16 @@ def _has_head(operand: Variable, head: Any) -> bool:
     return isinstance(owner.op, head) if isinstance(head, type) else owner.op == head
 
 
-class EmptyApplication(ValueError):
+class Unbuildable(ValueError):
+    """A side that does not build under its substitution: no answer."""
+
+
+class EmptyApplication(Unbuildable):
     """A variadic application built with no operands: its sequence variables matched nothing."""
 
 
 def _match_ordered(
-    node: _Apply, operands: tuple, s: Substitution, clients: Any, lone: bool
+    node: _Apply, operands: tuple, s: Substitution, t: Any, lone: bool
 ) -> Iterator[Substitution]:
     """Operands in order; a sequence variable takes the (zero or more) operands between the fixed ones."""
     args, split = node.args, node.split
@@ -521,17 +650,17 @@ def _match_ordered(
         middle = len(operands) - len(args) + 1
         if middle < 0:
             return
-        sequence = operands[split : split + middle]
+        sequence = tuple(operands[split : split + middle])
         bound = s.get(node.sequence.var, _UNBOUND)
         if bound is _UNBOUND:
             s = {**s, node.sequence.var: sequence}
-        elif not same_value(tuple(bound), sequence):
+        elif not _same_sequence(tuple(bound), sequence, t):
             return
         # past the sequence, arguments are counted from the end of the operands
         pairs = [(args[i], operands[i if i < split else i - len(args)]) for i in node.order]
     states = [s]
     for pattern, value in pairs:  # cheapest tests first (`_Apply.order`)
-        states = [found for state in states for found in _match(pattern, value, state, clients, False, lone)]
+        states = [found for state in states for found in _match(pattern, value, state, t, False, lone)]
         if not states:
             return
     yield from states
@@ -549,7 +678,7 @@ def _cost(node: Any) -> int:
 
 
 def _match_multiset(
-    node: _Apply, operands: tuple, s: Substitution, clients: Any, lone: bool
+    node: _Apply, operands: tuple, s: Substitution, t: Any, lone: bool
 ) -> Iterator[Substitution]:
     """Operands as a multiset: each fixed pattern takes a distinct operand; a sequence variable the rest."""
     fixed = node.fixed
@@ -570,43 +699,55 @@ def _match_multiset(
             bound = state.get(sequence.var, _UNBOUND)
             if bound is _UNBOUND:
                 yield {**state, sequence.var: rest}
-            elif _same_multiset(tuple(bound), rest):
+            elif _same_multiset(tuple(bound), rest, t):
                 yield state
             continue
         options = []
         for i, operand in enumerate(operands):
             if i not in used:
                 options.extend(
-                    (k + 1, (*used, i), found)
-                    for found in _match(fixed[k], operand, state, clients, False, lone)
+                    (k + 1, (*used, i), found) for found in _match(fixed[k], operand, state, t, False, lone)
                 )
         stack.extend(reversed(options))  # first operand first
 
 
-def _same_multiset(a: tuple, b: tuple) -> bool:
+def _same_sequence(a: tuple, b: tuple, t: Any) -> bool:
+    return len(a) == len(b) and all(t.same(x, y) for x, y in zip(a, b))
+
+
+def _same_multiset(a: tuple, b: tuple, t: Any) -> bool:
     if len(a) != len(b):
         return False
     left = list(b)
     for item in a:
-        index = next((i for i, other in enumerate(left) if same_value(item, other)), None)
+        index = next((i for i, other in enumerate(left) if t.same(item, other)), None)
         if index is None:
             return False
         left.pop(index)
     return True
 
 
-def _build(node: Any, s: Mapping) -> Any:
+def _etuple(op: Op, args: list) -> Any:
+    return etuple(op, *args)
+
+
+def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
     if isinstance(node, _Named):
         return s.get(node.var, node.var)
     if isinstance(node, _Number):
         return node.value
     if isinstance(node, _Exactly):
-        return s.get(node.value, node.value) if node.logic else node.value
+        return node.value
     if isinstance(node, _Guarded):
-        return _build(node.inner, s)
+        return _build(node.inner, s, apply)
     if isinstance(node, _Sequence):
         raise TypeError("a sequence variable is spliced by its application")
-    op = s.get(node.op, node.op) if node.op_is_var else node.op
+    if node.op_is_var:
+        op = s.get(node.op, node.op)
+    elif isinstance(node.op, _OpTemplate):
+        op = node.op.build(s)
+    else:
+        op = node.op
     args: list[Any] = []
     for a in node.args:
         if isinstance(a, _Sequence):
@@ -616,15 +757,19 @@ def _build(node: Any, s: Mapping) -> Any:
             else:
                 args.extend(bound)
         else:
-            args.append(_build(a, s))
+            args.append(_build(a, s, apply))
     if node.multiset and node.sequence is not None and len(args) == 1:
         return args[0]
     if node.multiset and not args:
         raise EmptyApplication(f"{op} of no operands")
-    return etuple(op, *args)
+    if apply is not _etuple and is_logic_variable(op):
+        raise Unbuildable(f"the op variable {op} is unbound")
+    return apply(op, args)
 
 
 def _show(spec: Any) -> str:
+    if isinstance(spec, ExpressionTuple) and not isinstance(spec, GraphETuple):
+        spec = tuple(spec)
     if isinstance(spec, tuple):
         return f"{spec[0]}({', '.join(_show(s) for s in spec[1:])})"
     if isinstance(spec, Mapping):

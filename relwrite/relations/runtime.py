@@ -31,7 +31,7 @@ from unification.variable import Var, isvar
 from relwrite.graph.basic import Variable
 from relwrite.relations.budget import charge, metered
 from relwrite.relations.guards import is_ground, with_guard
-from relwrite.relations.pattern import EmptyApplication, Pattern, _build, as_graph, can_replace, to_graph
+from relwrite.relations.pattern import Pattern, Unbuildable, _build, _etuple, as_graph, can_replace, to_graph
 from relwrite.relations.predicates import is_logic_variable
 
 if TYPE_CHECKING:
@@ -157,7 +157,7 @@ def pattern_relation(
                         yield from _finish(state, None, b_, rhs, s, _guards(s))
 
         def _guards(s: Mapping) -> list:
-            found = [(_build(inner, s), predicate) for inner, predicate in lhs.guards()]
+            found = [(_build(inner, s, _etuple), predicate) for inner, predicate in lhs.guards()]
             return found + [(tuple(s.get(v, v) for v in w.variables), w) for w in where]
 
         def _finish(
@@ -193,7 +193,7 @@ def _term(side: Pattern, s: Mapping) -> Any:
     """`side` built under `s`, or None when it cannot be (a variadic op left with no operand)."""
     try:
         return side.term(s)
-    except EmptyApplication:
+    except Unbuildable:
         return None
 
 

@@ -185,8 +185,10 @@ def test_pattern_sub_name_and_tracks():
 def test_pattern_sub_input_pattern_must_be_an_application():
     with pytest.raises(TypeError, match="application of an op"):
         PatternSub("a", "a")
+    with pytest.raises(TypeError, match="application of an op"):
+        PatternSub(("exp", "a"), "a")  # "exp" names an op variable: the head is unknown
     with pytest.raises(ValueError, match="must start with an op"):
-        PatternSub(("exp", "a"), "a")
+        PatternSub((1.5, "a"), "a")
     with pytest.raises(TypeError, match="unsupported pattern element"):
         PatternSub((exp, [1]), "a")
     with pytest.raises(ValueError, match="'pattern'"):
