@@ -13,40 +13,27 @@ turns the NaN of inf - inf at x = +inf into 0, as sub_self does.
 Rules that negate or shift their operand need a floating dtype (integer
 negation wraps around), so they carry an `is_float` constraint.  When two
 rules can match one node, the more specific one is defined first: the engine
-tries a node's rules in definition order.  The relations are composed from
-the goals of `relwrite.relations.goals`; the functions below are the
-mappings (`mappingo`) particular to this phase.
+tries a node's rules in definition order.  Each rule is one declaration
+(`rule`): log_softmax and logsumexp capture the softmax's axis and the
+sum's axes and build the stable op along them, in both directions.
 """
 
 from __future__ import annotations
 
-from typing import Any
-
-from unification import var
-
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Op, Variable
-from relwrite.relations.goals import Goal, along, conj, mappingo, nodeo, operandso, replaceableo, whereo
+from relwrite.graph.basic import Op
 from relwrite.relations.predicates import (
     float_var,
-    is_float,
     is_float_regroupable,
     operands_regroupable,
     same_dtype_at,
 )
-from relwrite.relations.registry import relation, rule
+from relwrite.relations.registry import rule
+from relwrite.relations.runtime import Computed
 
 STABILIZE = ("stabilize", "fast_run")
 EVERY_MODE = (*STABILIZE, "fast_compile")
 """Stabilizations without which a common expression overflows: they run in fast_compile too."""
-
-
-def _argument(value: Any, op: Op | type, index: int = 0) -> Variable | None:
-    """Input `index` of the node computing `value` when its op is `op` (or exactly of class `op`)."""
-    node = value.owner if isinstance(value, Variable) else None
-    if node is None or len(node.outputs) != 1 or not (node.op == op or type(node.op) is op):
-        return None
-    return node.inputs[index] if index < len(node.inputs) else None
 
 
 # -- rules -----------------------------------------------------------------------------------------
@@ -109,69 +96,41 @@ log_sigmoid = rule(
 )
 
 
-@relation(
+def softmax_axis(softmax: Op) -> int | None:
+    """The axis of a Softmax op (not of a LogSoftmax, its subclass); None for any other op."""
+    return softmax.axis if type(softmax) is o.Softmax else None
+
+
+def softmax_along(axis: int) -> list[dict]:
+    """The preimage of `softmax_axis`: the Softmax op along `axis`."""
+    return [{"softmax": o.Softmax(axis)}]
+
+
+# the softmax is an op variable: o.Softmax.pattern would match a LogSoftmax (its subclass) too
+log_softmax = rule(
+    "log_softmax",
+    (o.log, ("softmax", "x")),
+    (o.LogSoftmax.pattern(axis="axis"), "x"),
     EVERY_MODE,
-    tracks=(o.log,),
+    compute={"axis": Computed(softmax_axis, inverse=softmax_along)},
     examples=("log(softmax(x))", "log(softmax(x, axis=0))"),
     types={"x": "matrix"},
+    doc="log(softmax(x)) -> log_softmax(x) along the same axis: finite where a probability underflows.",
 )
-def log_softmax(lhs: Any, rhs: Any) -> Goal:
-    """log(softmax(x)) -> log_softmax(x) along the same axis: finite where a probability underflows."""
-    probabilities, x = var(prefix="softmax"), var(prefix="x")
-    softmax_op, log_softmax_op = var(prefix="softmax_op"), var(prefix="log_softmax_op")
-    return along(
-        lhs,
-        operandso(lhs, o.log, (probabilities,)),
-        nodeo(probabilities, o.Softmax, softmax_op, (x,)),
-        mappingo(softmax_op, log_softmax_op, _log_softmax_op, _softmax_ops),
-        nodeo(rhs, o.LogSoftmax, log_softmax_op, (x,)),
-    )
 
-
-def _log_softmax_op(op: Any) -> o.LogSoftmax | None:
-    return o.LogSoftmax(op.axis) if type(op) is o.Softmax else None
-
-
-def _softmax_ops(op: Any) -> list[o.Softmax]:
-    return [o.Softmax(op.axis)] if type(op) is o.LogSoftmax else []
-
-
-@relation(
+logsumexp = rule(
+    "logsumexp",
+    (o.log, (o.Sum.pattern(axis="axis"), (o.exp, float_var("x")))),
+    (o.LogSumExp.pattern(axis="axis"), "x"),
     EVERY_MODE,
-    tracks=(o.log,),
+    keeps_type=True,
     examples=("log(sum(exp(x), axis=1))", "log(sum(exp(x)))", "log(sum(exp(x), axis=(0, 1)))"),
     types={"x": "matrix"},
+    doc="""log(sum(exp(x), axis)) -> logsumexp(x, axis) over the same axes: no exp overflows (floats).
+    The op computes m + log(sum(exp(x - m))) with m the maximum of x where that is finite (else 0), so
+    the largest term contributes exactly 1, slices of -inf or holding +inf or NaN give what the left
+    side gives, and an empty axis gives -inf as the left side does.""",
 )
-def logsumexp(lhs: Any, rhs: Any) -> Goal:
-    """log(sum(exp(x), axis)) -> logsumexp(x, axis) over the same axes: no exp overflows (floats).
-
-    The op computes m + log(sum(exp(x - m))) with m the maximum of x where
-    that is finite (else 0), so the largest term contributes exactly 1, slices
-    of -inf or holding +inf or NaN give what the left side gives, and an
-    empty axis gives -inf as the left side does.
-    """
-    summed, exps, x = var(prefix="sum"), var(prefix="exp"), var(prefix="x")
-    reduction, logsumexp_op = var(prefix="op"), var(prefix="logsumexp_op")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.log, (summed,)),
-            nodeo(summed, o.Sum, reduction, (exps,)),
-            operandso(exps, o.exp, (x,)),
-            mappingo(reduction, logsumexp_op, _logsumexp_op, _sum_ops),
-            nodeo(rhs, o.LogSumExp, logsumexp_op, (x,)),
-        ),
-        whereo(x, is_float),
-        replaceableo(lhs, rhs),
-    )
-
-
-def _logsumexp_op(op: Any) -> o.LogSumExp | None:
-    return o.LogSumExp(op.axis) if type(op) is o.Sum else None
-
-
-def _sum_ops(op: Any) -> list[o.Sum]:
-    return [o.Sum(op.axis)] if type(op) is o.LogSumExp else []
 
 
 log1p_neg_sigmoid = rule(

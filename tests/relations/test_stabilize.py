@@ -14,9 +14,12 @@ from relwrite import constant, log, matrix, parse, pprint, vector
 from relwrite.backends.numpy import function  # evaluates a graph as it is, without rewriting it
 from relwrite.engine import KanrenRelationSub, rewrite_graph
 from relwrite.graph import ops as o
-from relwrite.graph.basic import graph_inputs
+from relwrite.graph.basic import graph_inputs, tensor
+from relwrite.graph.terms import same_expression
 from relwrite.relations import Rule, catalogue, stabilize
+from relwrite.relations.goals import along, conj, mappingo, nodeo, operandso, replaceableo, whereo
 from relwrite.relations.pattern import to_graph
+from relwrite.relations.predicates import is_float
 from relwrite.testing import ac_text, input_values
 
 RULES = [r for r in vars(stabilize).values() if isinstance(r, Rule)]
@@ -308,3 +311,109 @@ def test_the_pipeline_turns_log_sum_exp_into_the_logsumexp_op():
     values = np.array([[1000.0, 999.0], [-5.0, 3.0]])
     expected = [logsumexp_ref(row) for row in values]
     np.testing.assert_allclose(evaluate([x], result, [values]), expected, rtol=1e-14)
+
+
+# -- the declarations agree with the goal relations they replaced ------------------------------------
+
+
+def _old_log_softmax(lhs, rhs):
+    probabilities, x = var(prefix="softmax"), var(prefix="x")
+    softmax_op, log_softmax_op = var(prefix="softmax_op"), var(prefix="log_softmax_op")
+    return along(
+        lhs,
+        operandso(lhs, o.log, (probabilities,)),
+        nodeo(probabilities, o.Softmax, softmax_op, (x,)),
+        mappingo(
+            softmax_op,
+            log_softmax_op,
+            lambda op: o.LogSoftmax(op.axis) if type(op) is o.Softmax else None,
+            lambda op: [o.Softmax(op.axis)] if type(op) is o.LogSoftmax else [],
+        ),
+        nodeo(rhs, o.LogSoftmax, log_softmax_op, (x,)),
+    )
+
+
+def _old_logsumexp(lhs, rhs):
+    summed, exps, x = var(prefix="sum"), var(prefix="exp"), var(prefix="x")
+    reduction, logsumexp_op = var(prefix="op"), var(prefix="logsumexp_op")
+    return conj(
+        along(
+            lhs,
+            operandso(lhs, o.log, (summed,)),
+            nodeo(summed, o.Sum, reduction, (exps,)),
+            operandso(exps, o.exp, (x,)),
+            mappingo(
+                reduction,
+                logsumexp_op,
+                lambda op: o.LogSumExp(op.axis) if type(op) is o.Sum else None,
+                lambda op: [o.Sum(op.axis)] if type(op) is o.LogSumExp else [],
+            ),
+            nodeo(rhs, o.LogSumExp, logsumexp_op, (x,)),
+        ),
+        whereo(x, is_float),
+        replaceableo(lhs, rhs),
+    )
+
+
+OLD = {"log_softmax": _old_log_softmax, "logsumexp": _old_logsumexp}
+
+
+def first_answer(relation, graph, direction):
+    """The first answer of `relation` run `direction` on `graph`, as a graph (None when there is none)."""
+    q = var()
+    found = run(1, q, relation(graph, q) if direction == "forward" else relation(q, graph))
+    return to_graph(found[0], like=graph) if found else None
+
+
+def assert_same_answers(old, new, graph, direction):
+    expected, got = first_answer(old, graph, direction), first_answer(new, graph, direction)
+    assert (expected is None) == (got is None), (pprint(graph), expected, got)
+    assert expected is None or same_expression(expected, got), (pprint(expected), pprint(got))
+    if direction == "forward":  # the engine takes the same replacement
+        assert (forward(new, graph) is None) == (expected is None)
+
+
+@st.composite
+def log_reductions(draw):
+    """R(f(x)) or log(R(f(x))) for a reduction or softmax R and f in exp/log/neg/none, of several dtypes."""
+    dtype = draw(st.sampled_from(["float64", "float32", "int32"]))
+    ndim = draw(st.integers(1, 3))
+    x = tensor("x", dtype=dtype, shape=(None,) * ndim)
+    inner = draw(st.sampled_from([o.exp, o.exp, o.exp, o.log, o.neg, None]))
+    body = x if inner is None else inner(x)
+    axes = draw(st.none() | st.lists(st.integers(-ndim, ndim - 1), min_size=1, max_size=ndim, unique=True))
+    axis = draw(st.integers(-ndim, ndim - 1))
+    if axes is not None and len({a % ndim for a in axes}) != len(axes):
+        axes = None
+    outer = draw(
+        st.sampled_from(
+            [o.Sum(axes), o.Sum(axes), o.Mean(axes), o.Max(axes), o.LogSumExp(axes)]
+            + [o.Softmax(axis), o.Softmax(axis), o.LogSoftmax(axis)]
+        )
+    )
+    return log(outer(body)) if draw(st.integers(0, 3)) else outer(body)
+
+
+@pytest.mark.parametrize("name", sorted(OLD))
+@given(graph=log_reductions())
+def test_the_declarations_agree_with_the_old_relations_both_ways(name, graph):
+    new = RULES_BY_NAME[name]
+    assert_same_answers(OLD[name], new, graph, "forward")
+    assert_same_answers(OLD[name], new, graph, "backward")
+    rhs = first_answer(new, graph, "forward")
+    if rhs is not None:
+        assert_same_answers(OLD[name], new, rhs, "backward")
+
+
+@pytest.mark.parametrize(
+    "name, text, types",
+    [(n, t, RULES_BY_NAME[n].types) for n in OLD for t in RULES_BY_NAME[n].examples]
+    + [case for case in NEAR_MISSES if case[0] in OLD],
+)
+def test_the_declarations_agree_on_examples_and_near_misses(name, text, types):
+    rule = RULES_BY_NAME[name]
+    graph = parse(text, types=types)
+    assert_same_answers(OLD[name], rule, graph, "forward")
+    rhs = first_answer(rule, graph, "forward")
+    if rhs is not None:
+        assert_same_answers(OLD[name], rule, rhs, "backward")
