@@ -11,27 +11,16 @@ The `unsafe` rules hold under their assumptions only and are opt-in.
 
 from __future__ import annotations
 
+from functools import cache
 from typing import Any
 
 import numpy as np
-from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant
-from relwrite.relations.goals import (
-    Goal,
-    along,
-    conj,
-    involutiono,
-    mappingo,
-    nodeo,
-    operandso,
-    replaceableo,
-    whereo,
-)
 from relwrite.relations.operands import same_graph, shaped_within
-from relwrite.relations.predicates import fits, float_var, is_float, literal_value, operands_regroupable
-from relwrite.relations.registry import Rule, relation, rule
+from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
+from relwrite.relations.registry import Rule, rule
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
@@ -267,164 +256,119 @@ reciprocal_reciprocal = rule(
 # -- sums: a sum of a negation, a sum of a sum ---------------------------------------------------------
 
 
-def reduction_keeps_dtype(summed: Variable) -> bool:
-    """Whether the reduction computing `summed` keeps its input's dtype (an int8 sum is an int64)."""
-    node = summed.owner if isinstance(summed, Variable) else None
-    return node is not None and summed.dtype == node.inputs[0].dtype
+def sum_keeps_dtype(x: Variable) -> bool:
+    """Whether a sum of `x` keeps its dtype (floats, 64-bit integers; an int8 sum is an int64)."""
+    return isinstance(x, Variable) and _sum_dtype(x.dtype) == x.dtype
 
 
-@relation(
+@cache
+def _sum_dtype(dtype: str) -> str:
+    return np.zeros(1, dtype=dtype).sum().dtype.name
+
+
+sum_neg = rule(
+    "sum_neg",
+    (o.Sum.pattern(axis="axis"), (o.neg, {"pattern": "x", "constraint": sum_keeps_dtype})),
+    (o.neg, (o.Sum.pattern(axis="axis"), "x")),
     CANON,
-    tracks=(o.Sum,),
+    keeps_type=True,
     semantics="reassociates",
     examples=("sum(neg(x))", "sum(neg(X), axis=1)", "sum(neg(n))"),
     types={"x": "vector", "X": "matrix", "n": "vector:int64"},
+    doc="""sum(-x, axis) -> -sum(x, axis): one negation instead of one per element.
+    Where the sum keeps x's dtype (floats, 64-bit integers): rounding is symmetric and wrap-around
+    negation distributes over wrap-around sums, so the values are the same but for the sign of a zero
+    sum (of an empty axis, or of zeros of both signs: 0.0 + -0.0 is 0.0 both ways round).  A narrower
+    integer is widened by the sum, and -(-128) wraps in int8.""",
 )
-def sum_neg(lhs: Any, rhs: Any) -> Goal:
-    """sum(-x, axis) -> -sum(x, axis): one negation instead of one per element.
 
-    Where the sum keeps x's dtype (floats, 64-bit integers): rounding is
-    symmetric and wrap-around negation distributes over wrap-around sums, so
-    the values are the same but for the sign of a zero sum (of an empty axis,
-    or of zeros of both signs: 0.0 + -0.0 is 0.0 both ways round).  A
-    narrower integer is widened by the sum, and -(-128) wraps in int8.
-    """
-    reduction, negated, x, summed = (var(prefix=p) for p in ("op", "negated", "x", "sum"))
-    return conj(
-        along(
-            lhs,
-            nodeo(lhs, o.Sum, reduction, (negated,)),
-            operandso(negated, o.neg, (x,)),
-            nodeo(summed, o.Sum, reduction, (x,)),
-            operandso(rhs, o.neg, (summed,)),
-        ),
-        whereo(summed, reduction_keeps_dtype),
-        replaceableo(lhs, rhs),
-    )
+_EXTREMUM_OF_NEG = """Floats only (-min wraps around for the smallest integer); NaN propagates both
+ways.  Among equal zeros of both signs the extremum NumPy returns is the first one met, so the sign
+of a zero result may differ."""
 
-
-def swapped_extremum(op: Any) -> o.Reduce | None:
-    """Max(axis) <-> Min(axis) (its own inverse); None for any other op."""
-    if type(op) is o.Max:
-        return o.Min(op.axis)
-    if type(op) is o.Min:
-        return o.Max(op.axis)
-    return None
-
-
-@relation(
+# Max and Min swap, and a rule's left side has one head: one rule for each (min_of_neg the mirror)
+extremum_of_neg = rule(
+    "extremum_of_neg",
+    (o.Max.pattern(axis="axis"), (o.neg, float_var("x"))),
+    (o.neg, (o.Min.pattern(axis="axis"), "x")),
     CANON,
-    tracks=(o.Max, o.Min),
+    keeps_type=True,
     semantics="reassociates",
-    examples=("max(neg(x))", "min(neg(X), axis=1)"),
+    examples=("max(neg(x))", "max(neg(X), axis=1)"),
     types={"x": "vector", "X": "matrix"},
+    doc=f"max(-x, axis) -> -min(x, axis): one negation of the result instead of one per element."
+    f" {_EXTREMUM_OF_NEG}",
 )
-def extremum_of_neg(lhs: Any, rhs: Any) -> Goal:
-    """max(-x, axis) -> -min(x, axis) and min(-x, axis) -> -max(x, axis): one negation of the result
-    instead of one per element.
-
-    Floats only (-min wraps around for the smallest integer); NaN propagates
-    both ways.  Among equal zeros of both signs the extremum NumPy returns is
-    the first one met, so the sign of a zero result may differ.
-    """
-    reduction, other, negated, x, inner = (var(prefix=p) for p in ("op", "other", "negated", "x", "inner"))
-    return conj(
-        along(
-            lhs,
-            nodeo(lhs, o.Reduce, reduction, (negated,)),
-            operandso(negated, o.neg, (x,)),
-            involutiono(reduction, other, swapped_extremum),
-            nodeo(inner, o.Reduce, other, (x,)),
-            operandso(rhs, o.neg, (inner,)),
-        ),
-        whereo(x, is_float),
-        replaceableo(lhs, rhs),
-    )
+min_of_neg = rule(
+    "min_of_neg",
+    (o.Min.pattern(axis="axis"), (o.neg, float_var("x"))),
+    (o.neg, (o.Max.pattern(axis="axis"), "x")),
+    CANON,
+    keeps_type=True,
+    semantics="reassociates",
+    examples=("min(neg(x))", "min(neg(X), axis=1)"),
+    types={"x": "vector", "X": "matrix"},
+    doc=f"min(-x, axis) -> -max(x, axis), the mirror of extremum_of_neg. {_EXTREMUM_OF_NEG}",
+)
 
 
-def summed_parts(parts: tuple) -> Variable | None:
-    """(Sum, Join, parts) -> sum(part 1) + sum(part 2) + ... for a total sum of parts of one dtype."""
-    reduction, join, pieces = parts
-    if not (isinstance(reduction, o.Sum) and reduction.axis is None and isinstance(join, o.Join)):
+def summed_parts(axis: int, parts: tuple) -> Variable | None:
+    """sum(part 1) + sum(part 2) + ... for the parts of a join along `axis`, of one dtype, whose lengths
+    off the join's axis static shapes prove equal; None otherwise."""
+    if not parts or len({p.dtype for p in parts}) != 1:
         return None
-    if not isinstance(pieces, tuple) or not all(isinstance(p, Variable) for p in pieces):
-        return None
-    if len({p.dtype for p in pieces}) != 1:
-        return None
-    ndim = pieces[0].ndim
-    along = join.axis % ndim
+    ndim = parts[0].ndim
+    along = axis % ndim
     for d in range(ndim):  # the join's own check: lengths off its axis must agree, or it raises
-        if d != along and (len({p.type.shape[d] for p in pieces}) != 1 or pieces[0].type.shape[d] is None):
+        if d != along and (len({p.type.shape[d] for p in parts}) != 1 or parts[0].type.shape[d] is None):
             return None
-    sums = [o.Sum(None)(p) for p in pieces]
+    sums = [o.Sum(None)(p) for p in parts]
     return sums[0] if len(sums) == 1 else o.add(*sums)
 
 
-@relation(
+# the sums of the parts are one term each: a compute builds them (a pattern cannot map over "*parts")
+sum_of_join = rule(
+    "sum_of_join",
+    (o.Sum.pattern(axis=None), (o.Join.pattern(axis="axis"), "*parts")),
+    "total",
     CANON,
-    tracks=(o.Sum,),
+    compute={"total": summed_parts},
+    keeps_type=True,
     semantics="reassociates",
-    backward="the sums do not say which arrays were joined along which axis",
     examples=("sum(join(x, y, axis=0))", "sum(join(X, Y, X, axis=1))"),
     types={"x": "vector", "y": "vector", "X": "(2,None)", "Y": "(2,None)"},
+    doc="""sum(join(x, y, ...)) -> sum(x) + sum(y) + ...: the total of joined arrays without the join's
+    copy.  Parts of one dtype only (a join converts mixed parts first), whose lengths off the join's
+    axis static shapes prove equal (else the join raises, and the sums would not); the terms are
+    added in another order.""",
 )
-def sum_of_join(lhs: Any, rhs: Any) -> Goal:
-    """sum(join(x, y, ...)) -> sum(x) + sum(y) + ...: the total of joined arrays without the join's copy.
-
-    Parts of one dtype only (a join converts mixed parts first), whose
-    lengths off the join's axis static shapes prove equal (else the join
-    raises, and the sums would not); the terms are added in another order.
-    """
-    reduction, joined, join, pieces = (var(prefix=p) for p in ("op", "joined", "join", "parts"))
-    return conj(
-        nodeo(lhs, o.Sum, reduction, (joined,)),
-        nodeo(joined, o.Join, join, pieces),
-        mappingo((reduction, join, pieces), rhs, summed_parts),
-        replaceableo(lhs, rhs),
-    )
 
 
-def merged_sum(parts: tuple) -> o.Sum | None:
-    """The one sum doing what sum(sum(x, inner.axis), outer.axis) does: (inner, outer, x) -> Sum."""
-    inner, outer, x = parts
-    if not (isinstance(inner, o.Sum) and isinstance(outer, o.Sum) and isinstance(x, Variable)):
-        return None
+def merged_sum(inner: tuple[int, ...] | None, outer: tuple[int, ...] | None, x: Variable) -> o.Sum:
+    """The one Sum doing what sum(sum(x, inner), outer) does (`inner`, `outer`: the two sums' axes)."""
     ndim = x.ndim
-    first = set(range(ndim)) if inner.axis is None else {a % ndim for a in inner.axis}
+    first = set(range(ndim)) if inner is None else {a % ndim for a in inner}
     kept = [a for a in range(ndim) if a not in first]  # the axes of the inner sum's result, in x's numbering
-    second = range(len(kept)) if outer.axis is None else [a % len(kept) for a in outer.axis]
+    second = range(len(kept)) if outer is None else [a % len(kept) for a in outer]
     axes = first | {kept[a] for a in second}
     return o.Sum(None if len(axes) == ndim else tuple(sorted(axes)))
 
 
-@relation(
+# the merged op is computed: its axis may be None (every axis), which a computed prop cannot be
+sum_sum = rule(
+    "sum_sum",
+    (o.Sum.pattern(axis="outer"), (o.Sum.pattern(axis="inner"), "x")),
+    ("merged", "x"),
     CANON,
-    tracks=(o.Sum,),
+    compute={"merged": merged_sum},
+    keeps_type=True,
     semantics="reassociates",
-    backward="a sum over several axes does not say how they were split between two sums",
     examples=("sum(sum(X, axis=0))", "sum(sum(T, axis=1), axis=-1)", "sum(sum(T, axis=(0, 2)), axis=0)"),
     types={"X": "matrix", "T": "(2, 3, 4)"},
+    doc="""sum(sum(x, a), b) -> sum(x, a and b): one reduction over the axes of both.  Exact for
+    integers (an inner sum already widens to the outer sum's dtype); for floats the terms are added
+    in another order.""",
 )
-def sum_sum(lhs: Any, rhs: Any) -> Goal:
-    """sum(sum(x, a), b) -> sum(x, a and b): one reduction over the axes of both.
-
-    Exact for integers (an inner sum already widens to the outer sum's
-    dtype); for floats the terms are added in another order.
-    """
-    outer, inner, partial, x, merged = (
-        var(prefix="outer"),
-        var(prefix="inner"),
-        var(prefix="partial"),
-        var(prefix="x"),
-        var(prefix="merged"),
-    )
-    return conj(
-        nodeo(lhs, o.Sum, outer, (partial,)),
-        nodeo(partial, o.Sum, inner, (x,)),
-        mappingo((inner, outer, x), merged, merged_sum),
-        nodeo(rhs, o.Sum, merged, (x,)),
-        replaceableo(lhs, rhs),
-    )
 
 
 # -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---
