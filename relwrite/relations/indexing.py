@@ -18,20 +18,20 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Apply, Constant, Variable
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.subtensor import IncSubtensor, Subtensor
-from relwrite.relations.goals import Goal, node_mappingo
-from relwrite.relations.operands import reads
-from relwrite.relations.registry import relation
+from relwrite.graph.types import TensorType
+from relwrite.relations.registry import rule
+from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 FULL = ("slice", False, False, False)
 
 
-def _takes_everything(op: Subtensor, index: tuple) -> bool:
+def _takes_everything(idx: tuple, index: tuple) -> bool:
     """Whether every pattern entry is a whole axis: `:`, or `::1` with a constant step of one."""
     steps = iter(index)
-    for entry in op.idx_list:
+    for entry in idx:
         if not isinstance(entry, tuple) or entry[1] or entry[2]:
             return False
         if entry[3]:
@@ -41,50 +41,30 @@ def _takes_everything(op: Subtensor, index: tuple) -> bool:
     return True
 
 
-def _indexed(parts: tuple) -> tuple[Subtensor, tuple] | None:
-    """(op, operands) of a Subtensor node: the indexed array first, then the index inputs; else None."""
-    op, operands = parts
-    if not isinstance(op, Subtensor) or not isinstance(operands, tuple) or not operands:
-        return None
-    return op, operands
+def whole(idx: tuple, x: Variable, index: tuple) -> Variable | None:
+    """`x` itself when the index `idx` (its inputs `index`) takes every axis whole, else None."""
+    return x if _takes_everything(idx, index) else None
 
 
-def _indexed_node(parts: tuple, kind: type) -> tuple[Subtensor, Apply, tuple] | None:
-    """(op, node, index) of a Subtensor node whose indexed array a single-output node of `kind` computes."""
-    split = _indexed(parts)
-    if split is None:
-        return None
-    op, operands = split
-    node = operands[0].owner if isinstance(operands[0], Variable) else None
-    if node is None or not isinstance(node.op, kind) or len(node.outputs) != 1:
-        return None
-    return op, node, operands[1:]
-
-
-def whole(parts: tuple) -> Variable | None:
-    split = _indexed(parts)
-    if split is None:
-        return None
-    op, operands = split
-    return operands[0] if _takes_everything(op, operands[1:]) else None
-
-
-def written_whole(x: Any) -> list[tuple]:
-    """`x` as `x[:, ..., :]` (one whole slice per axis)."""
-    if not isinstance(x, Variable) or x.ndim == 0:
+def written_whole(whole: Variable) -> list[dict]:
+    """The preimage of `whole`: `whole` as `whole[:, ..., :]` (one whole slice per axis)."""
+    if whole.ndim == 0:
         return []
-    return [(Subtensor((FULL,) * x.ndim), (x,))]
+    return [{"idx": (FULL,) * whole.ndim, "x": whole, "index": ()}]
 
 
-@relation(
+# the right side is x itself: a computed value, so that its inverse writes x as x[:, ..., :]
+useless_subtensor = rule(
+    "useless_subtensor",
+    (Subtensor.pattern(idx_list="idx"), "x", "*index"),
+    "whole",
     CANON,
-    tracks=(Subtensor,),
+    keeps_type=True,
+    compute={"whole": Computed(whole, inverse=written_whole)},
     examples=("x[:]", "m[:, ::1]"),
     types={"x": "vector", "m": "matrix"},
+    doc="x[:, ::1] -> x: indexing that takes every axis whole is the array itself. Exact.",
 )
-def useless_subtensor(lhs: Any, rhs: Any) -> Goal:
-    """x[:, ::1] -> x: indexing that takes every axis whole is the array itself. Exact."""
-    return node_mappingo(lhs, rhs, Subtensor, whole, written_whole)
 
 
 def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) -> bool:
@@ -98,22 +78,24 @@ def _shaped_like(operand: Variable, result: Variable, arrays: list[Variable]) ->
     return None not in operand.type.shape and operand.type.shape == result.type.shape
 
 
-def lifted(parts: tuple) -> Variable | None:
-    """(Subtensor, (f(a, b, ...), *index)) -> f(a[index], b[index], ...), scalars left as they are."""
-    found = _indexed_node(parts, o.Elemwise)
-    if found is None:
+def lifted(idx: tuple, f: Op, operands: tuple, index: tuple) -> Variable | None:
+    """f(a[index], b[index], ...) for an elementwise f, scalars left as they are, when every array
+    operand surely has f's result shape; else None."""
+    if not isinstance(f, o.Elemwise):
         return None
-    op, node, index = found
-    inner = node.outputs[0]
-    arrays = [v for v in node.inputs if v.ndim > 0]
-    if not arrays or not all(_shaped_like(v, inner, arrays) for v in node.inputs):
+    arrays = [v for v in operands if v.ndim > 0]
+    if not arrays:
         return None
-    return node.op(*(v if v.ndim == 0 else op(v, *index) for v in node.inputs))
+    inner = f.make_node(*operands).outputs[0]
+    if not all(_shaped_like(v, inner, arrays) for v in operands):
+        return None
+    op = Subtensor(idx)
+    return f(*(v if v.ndim == 0 else op(v, *index) for v in operands))
 
 
-def gathered(result: Any) -> list[tuple]:
-    """The preimage of `lifted`: f(a[index], b[index]) -> (Subtensor, (f(a, b), *index))."""
-    node = result.owner if isinstance(result, Variable) else None
+def gathered(lifted: Variable) -> list[dict]:
+    """The preimage of `lifted`: f(a[index], b[index]) -> (f, (a, b), the index)."""
+    node = lifted.owner if isinstance(lifted, Variable) else None
     if node is None or not isinstance(node.op, o.Elemwise) or len(node.outputs) != 1:
         return []
     indexed = [v for v in node.inputs if v.owner is not None and isinstance(v.owner.op, Subtensor)]
@@ -123,38 +105,36 @@ def gathered(result: Any) -> list[tuple]:
     op, index = parts[0].op, tuple(parts[0].inputs[1:])
     if any(p.op != op or tuple(p.inputs[1:]) != index for p in parts):
         return []
-    try:
-        inner = node.op(*(v.owner.inputs[0] if v.owner in parts else v for v in node.inputs))
-    except (TypeError, ValueError):
-        return []
-    return [(op, (inner, *index))]
+    operands = tuple(v.owner.inputs[0] if v.owner in parts else v for v in node.inputs)
+    return [{"idx": op.idx_list, "f": node.op, "operands": operands, "index": index}]
 
 
-@relation(
+# f's operands are any number: the lifted application is computed, and its inverse reads the
+# right side's node (the operands indexed alike) to gather the index again
+subtensor_lift = rule(
+    "subtensor_lift",
+    (Subtensor.pattern(idx_list="idx"), ("f", "*operands"), "*index"),
+    "lifted",
     CANON,
-    tracks=(Subtensor,),
+    keeps_type=True,
+    compute={"lifted": Computed(lifted, inverse=gathered)},
     examples=("exp(x)[1:]", "(x * 2.0)[::-1]", "(m + m)[1:, ::2]"),
     types={"x": "vector", "m": "matrix"},
+    doc="""f(x, 2.0)[i] -> f(x[i], 2.0): index before an elementwise op, computing only what is read.
+    Operands that may broadcast against the result are left alone (the rule does not apply). Exact.""",
 )
-def subtensor_lift(lhs: Any, rhs: Any) -> Goal:
-    """f(x, 2.0)[i] -> f(x[i], 2.0): index before an elementwise op, computing only what is read.
-
-    Operands that may broadcast against the result are left alone (the rule
-    does not apply). Exact.
-    """
-    return node_mappingo(lhs, rhs, Subtensor, lifted, gathered)
 
 
 def _constant_int(v: Any) -> int | None:
     return int(v.data) if isinstance(v, Constant) and v.ndim == 0 else None
 
 
-def _plain_items(op: Subtensor, index: tuple) -> list[tuple] | None:
+def _plain_items(idx: tuple, index: tuple) -> list[tuple] | None:
     """The pattern as ("int", i) / ("slice", start, stop, step) with literal, non-negative bounds and a
     positive step (None where absent); None for anything else (a symbolic or negative bound, a new axis)."""
     values = iter(index)
     items: list[tuple] = []
-    for entry in op.idx_list:
+    for entry in idx:
         if entry == "int":
             i = _constant_int(next(values))
             if i is None or i < 0:
@@ -177,22 +157,19 @@ def _plain_items(op: Subtensor, index: tuple) -> list[tuple] | None:
     return items
 
 
-def merged_subtensor(parts: tuple) -> Variable | None:
-    """(Subtensor, (x[inner], *outer index)) -> x[composed] for literal, forward-stepping indices."""
-    found = _indexed_node(parts, Subtensor)
-    if found is None:
+def merged_subtensor(
+    x: Variable, inner: tuple, inner_index: tuple, outer: tuple, outer_index: tuple
+) -> Variable | None:
+    """x[composed] for x[inner][outer] with literal, forward-stepping indices; else None."""
+    first, second = _plain_items(inner, inner_index), _plain_items(outer, outer_index)
+    if first is None or second is None:
         return None
-    op, node, outer_index = found
-    x = node.inputs[0]
-    inner, outer = _plain_items(node.op, tuple(node.inputs[1:])), _plain_items(op, outer_index)
-    if inner is None or outer is None:
-        return None
-    inner = inner + [("slice", 0, None, 1)] * (x.ndim - len(inner))
-    kept = [k for k, item in enumerate(inner) if item[0] == "slice"]  # the inner result's axes, in order
-    composed = list(inner)
-    for position, item in enumerate(outer):
+    first = first + [("slice", 0, None, 1)] * (x.ndim - len(first))
+    kept = [k for k, item in enumerate(first) if item[0] == "slice"]  # the inner result's axes, in order
+    composed = list(first)
+    for position, item in enumerate(second):
         k = kept[position]
-        _, start, stop, step = inner[k]
+        _, start, stop, step = first[k]
         if item[0] == "int":
             if stop is not None:  # the inner slice's end could make the outer index raise: keep both
                 return None
@@ -212,43 +189,46 @@ def merged_subtensor(parts: tuple) -> Variable | None:
     return x[key] if key else x
 
 
-@relation(
+# the composed index is a new index list with its own inputs: a compute builds the indexing
+subtensor_merge = rule(
+    "subtensor_merge",
+    (
+        Subtensor.pattern(idx_list="outer"),
+        (Subtensor.pattern(idx_list="inner"), "x", "*inner_index"),
+        "*outer_index",
+    ),
+    "merged",
     CANON,
-    tracks=(Subtensor,),
-    backward="the composed index does not say how it was split",
+    keeps_type=True,
+    compute={"merged": merged_subtensor},
     examples=("x[1:][2:]", "m[1:, ::2][:, 1:]", "x[::2][1::3]", "x[2:9:2][1:3]"),
     types={"x": "vector", "m": "matrix"},
+    doc="""x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (the seed's
+    local_subtensor_merge). Exact: an int index is merged only where it raises exactly when the pair
+    would.""",
 )
-def subtensor_merge(lhs: Any, rhs: Any) -> Goal:
-    """x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (the seed's
-    local_subtensor_merge). Exact: an int index is merged only where it raises exactly when the
-    pair would."""
-    return node_mappingo(lhs, rhs, Subtensor, merged_subtensor)
 
 
-def alloc_part(parts: tuple) -> Variable | None:
-    """(Subtensor, (alloc(v, *shape), *index)) -> alloc(v, *part shape) for a scalar v, where the
-    part's static shape is known (a new array of the same value, never the whole one)."""
-    found = _indexed_node(parts, o.Alloc)
-    if found is None or found[1].inputs[0].ndim != 0:
+def part_shape(idx: tuple, shape: tuple[int, ...], value: Variable, index: tuple) -> tuple[int, ...] | None:
+    """The static shape of alloc(value, *shape)[idx] for a scalar value, where it is known; else None."""
+    if value.ndim != 0:
         return None
-    op, node, index = found
-    shape = op.make_node(node.outputs[0], *index).outputs[0].type.shape
-    if None in shape:
-        return None
-    return o.alloc(node.inputs[0], *shape)
+    part = Subtensor(idx).make_node(Variable(TensorType(value.dtype, shape)), *index).outputs[0]
+    return None if None in part.type.shape else part.type.shape
 
 
-@relation(
+subtensor_of_alloc = rule(
+    "subtensor_of_alloc",
+    (Subtensor.pattern(idx_list="idx"), (o.Alloc.pattern(shape="shape"), "value"), "*index"),
+    (o.Alloc.pattern(shape="part"), "value"),
     CANON,
-    tracks=(Subtensor,),
-    backward="the part does not say which array it was cut from",
+    keeps_type=True,
+    compute={"part": part_shape},
     examples=("alloc(c, 4, 3)[1:, ::2]", "alloc(c, 5)[::2]"),
     types={"c": "scalar"},
+    doc="""alloc(c, 4, 3)[1:, 0] -> alloc(c, 3): the part of a filled array, filled directly, for a
+    scalar c where the part's static shape is known (a new array of the same value). Exact.""",
 )
-def subtensor_of_alloc(lhs: Any, rhs: Any) -> Goal:
-    """alloc(c, 4, 3)[1:, 0] -> alloc(c, 3): the part of a filled array, filled directly. Exact."""
-    return node_mappingo(lhs, rhs, Subtensor, alloc_part)
 
 
 def _is_zeros(v: Variable) -> bool:
@@ -265,7 +245,7 @@ def _is_zeros(v: Variable) -> bool:
     return False
 
 
-def _zero_increment(term: Any) -> bool:
+def zero_increment(term: Any) -> bool:
     """Whether `term` is an increment of zeros, `inc_subtensor(zeros[idx], y)`."""
     node = term.owner if isinstance(term, Variable) else None
     return (
@@ -276,20 +256,21 @@ def _zero_increment(term: Any) -> bool:
     )
 
 
-def serialized(parts: tuple) -> Variable | None:
-    """(Add, terms) -> the other terms' sum with each increment of zeros applied on top, in order."""
-    op, terms = parts
-    if not isinstance(op, o.Add) or not isinstance(terms, tuple) or len(terms) < 2:
+zero_increment.heads = (IncSubtensor,)
+
+
+def serialized(increment: Variable, rest: tuple) -> Variable | None:
+    """The sum of `rest` with `increment` (the first increment of zeros among the terms) and the other
+    increments of zeros of the sum's type applied on top, in order; None unless `increment` has the
+    sum's type and the terms left sum to exactly it."""
+    result = o.add(increment, *rest)
+    if increment.type != result.type or not rest:
         return None
-    increments = [t for t in terms if _zero_increment(t)]
-    if not increments:  # the common case, settled before building anything
+    movable = [increment, *(t for t in rest if t.type == result.type and zero_increment(t))]
+    others = [t for t in rest if not any(t is m for m in movable)]
+    if not others:
         return None
-    result = op(*terms)
-    movable = [t for t in increments if t.type == result.type]  # of exactly the sum's type
-    rest = [t for t in terms if not any(t is m for m in movable)]
-    if not movable or not rest:
-        return None
-    base = rest[0] if len(rest) == 1 else op(*rest)
+    base = others[0] if len(others) == 1 else o.add(*others)
     if base.type != result.type:  # the other terms alone must already have the sum's shape and dtype
         return None
     for term in movable:
@@ -298,21 +279,23 @@ def serialized(parts: tuple) -> Variable | None:
     return base
 
 
-@relation(
+# an increment of zeros is an add operand read at depth (fill or alloc of a zero under it), and the
+# rest are applied in order: the constraint and the compute read structure
+inc_subtensor_serialize = rule(
+    "inc_subtensor_serialize",
+    (o.add, {"pattern": "increment", "constraint": zero_increment}, "*rest"),
+    "serialized",
     CANON,
-    tracks=(o.Add,),
-    backward="the increments do not say which were made on zeros",
+    keeps_type=True,
+    compute={"serialized": serialized},
     semantics="reassociates",
     examples=(
         "x + inc_subtensor(zeros_like(x)[1:], z)",
         "x + inc_subtensor(zeros_like(x)[0], z) + inc_subtensor(zeros_like(x)[2:], w)",
     ),
     types={"x": "vector", "z": "scalar", "w": "scalar"},
-    screen=reads(IncSubtensor),
-)
-def inc_subtensor_serialize(lhs: Any, rhs: Any) -> Goal:
-    """x + inc(zeros[i], a) + inc(zeros[j], b) -> inc(inc(x[i], a)[j], b) (inc: inc_subtensor):
+    doc="""x + inc(zeros[i], a) + inc(zeros[j], b) -> inc(inc(x[i], a)[j], b) (inc: inc_subtensor):
     increments of zeros (what gradients of indexing build) applied to the sum in turn, the seed's
     local_IncSubtensor_serialize, where the other terms sum to exactly their type. Reassociates, as
-    add_zero: where a term is -0.0 and nothing is added to it, the left side is +0.0."""
-    return node_mappingo(lhs, rhs, o.Add, serialized)
+    add_zero: where a term is -0.0 and nothing is added to it, the left side is +0.0.""",
+)
