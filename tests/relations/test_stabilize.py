@@ -387,8 +387,10 @@ def log_reductions(draw):
         axes = None
     outer = draw(
         st.sampled_from(
-            [o.Sum(axes), o.Sum(axes), o.Mean(axes), o.Max(axes), o.LogSumExp(axes)]
-            + [o.Softmax(axis), o.Softmax(axis), o.LogSoftmax(axis)]
+            [
+                *(o.Sum(axes), o.Sum(axes), o.Mean(axes), o.Max(axes), o.LogSumExp(axes)),
+                *(o.Softmax(axis), o.Softmax(axis), o.LogSoftmax(axis)),
+            ]
         )
     )
     return log(outer(body)) if draw(st.integers(0, 3)) else outer(body)
