@@ -49,6 +49,12 @@ def test_prove_prints_the_steps_and_the_assumptions(capsys):
     assert "assumptions: y != 0" in out
 
 
+@pytest.mark.parametrize("flag", [["-n", "3"], ["--cost", "flops"]])
+def test_prove_refuses_the_options_of_a_listing_instead_of_ignoring_them(capsys, flag):
+    status, _, err = run(capsys, "x * y / y", "--prove", "x", *flag)
+    assert status != 0 and f"--prove shows one proof: {flag[0]} do not apply" in err
+
+
 def test_a_proof_not_found_exits_one_and_says_within_which_limits(capsys):
     status, out, _ = run(capsys, "x * y / y", "--prove", "x", "--limit-seconds", "0.5")
     assert status == 1 and out.startswith("not shown equal within the limits (")
