@@ -311,7 +311,11 @@ def _computed(rule_name: str, compute: Mapping[str, Any], names: dict[str, Var])
             raise ValueError(f"rule {rule_name}: a computed value needs an identifier name, got {key!r}")
         if key in names:
             raise ValueError(f"rule {rule_name}: computed {key!r} is already a variable of the left side")
-        declared = declared if isinstance(declared, Computed) else Computed(declared)
+        if not isinstance(declared, Computed):
+            try:
+                declared = Computed(declared)
+            except TypeError as exc:
+                raise TypeError(f"rule {rule_name}: computed {key!r}: {exc}") from None
         params = _parameters(rule_name, declared.function, names, f"computed {key!r}")
         names[key] = var(prefix=key)
         inverse = ()
