@@ -130,8 +130,15 @@ class GraphTarget:
         return isinstance(graph, Variable) and len(self.clients.get(graph, ())) > 1
 
     same = staticmethod(same_value)
-    literal = staticmethod(is_literal)
     guarded = staticmethod(as_graph)
+
+    @staticmethod
+    def literal(value: Any, number: Any) -> bool:
+        """Whether `value` is a constant equal to `number` (a term that does not evaluate is not)."""
+        try:
+            return is_literal(value, number)
+        except (TypeError, ValueError):
+            return False
 
 
 GRAPHS = GraphTarget()
@@ -193,6 +200,12 @@ class _OpTemplate:
         """Whether `op` can match, from its class and literal props alone (what a screen may test)."""
         return isinstance(op, self.kind) and all(
             isinstance(want, _Named) or same_value(want, getattr(op, prop)) for prop, want in self.props
+        )
+
+    def term(self, s: Mapping) -> OpPattern:
+        """The op as a kanren term: its class with its props, bound or logic variables (see graph.terms)."""
+        return OpPattern(
+            self.kind, tuple((p, s.get(w.var, w.var) if isinstance(w, _Named) else w) for p, w in self.props)
         )
 
     def build(self, s: Mapping) -> Op:
@@ -291,6 +304,17 @@ class Pattern:
             v = self.names[name] = var(prefix=name.lstrip("*"))
         return v
 
+    def _adopt(self, v: Var) -> Var:
+        """A logic variable given in the pattern, named in `names` after its token (``var("a")`` is a;
+        ``var()`` is _N) so guards, computed values, assumptions and printouts can name it."""
+        token = str(v.token)
+        short = token.rsplit("_", 1)[0] if token.rsplit("_", 1)[-1].isdigit() else token
+        for name in (short, token, f"_{token.lstrip('_')}"):
+            if name.isidentifier() and self.names.get(name, v) is v:
+                self.names[name] = v
+                return v
+        return v
+
     def _compile(self, spec: Any) -> Any:
         def leaf(item: Any, top: bool) -> Any:
             if isinstance(item, str):
@@ -302,7 +326,7 @@ class Pattern:
                     raise ValueError(f"a pattern variable needs an identifier name, got {item!r}")
                 return _Named(self._name(item))
             if isvar(item):
-                return _Named(item)
+                return _Named(self._adopt(item))
             if isinstance(item, GraphETuple):
                 return _Exactly(item.variable)
             if isinstance(item, Variable):
@@ -443,7 +467,7 @@ class Pattern:
     @property
     def text(self) -> str:
         """The pattern written out, e.g. ``exp(log(x))``."""
-        return _show(self.spec)
+        return _show(self.spec, {v: n for n, v in self.names.items()})
 
     def __repr__(self) -> str:
         return f"Pattern({self.text})"
@@ -750,7 +774,7 @@ def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
         except Unbuildable:
             if apply is not _etuple:
                 raise
-            op = var(prefix=node.op.kind.__name__)  # a term with its props unbound: the op is unknown
+            op = node.op.term(s)  # props unbound: an op pattern, which unifies with ops by their props
     else:
         op = node.op
     args: list[Any] = []
@@ -772,15 +796,17 @@ def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
     return apply(op, args)
 
 
-def _show(spec: Any) -> str:
+def _show(spec: Any, names: Mapping[Var, str]) -> str:
     if isinstance(spec, ExpressionTuple) and not isinstance(spec, GraphETuple):
         spec = tuple(spec)
     if isinstance(spec, tuple):
-        return f"{spec[0]}({', '.join(_show(s) for s in spec[1:])})"
+        return f"{_show(spec[0], names)}({', '.join(_show(s, names) for s in spec[1:])})"
     if isinstance(spec, Mapping):
         constraint = spec.get("constraint")
         suffix = f" if {getattr(constraint, '__name__', constraint)}" if constraint else ""
-        return _show(spec.get("pattern")) + suffix
+        return _show(spec.get("pattern"), names) + suffix
+    if isvar(spec):
+        return names.get(spec, str(spec))
     return str(spec)
 
 

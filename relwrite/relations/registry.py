@@ -268,13 +268,13 @@ def rule(
     lhs_pattern = Pattern(lhs, names)
     if lhs_pattern.head is None:
         raise ValueError(f"rule {name}: the left side must be an application of an op, got {lhs!r}")
-    lhs_names = set(names)
     computed = _computed(name, compute or {}, names)
     rhs_pattern = Pattern(rhs, names, staged=False)
     known = lhs_pattern.variables() | {c.var for c in computed}
     unknown = rhs_pattern.variables() - known
-    if unknown or set(names) - lhs_names - {str(c.var.token).rsplit("_", 1)[0] for c in computed}:
-        strays = sorted({str(v) for v in unknown} | (set(names) - lhs_names - set(compute or {})))
+    if unknown:
+        by_var = {v: n.lstrip("*") for n, v in names.items()}
+        strays = sorted(by_var.get(v, str(v)) for v in unknown)
         raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
     backward = _backward(lhs_pattern, rhs_pattern, computed, names)
     parsed = [Assumption.parse(a) for a in assumptions]

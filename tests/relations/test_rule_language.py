@@ -136,12 +136,8 @@ def test_a_bad_prop_name_raises_naming_the_class():
         o.Sum.pattern(axes="a")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="with both sides unbound, the two Sum templates become unrelated op variables: "
-    "the relation then relates sum(-A, axis 0) to -max(A, axis 1)",
-)
 def test_both_sides_unbound_keep_the_captured_prop_linked():
+    """Unbound, a template is an op pattern whose props are the rule's variables (shared by both sides)."""
     left, right = var(), var()
     found = run(
         0,
@@ -151,6 +147,8 @@ def test_both_sides_unbound_keep_the_captured_prop_linked():
         eq(right, o.neg(o.Max(axis=1)(A))),
     )
     assert found == ()
+    (answer,) = run(1, right, SUM_OF_NEG.relation(left, right), eq(left, o.Sum(axis=0)(o.neg(A))))
+    assert same_expression(as_graph(answer), o.neg(o.Sum(axis=0)(A)))
 
 
 # -- op variables ------------------------------------------------------------------------------------
