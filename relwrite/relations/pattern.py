@@ -761,7 +761,12 @@ def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
     if node.op_is_var:
         op = s.get(node.op, node.op)
     elif isinstance(node.op, _OpTemplate):
-        op = node.op.build(s)
+        try:
+            op = node.op.build(s)
+        except Unbuildable:
+            if apply is not _etuple:
+                raise
+            op = var(prefix=node.op.kind.__name__)  # a term with its props unbound: the op is unknown
     else:
         op = node.op
     args: list[Any] = []

@@ -36,7 +36,7 @@ from unification.variable import Var, isvar
 from relwrite.graph.basic import Op
 from relwrite.relations.budget import metered
 from relwrite.relations.pattern import Pattern
-from relwrite.relations.runtime import Answer, Where, answers, pattern_relation
+from relwrite.relations.runtime import Answer, Computed, Sides, Where, _Compute, answers, pattern_relation
 
 PHASES = ("canonicalize", "stabilize", "specialize")
 OPT_IN_TAGS = frozenset({"unsafe", "explore"})
@@ -164,6 +164,7 @@ class Rule:
         self.guard = guard
         self.screen = screen
         self.idempotent = bool(idempotent)
+        self.sides: Sides | None = None  # a declared rule's patterns, guards and computed values (`rule`)
 
     @property
     def phases(self) -> tuple[str, ...]:
@@ -234,48 +235,55 @@ def rule(
     semantics: str | None = None,
     where: Callable[..., bool] | Iterable[Callable[..., bool]] = (),
     keeps_type: bool = False,
+    compute: Mapping[str, Callable[..., Any] | Computed] | None = None,
+    idempotent: bool = False,
 ) -> Rule:
-    """A rule from two patterns (see relwrite.relations.pattern); one definition, both directions.
+    """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
-    Strings name logic variables shared by the two sides (``"*rest"`` a
-    sequence of operands); a number on the left matches a constant equal to
-    it (any dtype), on the right it becomes a constant of the dtype around
-    it.  Running backward is meaningful when every variable of the left side
-    also appears on the right.  A user's rule needs no tags.
+    Strings and logic variables name variables shared by the two sides
+    (``"*rest"`` a sequence of operands; ``Op.pattern(prop="p")`` an op's
+    prop); a number on the left matches a constant equal to it (any dtype),
+    on the right it becomes a constant of the dtype around it.  A user's rule
+    needs no tags.
 
     `where` holds guards over several variables: each a function whose
     parameters are named after pattern variables (a sequence variable's
-    value is a tuple of graphs), true when the rule applies.  With
-    `keeps_type` the rule applies only where its right side can replace its
-    left side (same dtype and rank, static lengths kept): for rules whose
-    operands may broadcast or promote, such as dropping a zero from a sum.
-    A constraint on an operand may declare `heads`, a tuple of the ops, op
-    classes or `Constant` it can accept at all: the rule's screen then
-    skips nodes with no such operand without calling it.
+    value is a tuple of graphs), true when the rule applies.  `compute` names
+    values the right side uses that a function computes from the variables
+    (its parameters named after them; a `Computed` may declare an inverse,
+    the only way such a rule runs backward).  With `keeps_type` the rule
+    applies only where its right side can replace its left side (same dtype
+    and rank, static lengths kept): for rules whose operands may broadcast or
+    promote, such as dropping a zero from a sum.  A constraint on an operand
+    may declare `heads`, a tuple of the ops, op classes or `Constant` it can
+    accept at all: the rule's screen then skips nodes with no such operand
+    without calling it.  `idempotent`: what the rule builds never matches it
+    again while its operands stay (an engine need not retry it there).
+
+    The directions follow from the declaration: backward runs when every
+    variable of the left side is bound by the right side or by the declared
+    inverse of a computed value the right side uses.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
-    lhs_names = set(names)
-    rhs_pattern = Pattern(rhs, names, staged=False)
     if lhs_pattern.head is None:
         raise ValueError(f"rule {name}: the left side must be an application of an op, got {lhs!r}")
-    if set(names) - lhs_names:
-        raise ValueError(
-            f"rule {name}: the right side uses {sorted(set(names) - lhs_names)} the left side lacks"
-        )
-    rhs_names = {n for n in names if _mentions(rhs, n)}
-    missing = sorted(lhs_names - rhs_names)
-    backward: bool | str = True
-    if missing:
-        backward = f"the right side does not determine {', '.join(missing)}"
+    lhs_names = set(names)
+    computed = _computed(name, compute or {}, names)
+    rhs_pattern = Pattern(rhs, names, staged=False)
+    known = lhs_pattern.variables() | {c.var for c in computed}
+    unknown = rhs_pattern.variables() - known
+    if unknown or set(names) - lhs_names - {str(c.var.token).rsplit("_", 1)[0] for c in computed}:
+        strays = sorted({str(v) for v in unknown} | (set(names) - lhs_names - set(compute or {})))
+        raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
+    backward = _backward(lhs_pattern, rhs_pattern, computed, names)
     parsed = [Assumption.parse(a) for a in assumptions]
     guards = tuple(_where(name, fn, names) for fn in ([where] if callable(where) else where))
-    relation = pattern_relation(
-        name, lhs_pattern, rhs_pattern, tuple(a.name for a in parsed), guards, keeps_type
-    )
+    sides = Sides(lhs_pattern, rhs_pattern, guards, computed, keeps_type)
+    relation = pattern_relation(name, sides, tuple(a.name for a in parsed))
     if examples is None:
-        examples = () if lhs_pattern.guards() or guards else (lhs_pattern.text,)
-    return Rule(
+        examples = () if lhs_pattern.guards() or guards or computed else (lhs_pattern.text,)
+    made = Rule(
         name,
         relation,
         tags,
@@ -289,7 +297,54 @@ def rule(
         rhs=rhs_pattern,
         screen=lhs_pattern.screen,
         semantics=semantics,
+        idempotent=idempotent,
     )
+    made.sides = sides
+    return made
+
+
+def _computed(rule_name: str, compute: Mapping[str, Any], names: dict[str, Var]) -> tuple[_Compute, ...]:
+    """The rule's computed values compiled against its names, in declaration order."""
+    found = []
+    for key, declared in compute.items():
+        if not isinstance(key, str) or not key.isidentifier():
+            raise ValueError(f"rule {rule_name}: a computed value needs an identifier name, got {key!r}")
+        if key in names:
+            raise ValueError(f"rule {rule_name}: computed {key!r} is already a variable of the left side")
+        declared = declared if isinstance(declared, Computed) else Computed(declared)
+        params = _parameters(rule_name, declared.function, names, f"computed {key!r}")
+        names[key] = var(prefix=key)
+        inverse = ()
+        if declared.inverse is not None:
+            inverse = _parameters(rule_name, declared.inverse, names, f"the inverse of {key!r}")
+        by_name = {n.lstrip("*"): v for n, v in names.items()}
+        found.append(_Compute(names[key], params, declared, inverse, by_name))
+    return tuple(found)
+
+
+def _parameters(rule_name: str, fn: Callable, names: Mapping[str, Var], what: str) -> tuple[Var, ...]:
+    """The variables a function's parameters name (``rest`` may name ``*rest``)."""
+    variables = []
+    for parameter in inspect.signature(fn).parameters:
+        key = parameter if parameter in names else f"*{parameter}"
+        if key not in names:
+            raise ValueError(f"rule {rule_name}: {what} reads {parameter!r}, which the rule does not name")
+        variables.append(names[key])
+    return tuple(variables)
+
+
+def _backward(
+    lhs: Pattern, rhs: Pattern, computed: tuple[_Compute, ...], names: Mapping[str, Var]
+) -> bool | str:
+    """True when running backward determines the left side, else why not."""
+    bound = set(rhs.variables())
+    for c in reversed(computed):
+        if c.var in bound:
+            if c.computed.inverse is None:
+                return f"{c.var.token.rsplit('_', 1)[0]} is computed without a declared inverse"
+            bound |= set(c.params)
+    missing = sorted(n.lstrip("*") for n, v in names.items() if v in lhs.variables() and v not in bound)
+    return f"the right side does not determine {', '.join(missing)}" if missing else True
 
 
 def relation(
@@ -428,29 +483,7 @@ def _where(rule_name: str, fn: Callable[..., bool], names: Mapping[str, Var]) ->
     """A `where` guard: its parameters name pattern variables (``rest`` may name ``*rest``)."""
     if not callable(fn):
         raise TypeError(f"rule {rule_name}: a where guard must be callable, got {fn!r}")
-    variables = []
-    for parameter in inspect.signature(fn).parameters:
-        key = parameter if parameter in names else f"*{parameter}"
-        if key not in names:
-            raise ValueError(
-                f"rule {rule_name}: guard {getattr(fn, '__name__', fn)} reads {parameter!r}, "
-                f"which its left side does not name"
-            )
-        variables.append(names[key])
-    return Where(tuple(variables), fn)
-
-
-def _mentions(spec: Any, name: str) -> bool:
-    stack = [spec]
-    while stack:
-        item = stack.pop()
-        if item == name and isinstance(item, str):
-            return True
-        if isinstance(item, tuple):
-            stack.extend(item)
-        elif isinstance(item, Mapping):
-            stack.append(item.get("pattern"))
-    return False
+    return Where(_parameters(rule_name, fn, names, f"guard {getattr(fn, '__name__', fn)}"), fn)
 
 
 def catalogue() -> list[Rule]:

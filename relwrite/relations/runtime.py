@@ -20,6 +20,7 @@ named variables took (for assumptions and explanations).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from etuples.core import ExpressionTuple
@@ -31,7 +32,17 @@ from unification.variable import Var, isvar
 from relwrite.graph.basic import Variable
 from relwrite.relations.budget import charge, metered
 from relwrite.relations.guards import is_ground, with_guard
-from relwrite.relations.pattern import Pattern, Unbuildable, _build, _etuple, as_graph, can_replace, to_graph
+from relwrite.relations.pattern import (
+    GRAPHS,
+    Pattern,
+    Unbuildable,
+    _build,
+    _etuple,
+    as_graph,
+    can_replace,
+    same_value,
+    to_graph,
+)
 from relwrite.relations.predicates import is_logic_variable
 
 if TYPE_CHECKING:
@@ -84,12 +95,14 @@ class Where:
             return None
         return self._verdict(values)
 
-    def holds(self, s: Mapping) -> bool:
-        """The verdict under a complete forward match `s` (every value a graph): no groundness walk."""
+    def holds(self, s: Mapping, t: Any = None) -> bool:
+        """The verdict under a complete match `s` on target `t` (graphs when None): no groundness walk."""
         try:
             values = tuple(s[v] for v in self.variables)
         except KeyError:
             return bool(self.decided(s))
+        if t is not None and t is not GRAPHS:
+            return self._verdict(tuple(t.guarded(v) for v in values))
         return self._verdict(values)
 
     def _verdict(self, values: tuple) -> bool:
@@ -105,60 +118,190 @@ def _graphs_of(value: Any) -> Any:
     return as_graph(value)
 
 
-def pattern_relation(
-    name: str,
-    lhs: Pattern,
-    rhs: Pattern,
-    named: tuple[str, ...] = (),
-    where: tuple[Where, ...] = (),
-    keeps_type: bool = False,
-) -> Callable:
-    """The kanren relation of the rule `lhs -> rhs` (see the module docstring).
+class Computed:
+    """A named value a rule computes from its variables: ``compute={"c": Computed(fn, inverse)}``.
 
-    `where` holds the guards over several variables.  With `keeps_type`, an
-    answer whose two sides are ground graphs must be able to replace what
-    it answers for (same dtype and rank, static lengths kept), a guard for
-    rules whose operands may broadcast or promote (dropping a zero).
+    `function`'s parameters name the rule's variables (or values computed
+    before it); it returns the value, or None where the rule does not apply.
+    `inverse`, when declared, runs it backward: its parameters name the
+    computed value and variables the rule's right side binds, and it returns
+    candidate bindings (dicts by name) of `function`'s parameters; each is
+    kept only when `function` maps it back onto the value, so the two
+    directions agree by construction.  Without an inverse, a rule whose right
+    side uses the value does not run backward.
+    """
+
+    def __init__(self, function: Callable[..., Any], inverse: Callable[..., Iterable[Mapping]] | None = None):
+        for what, fn in (("function", function), ("inverse", inverse)):
+            if fn is not None and not callable(fn):
+                raise TypeError(f"a computed value's {what} must be callable, got {fn!r}")
+        self.function, self.inverse = function, inverse
+
+
+class _Compute:
+    """A `Computed` compiled against a rule's names: the variable it binds and those its functions read."""
+
+    def __init__(
+        self, var_: Var, params: tuple[Var, ...], computed: Computed, inverse_params: tuple, names: dict
+    ):
+        self.var, self.params, self.computed = var_, params, computed
+        self.inverse_params = inverse_params
+        self.names = names  # parameter name -> variable, for the inverse's candidate bindings
+
+    def value(self, s: Mapping, t: Any) -> Any:
+        """The computed value under `s`, or None (unbound parameters, refusal, or a function error)."""
+        try:
+            args = [t.guarded(s[v]) for v in self.params]
+        except KeyError:
+            return None
+        try:
+            return self.computed.function(*args)
+        except (TypeError, ValueError, ArithmeticError):
+            return None
+
+    def preimages(self, s: Mapping, t: Any) -> Iterator[dict]:
+        """`s` extended by each candidate of the inverse that the function maps back onto its value."""
+        try:
+            args = [t.guarded(s[v]) for v in self.inverse_params]
+            candidates = list(self.computed.inverse(*args))
+        except KeyError:
+            return
+        except (TypeError, ValueError, ArithmeticError):
+            return
+        for candidate in candidates:
+            extended = dict(s)
+            for name, value in candidate.items():
+                v = self.names.get(name)
+                if v is None:
+                    break
+                bound = extended.get(v, _UNBOUND)
+                if bound is _UNBOUND:
+                    extended[v] = value
+                elif not t.same(bound, value):
+                    break
+            else:
+                image = self.value(extended, t)
+                if image is not None and t.same(s[self.var], image):
+                    yield extended
+
+
+_UNBOUND = object()
+
+
+class Sides:
+    """A rule's declaration as the runtime reads it: its two patterns, `where` guards, computed values.
+
+    `forward`/`backward` complete a substitution found by matching the side a
+    direction reads, on any matching target (graph variables, e-classes):
+    guards decided, computed values bound (backward through their inverses).
+    Every way of running a rule goes through them: the kanren relation, the
+    engine's direct answers, exploration's e-matching.
+    """
+
+    def __init__(
+        self,
+        lhs: Pattern,
+        rhs: Pattern,
+        where: tuple[Where, ...] = (),
+        computed: tuple[_Compute, ...] = (),
+        keeps_type: bool = False,
+    ):
+        self.lhs, self.rhs, self.where, self.computed, self.keeps_type = lhs, rhs, where, computed, keeps_type
+        self.lhs_variables = frozenset(lhs.variables())
+        self._constraints = lhs.guards()
+
+    def forward(self, s: dict, t: Any = GRAPHS) -> Iterator[dict]:
+        """`s` (a match of the left side) with its guards decided and computed values bound."""
+        if not all(w.holds(s, t) for w in self.where):
+            return
+        for c in self.computed:
+            value = c.value(s, t)
+            if value is None:
+                return
+            s = {**s, c.var: value}
+        yield s
+
+    def backward(self, s: dict, t: Any = GRAPHS, partial: bool = False) -> Iterator[dict]:
+        """`s` (a match of the right side) extended to the left side's variables through the inverses
+        of the computed values it holds, with the left side's guards decided.
+
+        With `partial` (a kanren run), variables nothing determines may stay
+        unbound, and guards are left to the caller, which decides or defers them.
+        """
+        states = [s]
+        for c in reversed(self.computed):
+            if c.var not in s:
+                continue
+            if c.computed.inverse is None:
+                return
+            states = [found for state in states for found in c.preimages(state, t)]
+        for state in states:
+            if partial or (self.lhs_variables <= state.keys() and self._left_guards_hold(state, t)):
+                yield state
+
+    def _left_guards_hold(self, s: dict, t: Any) -> bool:
+        for inner, constraint in self._constraints:
+            value = s.get(inner.var, _UNBOUND) if hasattr(inner, "var") else _UNBOUND
+            try:
+                if value is _UNBOUND:
+                    seen = {v: t.guarded(x) for v, x in s.items()}
+                    ok = constraint(as_graph(_build(inner, seen, _etuple)))
+                else:
+                    ok = constraint(t.guarded(value))
+            except (TypeError, ValueError):
+                return False
+            if not ok:
+                return False
+        return all(w.holds(s, t) for w in self.where)
+
+
+def completions(rule: Any, s: dict, direction: str, target: Any = GRAPHS) -> Iterator[dict]:
+    """The substitutions completing `s`, a match of the side of `rule` that `direction` reads, on `target`:
+    what building the other side needs (see `Sides`)."""
+    sides = rule.sides
+    return sides.forward(s, target) if direction == "forward" else sides.backward(s, target)
+
+
+def pattern_relation(name: str, sides: Sides, named: tuple[str, ...] = ()) -> Callable:
+    """The kanren relation of a rule declared by `sides` (see the module docstring).
+
     `named` lists variable names whose values each answer records in the
     state, bound to logic variables with those prefixes (`bindings_of`).
     """
+    lhs, rhs, keeps_type = sides.lhs, sides.rhs, sides.keeps_type
     named_vars = [(lhs.names[n], n) for n in named if n in lhs.names]
     left_vars = sorted(lhs.variables(), key=str)
 
     def fresh(s: Mapping) -> dict:
         return {**{v: var(prefix=str(v.token).rsplit("_", 1)[0]) for v in left_vars}, **s}
 
-    def forward_matches(given: Any) -> Iterator[tuple[dict, Any]]:
-        """(substitution, right side) for each match of the left pattern on ground `given`."""
-        for s in lhs.matches(given):
-            charge()  # a match, used or refused, is a step of the run's budget
-            if all(w.holds(s) for w in where):
-                built = _term(rhs, s)
-                if built is not None and (not keeps_type or _replaceable(given, built)):
-                    yield s, built
-
     def relation(a: Any, b: Any) -> Callable[[Any], Iterator[Any]]:
         def goal(state: Any) -> Iterator[Any]:
             a_, b_ = walk(a, state), walk(b, state)
             if not isvar(a_) and is_ground(a_):
-                for s, built in forward_matches(a_):
+                for s, built in forward_matches(sides, a_):
                     yield from _finish(state, None, b_, rhs, s, (), built)
             elif not isvar(b_) and is_ground(b_):
                 for s in rhs.matches(b_):
                     charge()
-                    s = fresh(s)
-                    yield from _finish(state, b_, a_, lhs, s, _guards(s))
+                    for found in sides.backward(s, GRAPHS, partial=True):
+                        found = fresh(found)
+                        yield from _finish(state, b_, a_, lhs, found, _guards(found))
             else:
-                s = fresh({})
+                s = fresh({c.var: var(prefix=str(c.var.token).rsplit("_", 1)[0]) for c in sides.computed})
                 built = _term(lhs, s)
                 if built is not None:
                     state = unify(a_, built, state)
                     if state is not False:
-                        yield from _finish(state, None, b_, rhs, s, _guards(s))
+                        yield from _finish(state, None, b_, rhs, s, _guards(s) + _computations(s))
 
         def _guards(s: Mapping) -> list:
-            found = [(_build(inner, s, _etuple), predicate) for inner, predicate in lhs.guards()]
-            return found + [(tuple(s.get(v, v) for v in w.variables), w) for w in where]
+            found = [(_build(inner, s, _etuple), predicate) for inner, predicate in sides._constraints]
+            return found + [(tuple(s.get(v, v) for v in w.variables), w) for w in sides.where]
+
+        def _computations(s: Mapping) -> list:
+            """Each computed value as a waiting guard: its function of its parameters equals it."""
+            return [(tuple(s.get(v, v) for v in (*c.params, c.var)), _Agrees(c)) for c in sides.computed]
 
         def _finish(
             state: Any, given: Any, other: Any, side: Pattern, s: dict, guards: list, built: Any = None
@@ -184,9 +327,32 @@ def pattern_relation(
         return goal
 
     relation.__name__ = name
-    relation.forward_matches = forward_matches  # the matcher without kanren states: `answers` uses it
-    relation.names = {v: n for n, v in lhs.names.items() if not n.startswith("*")}
     return relation
+
+
+class _Agrees:
+    """A computed value's equation as a guard: decided once its parameters and the value are ground."""
+
+    def __init__(self, compute: _Compute):
+        self.compute = compute
+
+    def __call__(self, values: tuple) -> bool:
+        *params, value = (_graphs_of(v) for v in values)
+        try:
+            image = self.compute.computed.function(*params)
+        except (TypeError, ValueError, ArithmeticError):
+            return False
+        return image is not None and same_value(image, value)
+
+
+def forward_matches(sides: Sides, given: Any) -> Iterator[tuple[dict, Any]]:
+    """(substitution, right side) for each match of the left pattern on ground `given`."""
+    for s in sides.lhs.matches(given):
+        charge()  # a match, used or refused, is a step of the run's budget
+        for done in sides.forward(s):
+            built = _term(sides.rhs, done)
+            if built is not None and (not sides.keeps_type or _replaceable(given, built)):
+                yield done, built
 
 
 def _term(side: Pattern, s: Mapping) -> Any:
@@ -278,8 +444,9 @@ def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any
         if g is not None
     )
     relation = getattr(rule, "relation", rule)
-    matches = getattr(relation, "forward_matches", None)
-    names = getattr(relation, "names", None) if matches is not None else None
+    sides = getattr(rule, "sides", None)
+    matches = partial(forward_matches, sides) if sides is not None else None
+    names = {v: n for n, v in sides.lhs.names.items() if not n.startswith("*")} if sides is not None else None
     direct = getattr(relation, "forward_values", None)
 
     def plan(term: Any) -> tuple | None:
