@@ -31,8 +31,8 @@ for the equilibrium engine and the rule runtime, reading every node through
 e-graph (exploration's target, which gives every e-node of a class as an
 application).  A target says what the applications of a value are, when two
 values are the same, which values are constants, and what guards see (of a
-value, and of a value matched as one of its applications: a constraint on
-an application pattern reads the application, which an e-class holds many of).
+value, and of a value matched by an application pattern: a constraint there
+reads the application matched, and an e-class holds many).
 """
 
 from __future__ import annotations
@@ -136,8 +136,8 @@ class GraphTarget:
     guarded = staticmethod(as_graph)
 
     @staticmethod
-    def guarded_application(value: Any, op: Any, operands: tuple) -> Any:
-        """What a constraint on an application sees of the `value` matched as `op(*operands)`: the value."""
+    def guarded_match(value: Any, node: Any, s: Substitution) -> Any:
+        """What a constraint on an application pattern sees of `value` matched under `s`: the value."""
         return as_graph(value)
 
 
@@ -481,28 +481,32 @@ def _match(
             yield s
         return
     if isinstance(node, _Guarded):
-        if isinstance(node.inner, _Apply):  # the constraint reads the application matched, not the value
-            for op, operands in _views(node.inner, value, t, top, lone):
-                for found in _match_application(node.inner, op, operands, s, t, lone):
-                    if node.constraint(t.guarded_application(value, op, operands)):
-                        yield found
-            return
+        application = isinstance(node.inner, _Apply)
         for found in _match(node.inner, value, s, t, top, lone):
-            if node.constraint(t.guarded(value)):
+            seen = t.guarded_match(value, node.inner, found) if application else t.guarded(value)
+            if node.constraint(seen):
                 yield found
         return
-    for op, operands in _views(node, value, t, top, lone):
+    if not top and t.shared(value):
+        return
+    if lone and node.multiset:  # also the value as the lone operand: (add, *rest) built of one is it
+        views = [a for a in t.applications(value) if a[0] == node.op]
+        for op, operands in [*views, (node.op, (value,))]:
+            yield from _match_application(node, op, operands, s, t, lone)
+        return
+    for op, operands in t.applications(value):
         yield from _match_application(node, op, operands, s, t, lone)
 
 
-def _views(node: _Apply, value: Any, t: Any, top: bool, lone: bool) -> Iterable[tuple[Any, tuple]]:
-    """The applications `node` may match `value` as: the target's, and with `lone` (an add or mul
-    pattern) the value as the lone operand of its op; none for a shared value below the top."""
-    if not top and t.shared(value):
-        return ()
-    if lone and node.multiset:  # (add, *rest) built of one operand is that operand
-        return [*(a for a in t.applications(value) if a[0] == node.op), (node.op, (value,))]
-    return t.applications(value)
+def matched_term(node: Any, s: Mapping, guarded: Callable[[Any], Any]) -> Any:
+    """The graph of the compiled application `node` under `s`, every bound value read through `guarded`
+    (None when it does not build): what a constraint on an application sees on a target whose values
+    are not graphs, such as an e-class (which holds many applications; this is the one matched)."""
+    seen = {v: guarded(x) for v, x in s.items()}
+    try:
+        return as_graph(_build(node, seen, _etuple))
+    except (Unbuildable, TypeError, ValueError):
+        return None
 
 
 def _match_application(

@@ -33,7 +33,7 @@ from relwrite.engine.explore.egraph import AC_OPS, EGraph
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import GraphETuple
 from relwrite.graph.types import TensorType
-from relwrite.relations.pattern import Pattern, Unbuildable, same_value, to_graph
+from relwrite.relations.pattern import Pattern, Unbuildable, matched_term, same_value, to_graph
 from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable
 
 
@@ -126,12 +126,13 @@ class EClasses:
             return tuple(self.guarded(v) for v in value)
         return value
 
-    def guarded_application(self, value: Any, op: Op, operands: tuple) -> Any:
-        """What a constraint on an application sees of a class matched as `op(*operands)`: that e-node
-        as a graph over its operands' proxies (the class's proxy for the class read as a lone operand)."""
-        if operands == (value,) or type(value) is not ClassRef:
+    def guarded_match(self, value: Any, node: Any, s: Mapping) -> Any:
+        """What a constraint on an application pattern sees of a class it matched under `s`: the
+        application matched, built over the proxies of what it bound (the class's proxy if it does not
+        build)."""
+        if type(value) is not ClassRef:
             return self.guarded(value)
-        term = self.term(op, operands)
+        term = matched_term(node, s, self.guarded)
         return self.proxy(value) if term is None else term
 
     def shared(self, value: Any) -> bool:

@@ -37,11 +37,10 @@ rules and matches are visited in an order that depends on the input only.
 from __future__ import annotations
 
 import enum
-import inspect
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +51,7 @@ from relwrite.graph.basic import Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Guarded, _Named
 from relwrite.relations.registry import Rule
+from relwrite.relations.runtime import completions
 
 
 class StopReason(enum.StrEnum):
@@ -555,18 +555,3 @@ def _holding(heads: Sequence[Op | type], by_op: dict[Op, list[int]], position: d
 
 def _tracked(op: Op, heads: Sequence[Op | type]) -> bool:
     return any(op == h if isinstance(h, Op) else isinstance(op, h) for h in heads)
-
-
-def completions(rule: Rule, s: Mapping, direction: str, target: EClasses) -> Iterator[dict]:
-    """The substitutions completing a match `s` of the side `direction` reads: those under which the
-    rule's `where` guards and (backward) its left side's constraints hold, on `target.guarded` values."""
-    where = inspect.getclosurevars(rule.relation).nonlocals.get("where", ())
-    for w in where:
-        values = tuple(target.guarded(s[v]) for v in w.variables if v in s)
-        if len(values) < len(w.variables) or not w(values):
-            return
-    if direction == "backward":
-        for inner, constraint in rule.lhs.guards():
-            if isinstance(inner, _Named) and inner.var in s and not constraint(target.guarded(s[inner.var])):
-                return
-    yield dict(s)
