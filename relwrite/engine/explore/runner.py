@@ -133,7 +133,7 @@ class BackoffScheduler:
     matching to no effect) for twice as long.  The limit and the bans double
     with each ban.  Bans only delay: when nothing else changes they are
     lifted (`lift_bans`), and the runner declares saturation only after an
-    iteration with every rule searching changed nothing.
+    iteration with every rule searching and every match applied changed nothing.
     """
 
     def __init__(self, match_limit: int = 1_000, ban_length: int = 5, idle_runs: int = 4):
@@ -229,6 +229,7 @@ class Runner:
         self._applied: set[Any] = set()  # keys of the matches applied, and (rule name, term) of goal runs
         self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
+        self._refused = False  # whether the scheduler held back matches this iteration
 
     def run(
         self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
@@ -266,9 +267,13 @@ class Runner:
             if stop is None and goal is not None and goal():
                 stop = StopReason.GOAL
             if stop is None and (egraph.unions, egraph.node_count) == before:
-                if lifted or not self.scheduler.lift_bans(iteration):
+                if self._refused:  # matches the scheduler held back: run them now, the graph is idle
+                    self.scheduler.lift_bans(iteration)
+                    lifted = False
+                elif lifted or not self.scheduler.lift_bans(iteration):
                     stop = StopReason.SATURATED
-                lifted = True
+                else:
+                    lifted = True
             else:
                 lifted = False
         report.stop_reason = stop
@@ -309,6 +314,7 @@ class Runner:
         position = {c: k for k, c in enumerate(classes)}
         matches: list[_Match | _Answer] = []
         self._runs = {}
+        self._refused = False
         for rule in self.rules:
             for direction, heads in self._directions[rule.name]:
                 if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
@@ -327,6 +333,8 @@ class Runner:
                     matches.extend(found)
                     self._runs[rule.name, direction] = len(found)
                     self._applied.update(runs)
+                else:
+                    self._refused = True
         return matches, None
 
     def _search_rule(
