@@ -225,6 +225,7 @@ class Runner:
         self.machine = EClasses(egraph)
         self.report = Report(rules={r.name: RuleStats() for r in self.rules})
         self._directions = {r.name: _directions(r, direction) for r in self.rules}
+        self._by_name = {r.name: r for r in self.rules}
         self._disabled: set[str] = set()
         self._applied: set[Any] = set()  # keys of the matches applied, and (rule name, term) of goal runs
         self._terms: dict[tuple, Variable | None] = {}
@@ -453,8 +454,9 @@ class Runner:
                 report.rules[m.rule.name].unions += 1
                 unions[m.rule.name, m.direction] = unions.get((m.rule.name, m.direction), 0) + 1
         for (name, direction), runs in self._runs.items():
-            rule = next(r for r in self.rules if r.name == name)
-            self.scheduler.record(rule, direction, iteration, runs, unions.get((name, direction), 0))
+            self.scheduler.record(
+                self._by_name[name], direction, iteration, runs, unions.get((name, direction), 0)
+            )
         return stop
 
     def _apply_match(self, m: _Match) -> bool:
