@@ -30,7 +30,9 @@ for the equilibrium engine and the rule runtime, reading every node through
 `note_read` so that engines know what a match looked at) and e-classes of an
 e-graph (exploration's target, which gives every e-node of a class as an
 application).  A target says what the applications of a value are, when two
-values are the same, which values are constants, and what guards see.
+values are the same, which values are constants, and what guards see (of a
+value, and of a value matched by an application pattern: a constraint there
+reads the application matched, and an e-class holds many).
 """
 
 from __future__ import annotations
@@ -139,6 +141,11 @@ class GraphTarget:
             return is_literal(value, number)
         except (TypeError, ValueError):
             return False
+
+    @staticmethod
+    def guarded_match(value: Any, node: Any, s: Substitution) -> Any:
+        """What a constraint on an application pattern sees of `value` matched under `s`: the value."""
+        return as_graph(value)
 
 
 GRAPHS = GraphTarget()
@@ -498,8 +505,10 @@ def _match(
             yield s
         return
     if isinstance(node, _Guarded):
+        application = isinstance(node.inner, _Apply)
         for found in _match(node.inner, value, s, t, top, lone):
-            if node.constraint(t.guarded(value)):
+            seen = t.guarded_match(value, node.inner, found) if application else t.guarded(value)
+            if node.constraint(seen):
                 yield found
         return
     if not top and t.shared(value):
@@ -511,6 +520,17 @@ def _match(
         return
     for op, operands in t.applications(value):
         yield from _match_application(node, op, operands, s, t, lone)
+
+
+def matched_term(node: Any, s: Mapping, guarded: Callable[[Any], Any]) -> Any:
+    """The graph of the compiled application `node` under `s`, every bound value read through `guarded`
+    (None when it does not build): what a constraint on an application sees on a target whose values
+    are not graphs, such as an e-class (which holds many applications; this is the one matched)."""
+    seen = {v: guarded(x) for v, x in s.items()}
+    try:
+        return as_graph(_build(node, seen, _etuple))
+    except (Unbuildable, TypeError, ValueError):
+        return None
 
 
 def _match_application(
