@@ -687,9 +687,9 @@ def build_parser() -> argparse.ArgumentParser:
         expression=True,
     )
     _expression_arguments(explore, "'log(1 + exp(x))' or 'A @ (x + y)'")
-    explore.add_argument("-n", type=int, default=10, metavar="N", help="how many forms to print (default 10)")
+    explore.add_argument("-n", type=int, metavar="N", help="how many forms to print (default 10)")
     explore.add_argument(
-        "--cost", default="nodes", choices=("nodes", "flops", "depth", "accuracy"), help="order forms by"
+        "--cost", choices=("nodes", "flops", "depth", "accuracy"), help="order forms by (default nodes)"
     )
     explore.add_argument(
         "--direction", default="both", choices=("forward", "backward", "both"), help="run the rules"

@@ -34,6 +34,12 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         share_inputs,
     )
 
+    if args.prove is not None:
+        given = [flag for flag, value in (("-n", args.n), ("--cost", args.cost)) if value is not None]
+        if given:
+            raise ExploreError(f"--prove shows one proof: {' and '.join(given)} do not apply to it")
+    args.n = 10 if args.n is None else args.n
+    args.cost = "nodes" if args.cost is None else args.cost
     if args.n < 1:
         raise ExploreError(f"-n must be at least 1, got {args.n}")
     try:

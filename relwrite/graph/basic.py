@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+from unification.variable import isvar
 
 from relwrite.graph.types import (
     RANK_NAMES,
@@ -391,6 +392,14 @@ class Op:
         unknown = sorted(set(props) - set(cls.__props__))
         if unknown:
             raise TypeError(f"{cls.__name__}.pattern: no props {unknown}; its props are {cls.__props__}")
+        literal = {p: v for p, v in props.items() if not isinstance(v, str) and not isvar(v)}
+        if literal:  # literal props as the class stores them (Sum's axis 0 is (0,)), where it can say
+            try:
+                made = cls(**literal)
+            except (TypeError, ValueError):
+                made = None
+            if made is not None:
+                props = {p: getattr(made, p) if p in literal else v for p, v in props.items()}
         return OpPattern(cls, tuple(props.items()))
 
     @property

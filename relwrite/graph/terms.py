@@ -30,7 +30,7 @@ from etuples import etuple, etuplize
 from etuples.core import ExpressionTuple, KwdPair
 from unification.core import _reify, _unify
 
-from relwrite.graph.basic import Apply, Op, Variable
+from relwrite.graph.basic import Apply, Op, OpPattern, Variable
 
 __all__ = [
     "GraphETuple",
@@ -368,3 +368,42 @@ _unify.add((GraphETuple, Variable, Mapping), _unify_expressions)
 _unify.add((Variable, (ExpressionTuple, ConsPair), Mapping), _unify_variable_term)
 _unify.add(((ExpressionTuple, ConsPair), Variable, Mapping), _unify_term_variable)
 _reify.add((GraphETuple, Mapping), _reify_ground)
+
+
+def _unify_op_pattern(u: OpPattern, v: Op, s: Mapping):
+    """An op pattern (an op class with props that may be logic variables) unifies with an op of its class
+    by its props, so a rule's prop variables tie its two sides in a kanren run."""
+    if not isinstance(v, u.kind):
+        yield False
+        return
+    yield _unify(tuple(value for _, value in u.props), tuple(getattr(v, p) for p, _ in u.props), s)
+
+
+def _unify_op_op_pattern(u: Op, v: OpPattern, s: Mapping):
+    yield from _unify_op_pattern(v, u, s)
+
+
+def _unify_op_patterns(u: OpPattern, v: OpPattern, s: Mapping):
+    if u.kind is not v.kind or [p for p, _ in u.props] != [p for p, _ in v.props]:
+        yield False
+        return
+    yield _unify(tuple(value for _, value in u.props), tuple(value for _, value in v.props), s)
+
+
+def _reify_op_pattern(u: OpPattern, s: Mapping):
+    """The op, once every prop is known (and the class accepts them); else the pattern, props reified."""
+    props = yield _reify(tuple(value for _, value in u.props), s)
+    named = tuple(zip((p for p, _ in u.props), props))
+    if set(u.kind.__props__) <= {p for p, _ in named}:
+        try:
+            yield u.kind(**dict(named))
+            return
+        except (TypeError, ValueError):
+            pass
+    yield OpPattern(u.kind, named)
+
+
+_unify.add((OpPattern, Op, Mapping), _unify_op_pattern)
+_unify.add((Op, OpPattern, Mapping), _unify_op_op_pattern)
+_unify.add((OpPattern, OpPattern, Mapping), _unify_op_patterns)
+_reify.add((OpPattern, Mapping), _reify_op_pattern)

@@ -30,7 +30,9 @@ for the equilibrium engine and the rule runtime, reading every node through
 `note_read` so that engines know what a match looked at) and e-classes of an
 e-graph (exploration's target, which gives every e-node of a class as an
 application).  A target says what the applications of a value are, when two
-values are the same, which values are constants, and what guards see.
+values are the same, which values are constants, and what guards see (of a
+value, and of a value matched by an application pattern: a constraint there
+reads the application matched, and an e-class holds many).
 """
 
 from __future__ import annotations
@@ -130,8 +132,20 @@ class GraphTarget:
         return isinstance(graph, Variable) and len(self.clients.get(graph, ())) > 1
 
     same = staticmethod(same_value)
-    literal = staticmethod(is_literal)
     guarded = staticmethod(as_graph)
+
+    @staticmethod
+    def literal(value: Any, number: Any) -> bool:
+        """Whether `value` is a constant equal to `number` (a term that does not evaluate is not)."""
+        try:
+            return is_literal(value, number)
+        except (TypeError, ValueError):
+            return False
+
+    @staticmethod
+    def guarded_match(value: Any, node: Any, s: Substitution) -> Any:
+        """What a constraint on an application pattern sees of `value` matched under `s`: the value."""
+        return as_graph(value)
 
 
 GRAPHS = GraphTarget()
@@ -193,6 +207,12 @@ class _OpTemplate:
         """Whether `op` can match, from its class and literal props alone (what a screen may test)."""
         return isinstance(op, self.kind) and all(
             isinstance(want, _Named) or same_value(want, getattr(op, prop)) for prop, want in self.props
+        )
+
+    def term(self, s: Mapping) -> OpPattern:
+        """The op as a kanren term: its class with its props, bound or logic variables (see graph.terms)."""
+        return OpPattern(
+            self.kind, tuple((p, s.get(w.var, w.var) if isinstance(w, _Named) else w) for p, w in self.props)
         )
 
     def build(self, s: Mapping) -> Op:
@@ -291,6 +311,17 @@ class Pattern:
             v = self.names[name] = var(prefix=name.lstrip("*"))
         return v
 
+    def _adopt(self, v: Var) -> Var:
+        """A logic variable given in the pattern, named in `names` after its token (``var("a")`` is a;
+        ``var()`` is _N) so guards, computed values, assumptions and printouts can name it."""
+        token = str(v.token)
+        short = token.rsplit("_", 1)[0] if token.rsplit("_", 1)[-1].isdigit() else token
+        for name in (short, token, f"_{token.lstrip('_')}"):
+            if name.isidentifier() and self.names.get(name, v) is v:
+                self.names[name] = v
+                return v
+        return v
+
     def _compile(self, spec: Any) -> Any:
         def leaf(item: Any, top: bool) -> Any:
             if isinstance(item, str):
@@ -302,7 +333,7 @@ class Pattern:
                     raise ValueError(f"a pattern variable needs an identifier name, got {item!r}")
                 return _Named(self._name(item))
             if isvar(item):
-                return _Named(item)
+                return _Named(self._adopt(item))
             if isinstance(item, GraphETuple):
                 return _Exactly(item.variable)
             if isinstance(item, Variable):
@@ -443,7 +474,7 @@ class Pattern:
     @property
     def text(self) -> str:
         """The pattern written out, e.g. ``exp(log(x))``."""
-        return _show(self.spec)
+        return _show(self.spec, {v: n for n, v in self.names.items()})
 
     def __repr__(self) -> str:
         return f"Pattern({self.text})"
@@ -474,8 +505,10 @@ def _match(
             yield s
         return
     if isinstance(node, _Guarded):
+        application = isinstance(node.inner, _Apply)
         for found in _match(node.inner, value, s, t, top, lone):
-            if node.constraint(t.guarded(value)):
+            seen = t.guarded_match(value, node.inner, found) if application else t.guarded(value)
+            if node.constraint(seen):
                 yield found
         return
     if not top and t.shared(value):
@@ -487,6 +520,17 @@ def _match(
         return
     for op, operands in t.applications(value):
         yield from _match_application(node, op, operands, s, t, lone)
+
+
+def matched_term(node: Any, s: Mapping, guarded: Callable[[Any], Any]) -> Any:
+    """The graph of the compiled application `node` under `s`, every bound value read through `guarded`
+    (None when it does not build): what a constraint on an application sees on a target whose values
+    are not graphs, such as an e-class (which holds many applications; this is the one matched)."""
+    seen = {v: guarded(x) for v, x in s.items()}
+    try:
+        return as_graph(_build(node, seen, _etuple))
+    except (Unbuildable, TypeError, ValueError):
+        return None
 
 
 def _match_application(
@@ -750,7 +794,7 @@ def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
         except Unbuildable:
             if apply is not _etuple:
                 raise
-            op = var(prefix=node.op.kind.__name__)  # a term with its props unbound: the op is unknown
+            op = node.op.term(s)  # props unbound: an op pattern, which unifies with ops by their props
     else:
         op = node.op
     args: list[Any] = []
@@ -772,15 +816,17 @@ def _build(node: Any, s: Mapping, apply: Callable[[Op, list], Any]) -> Any:
     return apply(op, args)
 
 
-def _show(spec: Any) -> str:
+def _show(spec: Any, names: Mapping[Var, str]) -> str:
     if isinstance(spec, ExpressionTuple) and not isinstance(spec, GraphETuple):
         spec = tuple(spec)
     if isinstance(spec, tuple):
-        return f"{spec[0]}({', '.join(_show(s) for s in spec[1:])})"
+        return f"{_show(spec[0], names)}({', '.join(_show(s, names) for s in spec[1:])})"
     if isinstance(spec, Mapping):
         constraint = spec.get("constraint")
         suffix = f" if {getattr(constraint, '__name__', constraint)}" if constraint else ""
-        return _show(spec.get("pattern")) + suffix
+        return _show(spec.get("pattern"), names) + suffix
+    if isvar(spec):
+        return names.get(spec, str(spec))
     return str(spec)
 
 

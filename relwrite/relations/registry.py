@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 from cons.core import ConsError, car
 from kanren.core import lall
-from unification import reify, unify, var
+from unification import reify, var
 from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
@@ -268,13 +268,13 @@ def rule(
     lhs_pattern = Pattern(lhs, names)
     if lhs_pattern.head is None:
         raise ValueError(f"rule {name}: the left side must be an application of an op, got {lhs!r}")
-    lhs_names = set(names)
     computed = _computed(name, compute or {}, names)
     rhs_pattern = Pattern(rhs, names, staged=False)
     known = lhs_pattern.variables() | {c.var for c in computed}
     unknown = rhs_pattern.variables() - known
-    if unknown or set(names) - lhs_names - {str(c.var.token).rsplit("_", 1)[0] for c in computed}:
-        strays = sorted({str(v) for v in unknown} | (set(names) - lhs_names - set(compute or {})))
+    if unknown:
+        by_var = {v: n.lstrip("*") for n, v in names.items()}
+        strays = sorted(by_var.get(v, str(v)) for v in unknown)
         raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
     backward = _backward(lhs_pattern, rhs_pattern, computed, names)
     parsed = [Assumption.parse(a) for a in assumptions]
@@ -311,7 +311,11 @@ def _computed(rule_name: str, compute: Mapping[str, Any], names: dict[str, Var])
             raise ValueError(f"rule {rule_name}: a computed value needs an identifier name, got {key!r}")
         if key in names:
             raise ValueError(f"rule {rule_name}: computed {key!r} is already a variable of the left side")
-        declared = declared if isinstance(declared, Computed) else Computed(declared)
+        if not isinstance(declared, Computed):
+            try:
+                declared = Computed(declared)
+            except TypeError as exc:
+                raise TypeError(f"rule {rule_name}: computed {key!r}: {exc}") from None
         params = _parameters(rule_name, declared.function, names, f"computed {key!r}")
         names[key] = var(prefix=key)
         inverse = ()
@@ -365,17 +369,15 @@ def relation(
     Tracks not given are derived with `derive_tracks`; `guard` and `screen`
     are cheap necessary conditions on a graph for the rule to match, the
     screen reading only heads; `idempotent` says its results never match it
-    again (see Rule).  Goals
-    written in Python answer once a side is bound; with both sides unbound
-    the relation enumerates the pairs its examples give (each example, and
-    each of its answers), so it still runs generatively.
+    again (see Rule).  A goal written in Python answers once a side is
+    bound; with both sides unbound it answers nothing (declare the rule with
+    `rule` to have it answer with patterns).
     """
 
     def decorate(fn: Callable[[Any, Any], Any]) -> Rule:
-        pairs = _ExamplePairs(fn, tuple(examples), dict(types or {}))
         return Rule(
             name or fn.__name__,
-            _enumerating(fn, pairs),
+            _goal_relation(fn),
             tags,
             tracks=tracks if tracks is not None else derive_tracks(fn),
             assumptions=assumptions,
@@ -392,40 +394,13 @@ def relation(
     return decorate
 
 
-class _ExamplePairs:
-    """The (left side, right side) pairs a goal relation gives on its examples, computed on first use."""
-
-    def __init__(self, fn: Callable[[Any, Any], Any], examples: tuple[str, ...], types: dict[str, str]):
-        self.fn, self.examples, self.types = fn, examples, types
-        self._pairs: list[tuple[Any, Any]] | None = None
-
-    def __iter__(self) -> Iterator[tuple[Any, Any]]:
-        if self._pairs is None:
-            from relwrite.graph.parse import parse  # the text front end sits above the relations
-
-            pairs = []
-            for text in self.examples:
-                left = parse(text, types=self.types)
-                q = var()
-                pairs += [(left, reify(q, st)) for st in islice(lall(self.fn(left, q))({}), _EXAMPLE_ANSWERS)]
-            self._pairs = pairs
-        return iter(self._pairs)
-
-
-_EXAMPLE_ANSWERS = 4
-"""Answers per example a goal relation enumerates when run with both sides unbound."""
-
-
-def _enumerating(fn: Callable[[Any, Any], Any], pairs: _ExamplePairs) -> Callable[[Any, Any], Any]:
-    """`fn`, answering with its examples' pairs when both sides are unbound (see `relation`)."""
+def _goal_relation(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
+    """`fn` as a relation: its goal, run once a side is bound; with both sides unbound, no answer (a goal
+    written in Python computes one side from the other: it has no patterns to answer with)."""
 
     def relation_(lhs: Any, rhs: Any) -> Any:
         def goal(state: Any) -> Iterator[Any]:
             if isvar(walk(lhs, state)) and isvar(walk(rhs, state)):
-                for left, right in pairs:
-                    unified = unify((lhs, rhs), (left, right), state)
-                    if unified is not False:
-                        yield unified
                 return
             goal_ = fn(lhs, rhs)
             yield from (goal_ if callable(goal_) else lall(goal_))(state)

@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 from etuples.core import ExpressionTuple
-from hypothesis import HealthCheck, Phase, assume, given, settings
+from hypothesis import HealthCheck, Phase, Verbosity, assume, given, settings
 from hypothesis import seed as seeded
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
@@ -952,7 +952,8 @@ def check_relation(
     is a function of it (and `max_examples`): hypothesis starts from it and
     uses no example database, which would replay earlier failures, so a
     counterexample can be reproduced.  `example_database=False` uses none
-    either (nothing saved or replayed: what a check at run time wants).
+    either, and prints nothing (nothing saved, replayed or printed: what a
+    check at run time wants; an interrupted check printed hypothesis's seed).
 
     Raises ValueError when no left side can be generated or arguments are bad.
     """
@@ -983,6 +984,7 @@ def check_relation(
         phases=[phase for phase in settings.default.phases if phase != Phase.explain],
         suppress_health_check=list(HealthCheck),
         **({} if seed is None and example_database else {"database": None}),
+        **({} if example_database else {"verbosity": Verbosity.quiet}),  # a run-time check prints nothing
     )
     @given(strategy)
     def run(binding: Binding) -> None:

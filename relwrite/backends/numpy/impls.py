@@ -63,6 +63,17 @@ class EvaluationError(RuntimeError):
         inputs = ", ".join(_describe(a) for a in arrays)
         super().__init__(f"evaluating {node} on ({inputs}) failed: {type(error).__name__}: {error}")
 
+    def __reduce__(self) -> tuple:
+        """Pickle by message and attributes: the arrays and the chained error need not pickle (a worker
+        process hands the error to its parent, the cache stores nothing else of it)."""
+        return _restored_error, (type(self), str(self)), {"node": self.node}
+
+
+def _restored_error(cls: type[EvaluationError], message: str) -> EvaluationError:
+    error = Exception.__new__(cls, message)
+    Exception.__init__(error, message)
+    return error
+
 
 class AssertionFailedError(EvaluationError, AssertionError):
     """An `assert_op` condition was false: an EvaluationError (naming the node) and an AssertionError."""

@@ -28,7 +28,7 @@ from relwrite.engine.explore.dot import egraph_dot
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explanation, Step
 from relwrite.engine.explore.extract import CostFunction
-from relwrite.engine.explore.runner import BackoffScheduler, Limits, Report, Runner
+from relwrite.engine.explore.runner import BackoffScheduler, Limits, Report, Runner, StopReason
 
 __all__ = [
     "Accuracy",
@@ -48,6 +48,7 @@ __all__ = [
     "Report",
     "Runner",
     "Step",
+    "StopReason",
     "TimeLimitReached",
     "UnsoundFormError",
     "best_form",

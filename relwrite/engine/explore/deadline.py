@@ -21,7 +21,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from relwrite.engine.explore.runner import TIME_LIMIT
+from relwrite.engine.explore.runner import StopReason
 from relwrite.relations.budget import Interrupted, relation_budget
 
 SEARCH_SHARE = 0.5
@@ -43,7 +43,7 @@ class Deadline:
     def __init__(self, seconds: float):
         self.seconds = seconds
         self.at = time.perf_counter() + seconds
-        self.stops: dict[str, str] = {}
+        self.stops: dict[str, StopReason] = {}
 
     def left(self) -> float:
         """Seconds left (0 once passed)."""
@@ -60,7 +60,7 @@ class Deadline:
     def check(self, phase: str) -> None:
         """TimeLimitReached naming `phase` once the deadline has passed (the phase recorded in `stops`)."""
         if self.passed():
-            self.stops.setdefault(phase, TIME_LIMIT)
+            self.stops.setdefault(phase, StopReason.TIME_LIMIT)
             raise TimeLimitReached(f"{phase}: time limit of {self.seconds:g} s reached", "max_seconds")
 
     @contextmanager
@@ -80,5 +80,5 @@ class Deadline:
             ):
                 yield
         except TimeLimitReached:
-            self.stops.setdefault(phase, TIME_LIMIT)
+            self.stops.setdefault(phase, StopReason.TIME_LIMIT)
             raise

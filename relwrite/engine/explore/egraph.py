@@ -192,6 +192,17 @@ class EGraph:
                 stack.extend(k for k in self.children(n) if k not in seen)
         return order
 
+    def lookup_node(self, op: Op, children: Iterable[int]) -> int | None:
+        """The class of the e-node `op(*children)` (children: term nodes or classes), None when absent.
+
+        Between rebuilds the hash-cons may miss an e-node whose operands were merged since.
+        """
+        classes = tuple(self.find(c) for c in children)
+        if op in AC_OPS:
+            classes = tuple(sorted(classes))
+        found = self._memo.get((op, classes))
+        return None if found is None else self.find(found)
+
     def term(self, node: int) -> Variable:
         """The graph a term node stands for (its exact term), built once and kept."""
         graphs = self._graphs
@@ -372,11 +383,7 @@ class EGraph:
             return self.add_node(op, children, type_)
         if any(c is None for c in children):
             return None
-        classes = tuple(self.find(c) for c in children)
-        if op in AC_OPS:
-            classes = tuple(sorted(classes))
-        found = self._memo.get((op, classes))
-        return None if found is None else self.find(found)
+        return self.lookup_node(op, children)
 
     def _new(self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType) -> int:
         i = len(self._op)

@@ -1,43 +1,68 @@
-"""The runner: apply rules to an e-graph by running their relations, within limits.
+"""The runner: equality saturation of an e-graph by rules, within limits, as egg's `Runner` does.
 
-Each iteration searches, applies, then rebuilds, as egg's `Runner` does.
-Search runs every rule forward at every e-node whose op it tracks, and
-backward at every e-node its right side can be headed by, on the
-materialized terms of `TermView`, through the one adapter
-`rewrite.rule_answers`.  A (rule, direction, term) already run is not run
-again: a relation's answers depend only on the term.  Apply interns each
-answer and merges it with the class it was found for, recording the rule,
-the direction and the two terms for explanations.
+Each iteration searches, then applies, then rebuilds once (deferred
+rebuilding).  Search e-matches every rule's compiled pattern on the classes
+reachable from the roots (the pattern machine, `machine.EClasses`): forward
+its left side, backward its right side, at the classes holding an e-node of
+the pattern's head op (e-nodes are indexed by op once per iteration); each
+match is completed by the rule's guards and computed bindings
+(`runtime.completions`).  Rules that are not patterns (a user's kanren
+goal) run forward on every e-node whose op they track, seen one level deep
+(its op applied to its operands' proxies), through `rewrite.rule_answers`.
+All matches are collected first; then each builds the other side into the
+e-graph and merges it with the side matched, recording the rule, the
+direction and the substitution's assumption bindings for explanations; a
+match applied before (same rule, direction and classes) is not applied
+again.  Saturated means an iteration in which no rule added anything: no
+e-node and no union.
 
-Limits: iterations, e-nodes, classes and seconds; the node limit is a hard
-stop checked before every application, so it is overshot by at most the
-nodes of one answer.  The time limit is checked before every rule run and
-every application, and no rule run may outlast it.  A rule that raises or
-outlasts its own time budget is reported by name in `Report.failed` and not
-run again; the run goes on.
-`BackoffScheduler` keeps rules that match too often from flooding the graph.
+An answer that would hold the class it is merged into as a proper subterm
+(``x -> -(-x)``), or, for add and mul, an e-node of the class as a
+sub-multiset of its operands (``x + y -> 0 + x + y``), only wraps the class
+in itself and would grow it without end: it is not added.
+
+Limits: iterations, e-nodes, classes and seconds (`StopReason` says which
+stopped the run).  The e-node and class limits are checked before every
+application (counted as added, before the iteration's rebuild merges
+congruent e-nodes), so the e-node limit is overshot by at most the e-nodes
+of one application; the time limit bounds every rule's search and is
+checked before every application.  A rule that raises, or whose search in
+one iteration outlasts `rule_seconds`, is reported by name in
+`Report.failed` and not run again; the run goes on.  `BackoffScheduler`
+keeps rules that match too often from flooding the graph.  With no time
+limits (`seconds=rule_seconds=math.inf`) a run is deterministic: classes,
+rules and matches are visited in an order that depends on the input only.
 """
 
 from __future__ import annotations
 
+import enum
+import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
-from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph, Lookup
-from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, backward_heads, reach, rule_answers
-from relwrite.engine.explore.terms import TermView
+from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
+from relwrite.engine.explore.machine import ClassRef, EClasses
+from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
 from relwrite.graph.basic import Op, Variable
-from relwrite.relations.budget import budget_clock
+from relwrite.relations.budget import budget_clock, relation_budget
+from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Guarded, _Named
 from relwrite.relations.registry import Rule
+from relwrite.relations.runtime import completions
 
-SATURATED = "saturated"
-ITERATION_LIMIT = "iteration limit"
-NODE_LIMIT = "node limit"
-CLASS_LIMIT = "class limit"
-TIME_LIMIT = "time limit"
-GOAL = "goal reached"
+
+class StopReason(enum.StrEnum):
+    """Why a run stopped (egg's stop reasons); each equals its text, e.g. ``"saturated"``."""
+
+    SATURATED = "saturated"
+    ITERATION_LIMIT = "iteration limit"
+    NODE_LIMIT = "node limit"
+    CLASS_LIMIT = "class limit"
+    TIME_LIMIT = "time limit"
+    GOAL = "goal reached"
 
 
 @dataclass(frozen=True)
@@ -48,9 +73,9 @@ class Limits:
     - `seconds`: the whole call's time (`deadline.Deadline`): growing the
       e-graph, then extracting, explaining and checking forms (`math.inf`:
       no time limit, for runs whose outcome must not depend on the machine);
-    - `rule_seconds`, `answers`: the budget of one rule run (`rewrite.Budget`);
-    - `depth`, `width`: how far and how wide terms are materialized for
-      relations (`TermView`): patterns up to depth + 1 levels of ops match.
+    - `rule_seconds`: one rule's search in one iteration;
+    - `answers`: the answers read from one run of a rule that is not a
+      pattern (a kanren goal may answer without end).
     """
 
     iterations: int = 30
@@ -59,16 +84,12 @@ class Limits:
     seconds: float = 5.0
     rule_seconds: float = 1.0
     answers: int = 8
-    depth: int = 3
-    width: int = 4
 
     def __post_init__(self) -> None:
-        for name in ("iterations", "nodes", "classes", "answers", "width"):
+        for name in ("iterations", "nodes", "classes", "answers"):
             value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"Limits.{name} must be a positive int, got {value!r}")
-        if not isinstance(self.depth, int) or self.depth < 0:
-            raise ValueError(f"Limits.depth must be a non-negative int, got {self.depth!r}")
         for name in ("seconds", "rule_seconds"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or not value > 0:
@@ -77,7 +98,7 @@ class Limits:
 
 @dataclass
 class RuleStats:
-    """What one rule did: runs, answers found, unions made, seconds spent."""
+    """What one rule did: runs (classes searched, or goal runs), matches found, unions made, seconds."""
 
     runs: int = 0
     answers: int = 0
@@ -89,7 +110,7 @@ class RuleStats:
 class Report:
     """How a run went: why it stopped, how far it got, and which rules failed (name -> why)."""
 
-    stop_reason: str = ""
+    stop_reason: StopReason | None = None
     iterations: int = 0
     nodes: int = 0
     classes: int = 0
@@ -98,7 +119,7 @@ class Report:
     rules: dict[str, RuleStats] = field(default_factory=dict)
     largest_step: int = 0
     """The most e-nodes one rule application added (the node limit is overshot by less than this)."""
-    phases: dict[str, str] = field(default_factory=dict)
+    phases: dict[str, StopReason] = field(default_factory=dict)
     """The phases after growing the e-graph that stopped early (cost, extraction, explanation,
     checking), with why (TIME_LIMIT): what they had done by then is what the call returned."""
 
@@ -106,14 +127,13 @@ class Report:
 class BackoffScheduler:
     """egg's BackoffScheduler, per rule and direction: what keeps matching is banned for a while.
 
-    A (rule, direction) whose answers in one iteration exceed its match
-    limit is banned for `ban_length` iterations; one that ran at least
-    `idle_runs` times in an iteration without merging anything (it keeps
-    matching to no effect: a rule run backward whose every answer only wraps
-    a term, say) for twice as long.  The limit and the bans double with each
-    ban.  Bans only delay: when nothing else changes they are
+    A (rule, direction) whose new matches in one iteration exceed its match
+    limit is banned for `ban_length` iterations; one that had at least
+    `idle_runs` matches in an iteration without merging anything (it keeps
+    matching to no effect) for twice as long.  The limit and the bans double
+    with each ban.  Bans only delay: when nothing else changes they are
     lifted (`lift_bans`), and the runner declares saturation only after an
-    iteration with every rule searching changed nothing.
+    iteration with every rule searching and every match applied changed nothing.
     """
 
     def __init__(self, match_limit: int = 1_000, ban_length: int = 5, idle_runs: int = 4):
@@ -134,7 +154,7 @@ class BackoffScheduler:
         return False
 
     def record(self, rule: Rule, direction: str, iteration: int, runs: int, unions: int) -> None:
-        """Note what (rule, direction) did this iteration; many runs that merged nothing ban it."""
+        """Note what (rule, direction) did this iteration; many matches that merged nothing ban it."""
         if unions == 0 and runs >= self.idle_runs:
             self._ban((rule.name, direction), iteration, longer=1)
 
@@ -153,11 +173,30 @@ class BackoffScheduler:
 
 @dataclass(frozen=True)
 class _Match:
+    """A match of a pattern rule's side (`direction` says which) at class `cls`, completed as `subst`;
+    `key` names it up to the classes' current roots (None: its values cannot be hashed)."""
+
     rule: Rule
     direction: str
     cls: int
+    subst: Mapping
+    key: Any
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """An answer of a goal rule run forward on `term` (an e-node of class `cls` over proxies)."""
+
+    rule: Rule
+    cls: int
     term: Variable
     answer: Answer
+
+    direction = "forward"
+
+
+class _OutOfTime(Exception):
+    """A search cut by the run's deadline (not the rule's fault)."""
 
 
 class Runner:
@@ -183,13 +222,15 @@ class Runner:
         self.limits = limits or Limits()
         self.scheduler = scheduler or BackoffScheduler()
         self.progress = progress
-        self.view = TermView(egraph, self.limits.depth, self.limits.width)
+        self.machine = EClasses(egraph)
         self.report = Report(rules={r.name: RuleStats() for r in self.rules})
-        self._tried: set[tuple[int, str, Variable]] = set()
-        self._disabled: set[str] = set()
-        self._backward_heads = {r.name: backward_heads(r) for r in self.rules}
+        self._directions = {r.name: _directions(r, direction) for r in self.rules}
         self._by_name = {r.name: r for r in self.rules}
+        self._disabled: set[str] = set()
+        self._applied: set[Any] = set()  # keys of the matches applied, and (rule name, term) of goal runs
+        self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
+        self._refused = False  # whether the scheduler held back matches this iteration
 
     def run(
         self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
@@ -206,18 +247,17 @@ class Runner:
         started = time.perf_counter()
         deadline = started + limits.seconds if until is None else until
         egraph.rebuild()
-        stop = GOAL if goal is not None and goal() else ""
+        stop = StopReason.GOAL if goal is not None and goal() else None
         iteration = 0
         lifted = False  # whether the bans were lifted for the iteration now running
-        while not stop:
+        while stop is None:
             stop = self._limit_reached(deadline)
-            if stop:
+            if stop is not None:
                 break
             if iteration >= limits.iterations:
-                stop = ITERATION_LIMIT
+                stop = StopReason.ITERATION_LIMIT
                 break
             before = (egraph.unions, egraph.node_count)
-            self.view.new_round()
             matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
             stop = self._apply(matches, iteration, deadline) or stop
             egraph.rebuild()
@@ -225,12 +265,16 @@ class Runner:
             self._note(report, iteration, started)
             if self.progress is not None:
                 self.progress(report)
-            if not stop and goal is not None and goal():
-                stop = GOAL
-            if not stop and (egraph.unions, egraph.node_count) == before:
-                if lifted or not self.scheduler.lift_bans(iteration):
-                    stop = SATURATED
-                lifted = True
+            if stop is None and goal is not None and goal():
+                stop = StopReason.GOAL
+            if stop is None and (egraph.unions, egraph.node_count) == before:
+                if self._refused:  # matches the scheduler held back: run them now, the graph is idle
+                    self.scheduler.lift_bans(iteration)
+                    lifted = False
+                elif lifted or not self.scheduler.lift_bans(iteration):
+                    stop = StopReason.SATURATED
+                else:
+                    lifted = True
             else:
                 lifted = False
         report.stop_reason = stop
@@ -243,112 +287,144 @@ class Runner:
         report.classes = self.egraph.class_count
         report.seconds = time.perf_counter() - started
 
-    def _limit_reached(self, deadline: float | None) -> str:
-        """Which limit is reached, if any (the clock only when given a deadline)."""
+    def _limit_reached(self, deadline: float) -> StopReason | None:
+        """Which limit is reached, if any."""
         if self.egraph.node_count >= self.limits.nodes:
-            return NODE_LIMIT
+            return StopReason.NODE_LIMIT
         if self.egraph.class_count >= self.limits.classes:
-            return CLASS_LIMIT
-        if deadline is not None and time.perf_counter() >= deadline:
-            return TIME_LIMIT
-        return ""
+            return StopReason.CLASS_LIMIT
+        if deadline < math.inf and time.perf_counter() >= deadline:
+            return StopReason.TIME_LIMIT
+        return None
 
     # -- search ------------------------------------------------------------------------------
 
-    def _search(self, classes: list[int], iteration: int, deadline: float) -> tuple[list[_Match], str]:
-        egraph = self.egraph
-        by_op: dict[Op, list[tuple[int, int]]] = {}
+    def _search(
+        self, classes: list[int], iteration: int, deadline: float
+    ) -> tuple[list[_Match | _Answer], StopReason | None]:
+        """Every admitted match of every (rule, direction) on `classes`; TIME_LIMIT when the deadline
+        cut the search (the matches found until then are kept)."""
+        machine = self.machine
+        machine.refresh()
+        by_op: dict[Op, list[int]] = {}
         for c in classes:
-            for n in egraph.nodes(c):
-                op = egraph.op(n)
-                if op is not None:
-                    by_op.setdefault(op, []).append((c, n))
-        matches: list[_Match] = []
+            for op, _ in machine.applications(ClassRef(c)):
+                holding = by_op.setdefault(op, [])
+                if not holding or holding[-1] != c:
+                    holding.append(c)
+        position = {c: k for k, c in enumerate(classes)}
+        matches: list[_Match | _Answer] = []
         self._runs = {}
+        self._refused = False
         for rule in self.rules:
-            for direction, heads in self._directions(rule):
+            for direction, heads in self._directions[rule.name]:
                 if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
                     continue
-                found: list[_Match] = []
-                runs: list[tuple[int, str, Variable]] = []
-                for c, term in self._terms(rule, direction, heads, by_op):
-                    key = (id(rule), direction, term)
-                    if key in self._tried:
-                        continue
-                    left = deadline - time.perf_counter()
-                    if left <= 0:
-                        self._admit(rule, direction, iteration, found, runs, matches)
-                        return matches, TIME_LIMIT
-                    answers = self._answers(rule, term, direction, left)
-                    if answers is _OUT_OF_TIME:  # cut by the deadline, not the rule's fault: not tried
-                        self._admit(rule, direction, iteration, found, runs, matches)
-                        return matches, TIME_LIMIT
-                    runs.append(key)
-                    if answers is None:
-                        break
-                    found.extend(_Match(rule, direction, c, term, a) for a in answers)
+                candidates = classes if heads is None else _holding(heads, by_op, position)
+                if not candidates:
+                    continue
+                try:
+                    found, runs = self._search_rule(rule, direction, candidates, deadline)
+                except _OutOfTime:
+                    return matches, StopReason.TIME_LIMIT
+                if found is None:
+                    continue
+                self.report.rules[rule.name].answers += len(found)
+                if self.scheduler.admit(rule, direction, iteration, len(found)):
+                    matches.extend(found)
+                    self._runs[rule.name, direction] = len(found)
+                    self._applied.update(runs)
                 else:
-                    self._admit(rule, direction, iteration, found, runs, matches)
-        return matches, ""
+                    self._refused = True
+        return matches, None
 
-    def _terms(
-        self, rule: Rule, direction: str, heads: tuple | None, by_op: dict[Op, list[tuple[int, int]]]
-    ) -> Iterator[tuple[int, Variable]]:
-        """(class, term) for every materialized term the rule may answer for in `direction`."""
-        depth = reach(rule, direction)
-        for op, entries in by_op.items():
-            if heads is not None and not _tracked(op, heads):
-                continue
-            for c, n in entries:
-                for term in self.view.node_terms(n, depth):
-                    yield c, term
-
-    def _admit(
-        self,
-        rule: Rule,
-        direction: str,
-        iteration: int,
-        found: list[_Match],
-        runs: list[tuple[int, str, Variable]],
-        matches: list[_Match],
-    ) -> None:
-        if self.scheduler.admit(rule, direction, iteration, len(found)):
-            self._tried.update(runs)
-            matches.extend(found)
-            self._runs[rule.name, direction] = len(runs)
-
-    def _directions(self, rule: Rule) -> list[tuple[str, tuple | None]]:
-        directions = []
-        if self.direction in ("forward", "both"):
-            directions.append(("forward", rule.tracks))
-        heads = self._backward_heads[rule.name]
-        if self.direction in ("backward", "both") and heads != ():
-            directions.append(("backward", heads))
-        return directions
-
-    def _answers(
-        self, rule: Rule, term: Variable, direction: str, left: float
-    ) -> list[Answer] | object | None:
-        """The rule's answers, None when it failed (then it is reported and disabled), or `_OUT_OF_TIME`
-        when the run outlasted the `left` seconds of the whole run, less than its own budget."""
+    def _search_rule(
+        self, rule: Rule, direction: str, candidates: list[int], deadline: float
+    ) -> tuple[list[_Match | _Answer] | None, list]:
+        """The new matches of (rule, direction) at `candidates` and the goal runs made, within the rule's
+        time (None: it failed, and is disabled); raises `_OutOfTime` past the run's deadline."""
         stats = self.report.rules[rule.name]
         started = time.perf_counter()
+        left = deadline - started
+        if left <= 0:
+            raise _OutOfTime
         seconds = min(self.limits.rule_seconds, left)
+        found: list[_Match | _Answer] = []
+        runs: list = []
         try:
-            answers = rule_answers(rule, term, direction, Budget(self.limits.answers, seconds))
+            with relation_budget(
+                lambda: f"rule {rule.name} searching {direction}", None, seconds, RuleTimeout
+            ) as meter:
+                if rule.lhs is None:
+                    self._run_goal(rule, candidates, found, runs)
+                else:
+                    self._match(rule, direction, candidates, found)
+            if meter.error is not None:  # raised inside the search and swallowed there
+                raise meter.fresh_error()
         except RuleTimeout as exc:
             if exc.budget == "max_seconds" and seconds < self.limits.rule_seconds:
-                return _OUT_OF_TIME
-            self._fail(rule, f"{direction} on {term}: {type(exc).__name__}: {exc}")
-            return None
+                raise _OutOfTime from None
+            self._fail(rule, f"{direction}: {type(exc).__name__}: {exc}")
+            return None, runs
         except Exception as exc:
-            self._fail(rule, f"{direction} on {term}: {type(exc).__name__}: {exc}".rstrip(": "))
-            return None
+            self._fail(rule, f"{direction}: {type(exc).__name__}: {exc}".rstrip(": "))
+            return None, runs
         finally:
-            stats.runs += 1
             stats.seconds += time.perf_counter() - started
-        stats.answers += len(answers)
-        return answers
+        return found, runs
+
+    def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
+        """E-match the side of `rule` that `direction` reads at each candidate class."""
+        machine, stats = self.machine, self.report.rules[rule.name]
+        side = rule.lhs if direction == "forward" else rule.rhs
+        seen: set[Any] = set()
+        for c in candidates:
+            stats.runs += 1
+            for s in side.matches(ClassRef(c), target=machine):
+                for done in completions(rule, s, direction, machine):
+                    key = self._key(rule, direction, c, done)
+                    if key is not None and (key in self._applied or key in seen):
+                        continue
+                    seen.add(key)
+                    found.append(_Match(rule, direction, c, done, key))
+
+    def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
+        """A match's name up to the current roots of its classes (None when a value is unhashable)."""
+        find = self.egraph.find
+
+        def canonical(value: Any) -> Any:
+            if type(value) is ClassRef:
+                return ("class", find(value))
+            if isinstance(value, tuple):
+                return tuple(map(canonical, value))
+            return value
+
+        try:
+            return (rule.name, direction, find(cls), frozenset((v, canonical(x)) for v, x in s.items()))
+        except TypeError:
+            return None
+
+    def _run_goal(self, rule: Rule, candidates: list[int], found: list, runs: list) -> None:
+        """Run a goal rule forward on each e-node of the candidates whose op it tracks (one level deep)."""
+        machine, stats = self.machine, self.report.rules[rule.name]
+        budget = Budget(self.limits.answers, None)
+        for c in candidates:
+            for op, children in machine.applications(ClassRef(c)):
+                if rule.tracks is not None and not _tracked(op, rule.tracks):
+                    continue
+                term = self._term(op, children)
+                if term is None or (rule.name, term) in self._applied:
+                    continue
+                stats.runs += 1
+                runs.append((rule.name, term))
+                found.extend(_Answer(rule, c, term, a) for a in rule_answers(rule, term, budget))
+
+    def _term(self, op: Op, children: tuple[ClassRef, ...]) -> Variable | None:
+        """The e-node op(children) as one graph over the children's proxies, the same object each time."""
+        key = (op, tuple(self.machine.proxy(c) for c in children))
+        if key not in self._terms:
+            self._terms[key] = self.machine.term(op, children)
+        return self._terms[key]
 
     def _fail(self, rule: Rule, why: str) -> None:
         self._disabled.add(rule.name)
@@ -356,82 +432,135 @@ class Runner:
 
     # -- apply -------------------------------------------------------------------------------
 
-    def _apply(self, matches: list[_Match], iteration: int, deadline: float) -> str:
-        """Apply the matches found up to the node limit or the deadline (those left are run again
-        should the run go on)."""
+    def _apply(self, matches: list[_Match | _Answer], iteration: int, deadline: float) -> StopReason | None:
+        """Apply the matches up to a limit, without rebuilding (look-ups go through `find`)."""
+        egraph, report = self.egraph, self.report
         unions: dict[tuple[str, str], int] = {}
-        stop = self._apply_all(matches, unions, deadline)
+        stop = None
+        for m in matches:
+            stop = self._limit_reached(deadline)
+            if stop is not None:
+                break
+            if m.rule.name in self._disabled:
+                continue
+            before = egraph.node_count
+            try:
+                merged = self._apply_match(m) if isinstance(m, _Match) else self._apply_answer(m)
+            except Exception as exc:
+                self._fail(m.rule, f"applying {m.direction}: {type(exc).__name__}: {exc}")
+                continue
+            report.largest_step = max(report.largest_step, egraph.node_count - before)
+            if merged:
+                report.rules[m.rule.name].unions += 1
+                unions[m.rule.name, m.direction] = unions.get((m.rule.name, m.direction), 0) + 1
         for (name, direction), runs in self._runs.items():
             self.scheduler.record(
                 self._by_name[name], direction, iteration, runs, unions.get((name, direction), 0)
             )
         return stop
 
-    def _apply_all(self, matches: list[_Match], unions: dict[tuple[str, str], int], deadline: float) -> str:
-        egraph, report = self.egraph, self.report
-        for k, m in enumerate(matches):
-            egraph.rebuild()  # lookups below need the hash-cons current, and the count must be right
-            stop = self._limit_reached(deadline)
-            if stop:
-                if stop == TIME_LIMIT:
-                    self._tried.difference_update((id(r.rule), r.direction, r.term) for r in matches[k:])
-                return stop
-            if m.rule.name in self._disabled:
-                continue
-            before = egraph.node_count
-            self._apply_one(m, unions)
-            egraph.rebuild()
-            report.largest_step = max(report.largest_step, egraph.node_count - before)
-        return ""
+    def _apply_match(self, m: _Match) -> bool:
+        """Build the match's two sides and merge them; whether that merged two classes."""
+        egraph, machine, rule = self.egraph, self.machine, m.rule
+        if m.key is not None:
+            self._applied.add(m.key)
+        read, write = (rule.lhs, rule.rhs) if m.direction == "forward" else (rule.rhs, rule.lhs)
+        target = egraph.find(m.cls)
+        try:
+            other = machine.instantiate(write, m.subst)
+            matched = machine.instantiate(read, m.subst, splice=False)
+            if not egraph.classes[target].type.is_compatible(machine.type_of(other, target)):
+                return False
+        except Unbuildable:
+            return False
+        cls, inside, operands = machine.classes_inside(other)
+        if cls != target and self._wraps(target, inside, getattr(other, "op", None), operands):
+            return False
+        source = machine.add(matched, target)
+        result = machine.add(other, target)
+        bindings = []
+        for a in rule.assumptions:
+            value = m.subst.get(rule.lhs.names.get(a.name), None)
+            if type(value) is ClassRef:
+                bindings.append((a.name, egraph.find(value)))
+            elif isinstance(value, Variable):
+                bindings.append((a.name, egraph.intern(value, machine.placeholder_class)))
+        return egraph.union(source, result, Applied(rule, m.direction, source, result, tuple(bindings)))
 
-    def _apply_one(self, m: _Match, unions: dict[tuple[str, str], int]) -> None:
-        egraph, view = self.egraph, self.view
+    def _apply_answer(self, m: _Answer) -> bool:
+        """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
+        egraph, machine = self.egraph, self.machine
         target = egraph.find(m.cls)
         answer = m.answer.term
         if not egraph.classes[target].type.is_compatible(answer.type):
-            return
-        found = egraph.lookup(answer, view.placeholder_class, exact=view.materialized)
-        if found.cls != target and self._wraps(found, answer, target):
-            return
-        try:
-            source = egraph.intern(m.term, view.placeholder_class, flatten=False)
-            result = egraph.intern(answer, view.placeholder_class, exact=view.materialized)
-            bindings = tuple(
-                (name, egraph.intern(value, view.placeholder_class, exact=view.materialized))
-                for name, value in m.answer.bindings.items()
-            )
-        except Exception as exc:
-            self._fail(m.rule, f"its answer {answer} could not be added: {type(exc).__name__}: {exc}")
-            return
-        if egraph.union(source, result, Applied(m.rule, m.direction, source, result, bindings)):
-            self.report.rules[m.rule.name].unions += 1
-            unions[m.rule.name, m.direction] = unions.get((m.rule.name, m.direction), 0) + 1
-
-    def _wraps(self, found: Lookup, answer: Variable, target: int) -> bool:
-        """Whether adding `answer` (found where `found` says) to class `target` would only wrap the
-        class in itself.
-
-        An answer holding the class as a proper subterm (``x -> -(-x)``), or,
-        for add and mul, holding an e-node of the class as a sub-multiset of
-        its operands (``x + y -> 0 + x + y`` is ``0 + (x + y)``), would let
-        the rule apply again to its own answer without end.
-        """
-        egraph = self.egraph
-        if target in found.inside:
-            return True
-        op = answer.owner.op if answer.owner is not None else None
-        if op not in AC_OPS or not found.operands:
             return False
-        operands = Counter(found.operands)
+
+        def exact(v: Variable) -> bool:
+            return v is m.term
+
+        found = egraph.lookup(answer, machine.placeholder_class, exact=exact)
+        op = answer.owner.op if answer.owner is not None else None
+        if found.cls != target and self._wraps(target, found.inside, op, found.operands):
+            return False
+        source = egraph.intern(m.term, machine.placeholder_class, flatten=False)
+        result = egraph.intern(answer, machine.placeholder_class, exact=exact)
+        bindings = tuple(
+            (name, egraph.intern(value, machine.placeholder_class, exact=exact))
+            for name, value in m.answer.bindings.items()
+        )
+        return egraph.union(source, result, Applied(m.rule, "forward", source, result, bindings))
+
+    def _wraps(
+        self, target: int, inside: Iterable[int], op: Op | None, operands: Sequence[int | None]
+    ) -> bool:
+        """Whether an answer only wraps class `target` in itself (see the module docstring): it holds
+        the class as a proper subterm, or is an add (mul) whose operands hold an e-node of the class."""
+        egraph = self.egraph
+        if target in inside:
+            return True
+        if op not in AC_OPS or not operands:
+            return False
+        mine_all = Counter(operands)
         for n in egraph.nodes(target):
             if egraph.op(n) == op:
                 mine = Counter(egraph.children(n))
-                if mine != operands and not mine - operands:
+                if mine != mine_all and not mine - mine_all:
                     return True
         return False
 
 
-_OUT_OF_TIME = object()
+def _directions(rule: Rule, direction: str) -> list[tuple[str, tuple | None]]:
+    """The directions `rule` is searched in, each with the heads of the classes to search (None: all).
+
+    A goal rule runs forward only, at its tracked ops.  A pattern rule runs
+    backward when its declaration says it can, except when its right side
+    is a bare variable (every answer would wrap a class in itself); a right
+    side ``(add, ..., *rest)`` also reads a lone value, so it searches every class.
+    """
+    found = []
+    if direction in ("forward", "both"):
+        heads = rule.tracks if rule.lhs is None else _heads(rule.lhs)
+        found.append(("forward", heads))
+    if direction in ("backward", "both") and rule.lhs is not None and rule.backward:
+        root = rule.rhs.root
+        while isinstance(root, _Guarded):
+            root = root.inner
+        if not isinstance(root, _Named):
+            lone = isinstance(root, _Apply) and root.multiset and root.sequence is not None
+            found.append(("backward", None if lone else _heads(rule.rhs)))
+    return found
+
+
+def _heads(pattern: Pattern) -> tuple | None:
+    return None if pattern.head is None else (pattern.head,)
+
+
+def _holding(heads: Sequence[Op | type], by_op: dict[Op, list[int]], position: dict[int, int]) -> list[int]:
+    """The classes holding an e-node headed by one of `heads` (an op, or an op class), in search order."""
+    lists = [cs for op, cs in by_op.items() if _tracked(op, heads)]
+    if len(lists) == 1:
+        return lists[0]
+    return sorted({c for cs in lists for c in cs}, key=position.__getitem__)
 
 
 def _tracked(op: Op, heads: Sequence[Op | type]) -> bool:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import math
+import pickle
 import warnings
 from collections.abc import Callable
 from functools import reduce
@@ -743,3 +744,16 @@ def test_a_long_sum_reads_each_dtype_once_to_plan_its_fold(monkeypatch):
     assert sum(resolved) <= 2 * len(xs)
     values = [np.asarray(k % 5, dtype=x.dtype) for k, x in enumerate(xs)]
     assert impl.fn(*values) == reduce(np.add, values)
+
+
+@pytest.mark.parametrize("error", [ZeroDivisionError("boom"), AssertionError("x must be positive")])
+def test_an_evaluation_error_pickles_with_its_class_message_and_node(error):
+    """A worker process hands its EvaluationError to its parent: it must come back whole, whatever it
+    wrapped (an assertion's is an AssertionFailedError, still an AssertionError)."""
+    node = ops.exp(TensorType("float64", (None,))("x")).owner
+    original = EvaluationError(node, [np.array([1.0, 2.0])], error)
+    restored = pickle.loads(pickle.dumps(original))
+    assert type(restored) is type(original)
+    assert str(restored) == str(original)
+    assert restored.node.op == node.op
+    assert isinstance(restored, AssertionError) == isinstance(error, AssertionError)

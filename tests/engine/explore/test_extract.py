@@ -15,6 +15,12 @@ from relwrite.relations.registry import get_rule, rule
 dot_assoc = rule(
     "dot_assoc", (o.dot, (o.dot, "A", "B"), "C"), (o.dot, "A", (o.dot, "B", "C")), tags=("explore",)
 )
+dot_distribute = rule(
+    "dot_distribute",
+    (o.dot, "A", (o.add, "x", "y")),
+    (o.add, (o.dot, "A", "x"), (o.dot, "A", "y")),
+    tags=("explore", "unsafe"),
+)
 
 
 def grown(expr, rules, direction="both"):
@@ -57,7 +63,7 @@ def test_depth_prefers_balanced_forms():
 
 def test_forms_are_distinct_up_to_ac_and_cheapest_first():
     x, y, a = vector("x", shape=(4,)), vector("y", shape=(4,)), matrix("A", shape=(3, 4))
-    g, root = grown(o.dot(a, x + y), [get_rule("dot_distribute")])
+    g, root = grown(o.dot(a, x + y), [dot_distribute])
     trees = Trees(NodeCount())
     found = list(enumerate_trees(g, root, trees))
     assert [pprint(trees.graph(t)) for t in found] == ["(A @ (x + y))", "((A @ x) + (A @ y))"]

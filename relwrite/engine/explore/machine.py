@@ -1,0 +1,300 @@
+"""The pattern machine: rule patterns matched on the e-classes of an e-graph, and sides built into it.
+
+A rule's patterns compile once (`relwrite.relations.pattern.Pattern`) and
+run on targets; `EClasses` is exploration's target, egg's e-matching: the
+applications of a class are its e-nodes (an op and the classes of its
+operands, sorted for add and mul), so a multi-level pattern matches through
+any e-node of every class it passes, and a match is a substitution binding
+pattern variables to classes (`ClassRef`), op props and operand sequences.
+
+What guards and computed bindings see of a class is a proxy graph variable
+(`proxy`): its constant or graph input when it holds one, else a
+placeholder input standing for the class.  A graph built over placeholders
+(a computed value, a relation's answer) is interned back with
+`placeholder_class`.
+
+`instantiate` builds a side of a rule under a substitution: first as a tree
+(`_Built`, typed by the ops' own `make_node`, numbers as weak scalars next
+to the other operands), which `classes_inside` reads without adding
+anything, then into the e-graph (`add`).  On the side a rule produces, an
+add (mul) built as an operand of an add (mul) of its dtype is spliced into
+it, as interning flattens sums; the side a rule matched is built as it was
+matched, so that an explanation shows the exact term the rule saw.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from etuples.core import ExpressionTuple
+
+from relwrite.engine.explore.egraph import AC_OPS, EGraph
+from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.terms import GraphETuple
+from relwrite.graph.types import TensorType
+from relwrite.relations.pattern import Pattern, Unbuildable, matched_term, same_value, to_graph
+from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable
+
+
+class ClassRef(int):
+    """An e-class (its id) as a matched value, distinct from an op prop that is a plain int."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"%{int(self)}"
+
+
+class _Built:
+    """An application `instantiate` built: its op, operands (`ClassRef`, `_Built`, graph variables) and
+    type; `node` is its term node once added."""
+
+    __slots__ = ("node", "op", "operands", "type")
+
+    def __init__(self, op: Op, operands: tuple, type_: TensorType):
+        self.op, self.operands, self.type = op, operands, type_
+        self.node: int | None = None
+
+
+class EClasses:
+    """The pattern-matching target over the classes of `egraph` (see the module docstring).
+
+    A class's e-nodes are read once per search (`refresh` forgets them when
+    the e-graph has changed); between rebuilds every look-up goes through `find`.
+    """
+
+    def __init__(self, egraph: EGraph):
+        self.egraph = egraph
+        self._applications: dict[int, tuple[tuple[Op, tuple[ClassRef, ...]], ...]] = {}
+        self._placeholders: dict[int, Variable] = {}
+        self._classes: dict[Variable, int] = {}
+        self._types: dict[tuple, TensorType] = {}
+        self._typed: dict[TensorType, Variable] = {}
+
+    def refresh(self) -> None:
+        """Forget the e-nodes read so far (the e-graph changed)."""
+        self._applications = {}
+
+    # -- the target protocol of `Pattern.matches`
+
+    def applications(self, value: Any) -> tuple[tuple[Op, tuple[ClassRef, ...]], ...]:
+        """One (op, operand classes) per e-node of a class; nothing for any other value."""
+        if type(value) is not ClassRef:
+            return ()
+        egraph = self.egraph
+        cls = egraph.find(value)
+        found = self._applications.get(cls)
+        if found is None:
+            found = tuple(
+                (op, tuple(map(ClassRef, egraph.children(n))))
+                for n in egraph.nodes(cls)
+                if (op := egraph.op(n)) is not None
+            )
+            self._applications[cls] = found
+        return found
+
+    def same(self, a: Any, b: Any) -> bool:
+        """Whether two bound values are one: one class, equal props, elementwise for tuples."""
+        a_class, b_class = type(a) is ClassRef, type(b) is ClassRef
+        if a_class and b_class:
+            return self.egraph.find(a) == self.egraph.find(b)
+        if a_class or b_class:
+            ref, other = (a, b) if a_class else (b, a)
+            if isinstance(other, GraphETuple):
+                other = other.variable
+            if not isinstance(other, Variable):
+                return False
+            found = self.egraph.lookup(other, self.placeholder_class).cls
+            return found is not None and found == self.egraph.find(ref)
+        if isinstance(a, tuple) and isinstance(b, tuple) and not isinstance(a, ExpressionTuple):
+            return len(a) == len(b) and all(self.same(x, y) for x, y in zip(a, b))
+        return same_value(a, b)
+
+    def literal(self, value: Any, number: Any) -> bool:
+        """Whether the class holds a constant every element of which equals `number`."""
+        if type(value) is ClassRef:
+            leaf = self.egraph.classes[self.egraph.find(value)].leaf
+            return isinstance(leaf, Constant) and is_literal(leaf, number)
+        return is_literal(value, number)
+
+    def guarded(self, value: Any) -> Any:
+        """What a guard sees of a bound value: a class's proxy, a tuple's elements so, else the value."""
+        if type(value) is ClassRef:
+            return self.proxy(value)
+        if isinstance(value, tuple) and not isinstance(value, ExpressionTuple):
+            return tuple(self.guarded(v) for v in value)
+        return value
+
+    def guarded_match(self, value: Any, node: Any, s: Mapping) -> Any:
+        """What a constraint on an application pattern sees of a class it matched under `s`: the
+        application matched, built over the proxies of what it bound (the class's proxy if it does not
+        build)."""
+        if type(value) is not ClassRef:
+            return self.guarded(value)
+        term = matched_term(node, s, self.guarded)
+        return self.proxy(value) if term is None else term
+
+    def shared(self, value: Any) -> bool:
+        return False
+
+    # -- proxies
+
+    def proxy(self, cls: int) -> Variable:
+        """The graph variable standing for class `cls`: its constant or input, else its placeholder."""
+        cls = self.egraph.find(cls)
+        leaf = self.egraph.classes[cls].leaf
+        return leaf if leaf is not None else self.placeholder(cls)
+
+    def placeholder(self, cls: int) -> Variable:
+        """The input variable standing for class `cls` (typed like the class), one per class."""
+        cls = self.egraph.find(cls)
+        v = self._placeholders.get(cls)
+        if v is None:
+            v = Variable(self.egraph.classes[cls].type, name=f"%{cls}")
+            self._placeholders[cls] = v
+            self._classes[v] = cls
+        return v
+
+    def placeholder_class(self, v: Variable) -> int | None:
+        """The class a placeholder stands for (None for any other variable)."""
+        cls = self._classes.get(v) if v.owner is None else None
+        return None if cls is None else self.egraph.find(cls)
+
+    def term(self, op: Op, children: tuple[int, ...]) -> Variable | None:
+        """The e-node `op(*children)` as a graph over its operands' proxies (None when it does not build
+        as one single-output application)."""
+        try:
+            node = op.make_node(*(self.proxy(c) for c in children))
+        except (TypeError, ValueError):
+            return None
+        return node.outputs[0] if len(node.outputs) == 1 else None
+
+    # -- building sides
+
+    def instantiate(self, pattern: Pattern, s: Mapping, splice: bool = True) -> Any:
+        """`pattern` built under `s` as a tree (nothing added yet): a `ClassRef`, a `_Built`, or a graph
+        variable.  Raises `Unbuildable` when it does not build (an unbound variable, a type error)."""
+
+        def apply(op: Op, operands: list) -> _Built:
+            return self._apply(op, operands, splice)
+
+        return self._operand(pattern.instantiate(s, apply))
+
+    def _operand(self, value: Any) -> Any:
+        if type(value) is ClassRef or isinstance(value, (_Built, Variable)):
+            return value
+        if isinstance(value, GraphETuple):
+            return value.variable
+        if isinstance(value, NUMBER):
+            return value
+        if isinstance(value, ExpressionTuple):
+            return value.evaled_obj
+        raise Unbuildable(f"{value!r} is not a class, a graph or a number")
+
+    def _apply(self, op: Op, operands: list, splice: bool) -> _Built:
+        if is_logic_variable(op) or not isinstance(op, Op):
+            raise Unbuildable(f"{op!r} is not an op")
+        values = [self._operand(v) for v in operands]
+        proxies = [self._proxy_of(v) for v in values]
+        try:
+            inputs = op.as_inputs(proxies)
+        except (TypeError, ValueError, OverflowError) as exc:
+            raise Unbuildable(f"{op} of {proxies}: {exc}") from exc
+        values = [i if isinstance(v, NUMBER) else v for v, i in zip(values, inputs)]
+        type_ = self._type(op, inputs)
+        if splice and op in AC_OPS and all(i.dtype == type_.dtype for i in inputs):
+            flat: list[Any] = []
+            for v in values:
+                if isinstance(v, _Built) and v.op == op and v.node is None:
+                    flat.extend(v.operands)
+                else:
+                    flat.append(v)
+            values = flat
+        return _Built(op, tuple(values), type_)
+
+    def _proxy_of(self, value: Any) -> Any:
+        if type(value) is ClassRef:
+            return self.proxy(value)
+        if isinstance(value, _Built):
+            typed = self._typed.get(value.type)
+            if typed is None:
+                typed = self._typed[value.type] = Variable(value.type)
+            return typed
+        return value
+
+    def _type(self, op: Op, inputs: list[Variable]) -> TensorType:
+        key = (op, tuple(i if isinstance(i, Constant) else i.type for i in inputs))
+        found = self._types.get(key)
+        if found is None:
+            try:
+                node = op.make_node(*inputs)
+            except (TypeError, ValueError) as exc:
+                raise Unbuildable(f"{op} does not apply to {inputs}: {exc}") from exc
+            if len(node.outputs) != 1:
+                raise Unbuildable(f"{op} has {len(node.outputs)} outputs")
+            found = self._types[key] = node.outputs[0].type
+        return found
+
+    def type_of(self, built: Any, like: int) -> TensorType:
+        """The static type of a built tree (a number takes class `like`'s dtype)."""
+        if type(built) is ClassRef:
+            return self.egraph.classes[self.egraph.find(built)].type
+        if isinstance(built, _Built):
+            return built.type
+        if isinstance(built, Variable):
+            return built.type
+        return to_graph(built, like=self.proxy(like)).type
+
+    def add(self, built: Any, like: int) -> int:
+        """The term node of a built tree, adding what is new (a number becomes a constant of class
+        `like`'s dtype)."""
+        egraph = self.egraph
+        if type(built) is ClassRef:
+            return egraph.find(built)
+        if isinstance(built, Variable):
+            return egraph.intern(built, self.placeholder_class)
+        if not isinstance(built, _Built):
+            return egraph.add_leaf(to_graph(built, like=self.proxy(like)))
+        stack = [built]
+        while stack:  # a built tree is as deep as the pattern: the stack only keeps the order explicit
+            b = stack[-1]
+            waiting = [o for o in b.operands if isinstance(o, _Built) and o.node is None]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            if b.node is None:
+                children = tuple(o.node if isinstance(o, _Built) else self.add(o, like) for o in b.operands)
+                b.node = egraph.add_node(b.op, children, b.type)
+        return built.node
+
+    def classes_inside(self, built: Any) -> tuple[int | None, set[int], tuple[int | None, ...]]:
+        """Where a built tree already is, adding nothing: its class (None: absent), the classes of its
+        proper subterms that are present, and its operands' classes."""
+        egraph = self.egraph
+        inside: set[int] = set()
+
+        def leaf_class(v: Any) -> int | None:
+            if type(v) is ClassRef:
+                return egraph.find(v)
+            if isinstance(v, Variable):
+                return egraph.lookup(v, self.placeholder_class).cls
+            return None
+
+        if not isinstance(built, _Built):
+            return leaf_class(built), inside, ()
+        found: dict[int, int | None] = {}
+        operands: tuple[int | None, ...] = ()
+        stack = [built]
+        while stack:
+            b = stack[-1]
+            waiting = [o for o in b.operands if isinstance(o, _Built) and id(o) not in found]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            operands = tuple(found[id(o)] if isinstance(o, _Built) else leaf_class(o) for o in b.operands)
+            inside.update(c for c in operands if c is not None)
+            found[id(b)] = None if None in operands else egraph.lookup_node(b.op, operands)
+        return found[id(built)], inside, operands  # the root is popped last: `operands` are its own
