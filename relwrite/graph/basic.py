@@ -383,8 +383,8 @@ class Op:
 
     @classmethod
     def pattern(cls, **props: Any) -> OpPattern:
-        """An op of this class in a rule's pattern, with some props given: a string (or logic variable)
-        names the prop's value, anything else must equal it; props not given match any value.
+        """An op of exactly this class in a rule's pattern, with some props given: a string (or logic
+        variable) names the prop's value, anything else must equal it; props not given match any value.
 
         ``Sum.pattern(axis="a")`` matches every Sum and binds ``a`` to its axis;
         on a rule's right side it builds ``Sum(axis=<a's value>)``.

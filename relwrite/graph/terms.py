@@ -373,7 +373,7 @@ _reify.add((GraphETuple, Mapping), _reify_ground)
 def _unify_op_pattern(u: OpPattern, v: Op, s: Mapping):
     """An op pattern (an op class with props that may be logic variables) unifies with an op of its class
     by its props, so a rule's prop variables tie its two sides in a kanren run."""
-    if not isinstance(v, u.kind):
+    if type(v) is not u.kind:
         yield False
         return
     yield _unify(tuple(value for _, value in u.props), tuple(getattr(v, p) for p, _ in u.props), s)

@@ -13,7 +13,8 @@ A pattern is
 - an etuple S-expression ``etuple(op, *sub_patterns)``, as the seeds write
   rules: the same as the tuple;
 - in the op position, an `Op`, a name (an op variable), a logic variable, or
-  ``OpClass.pattern(prop="name", ...)``: an op of that class whose named
+  ``OpClass.pattern(prop="name", ...)``: an op of exactly that class (not a
+  subclass: a LogSoftmax is no Softmax to a rule) whose named
   props bind (and must agree where a name repeats; literal props must equal).
 
 Applications of a variadic op (add, mul: associative and commutative, kept
@@ -189,7 +190,7 @@ class _OpTemplate:
     props: tuple[tuple[str, Any], ...]
 
     def match(self, op: Any, s: Substitution, same: Callable[[Any, Any], bool]) -> Substitution | None:
-        if not isinstance(op, self.kind):
+        if type(op) is not self.kind:
             return None
         for prop, want in self.props:
             have = getattr(op, prop)
@@ -205,7 +206,7 @@ class _OpTemplate:
 
     def admits(self, op: Any) -> bool:
         """Whether `op` can match, from its class and literal props alone (what a screen may test)."""
-        return isinstance(op, self.kind) and all(
+        return type(op) is self.kind and all(
             isinstance(want, _Named) or same_value(want, getattr(op, prop)) for prop, want in self.props
         )
 

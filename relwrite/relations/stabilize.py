@@ -21,7 +21,6 @@ sum's axes and build the stable op along them, in both directions.
 from __future__ import annotations
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Op
 from relwrite.relations.predicates import (
     float_var,
     is_float_regroupable,
@@ -29,7 +28,6 @@ from relwrite.relations.predicates import (
     same_dtype_at,
 )
 from relwrite.relations.registry import rule
-from relwrite.relations.runtime import Computed
 
 STABILIZE = ("stabilize", "fast_run")
 EVERY_MODE = (*STABILIZE, "fast_compile")
@@ -96,23 +94,11 @@ log_sigmoid = rule(
 )
 
 
-def softmax_axis(softmax: Op) -> int | None:
-    """The axis of a Softmax op (not of a LogSoftmax, its subclass); None for any other op."""
-    return softmax.axis if type(softmax) is o.Softmax else None
-
-
-def softmax_along(axis: int) -> list[dict]:
-    """The preimage of `softmax_axis`: the Softmax op along `axis`."""
-    return [{"softmax": o.Softmax(axis)}]
-
-
-# the softmax is an op variable: o.Softmax.pattern would match a LogSoftmax (its subclass) too
 log_softmax = rule(
     "log_softmax",
-    (o.log, ("softmax", "x")),
+    (o.log, (o.Softmax.pattern(axis="axis"), "x")),
     (o.LogSoftmax.pattern(axis="axis"), "x"),
     EVERY_MODE,
-    compute={"axis": Computed(softmax_axis, inverse=softmax_along)},
     examples=("log(softmax(x))", "log(softmax(x, axis=0))"),
     types={"x": "matrix"},
     doc="log(softmax(x)) -> log_softmax(x) along the same axis: finite where a probability underflows.",
