@@ -35,24 +35,19 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from kanren.core import eq, lall
-from unification import var
-from unification.utils import transitive_get as walk
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import note_read
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import along, bound_graph, operandso, picko, variadico, whereo
 from relwrite.relations.operands import applied, constant_result
-from relwrite.relations.pattern import as_graph
-from relwrite.relations.predicates import is_literal, node_inputs, operands_regroupable, regroupable
-from relwrite.relations.registry import relation, rule
+from relwrite.relations.predicates import is_literal, node_inputs, regroupable
+from relwrite.relations.registry import rule
+from relwrite.relations.runtime import Computed
 
 BLAS = ("blas", "specialize", "fast_run")
 BLAS_DTYPES = ("float32", "float64")
 
-Goal = Callable[[Any], Iterator[Any]]
 Split = Callable[[Variable], Iterator[tuple[Variable, Variable]]]
 Join = Callable[[Variable, Variable], Variable]
 
@@ -134,143 +129,105 @@ def _scaled(factor: Variable, term: Variable) -> Variable:
     return o.mul(factor, term)
 
 
-# -- primitive goals ---------------------------------------------------------------------------
+# -- the three parts of an update, each a function one way and its inverse the other ---------------
 
 
-def scaledo(term: Any, factor: Any, base: Any) -> Goal:
-    """`term` is factor * base with a 0-d factor: ±scalars * base, or base itself with factor 1."""
-
-    def goal(state):
-        whole = bound_graph(term, state)
-        if whole is not None:
-            if whole.dtype not in BLAS_DTYPES:
-                return
-            negated, scalars, others = _factors(whole)
-            if len(others) == 1 and others[0] is not whole and others[0].dtype == whole.dtype:
-                (core,) = others
-                yield from eq((factor, base), (_scale(negated, scalars, core.dtype), core))(state)
-            yield from eq((factor, base), (_scale(False, [], whole.dtype), whole))(state)
-            return
-        parts = bound_graph(factor, state), bound_graph(base, state)
-        if None not in parts:
-            yield from eq(term, _scaled(*parts))(state)
-
-    return goal
+def _scalings(term: Variable) -> Iterator[tuple[Variable, Variable]]:
+    """(factor, base) with term = factor * base and a 0-d factor: ±scalars * base, then (1, term)."""
+    if term.dtype not in BLAS_DTYPES:
+        return
+    negated, scalars, others = _factors(term)
+    if len(others) == 1 and others[0] is not term and others[0].dtype == term.dtype:
+        yield _scale(negated, scalars, others[0].dtype), others[0]
+    yield _scale(False, [], term.dtype), term
 
 
-def producto(term: Any, factor: Any, left: Any, right: Any, split: Split, join: Join) -> Goal:
-    """`term` is factor * product(left, right) with a 0-d factor.
-
-    `split(core)` gives the (left, right) a product term stands for, `join`
-    builds the product back (for running backward).
-    """
-
-    def goal(state):
-        whole = bound_graph(term, state)
-        if whole is not None:
-            if whole.dtype not in BLAS_DTYPES:
-                return
-            negated, scalars, others = _factors(whole)
-            if len(others) != 1 or others[0].dtype != whole.dtype:
-                return
-            (core,) = others
-            for pair in split(core):
-                yield from eq((factor, left, right), (_scale(negated, scalars, core.dtype), *pair))(state)
-            return
-        parts = [bound_graph(v, state) for v in (factor, left, right)]
-        if None in parts:
-            return
-        product = join(parts[1], parts[2])
-        if product is not None:
-            yield from eq(term, _scaled(parts[0], product))(state)
-
-    return goal
+def _products(term: Variable, split: Split) -> Iterator[tuple[Variable, Variable, Variable]]:
+    """(factor, left, right) with term = factor * product(left, right) and a 0-d factor."""
+    if term.dtype not in BLAS_DTYPES:
+        return
+    negated, scalars, others = _factors(term)
+    if len(others) != 1 or others[0].dtype != term.dtype:
+        return
+    (core,) = others
+    for left, right in split(core):
+        yield _scale(negated, scalars, core.dtype), left, right
 
 
-def same_typeo(update: Any, *terms: Any) -> Goal:
+def _same_type(node: Variable, *terms: Variable) -> bool:
     """The BLAS node's static type is exactly that of the sum of the terms it replaces.
 
     The ops infer lengths as if their terms had equal shapes; this refuses a
     node that would claim a length the broadcast sum does not know.
     """
-
-    def goal(state):
-        node = bound_graph(update, state)
-        parts = [bound_graph(t, state) for t in terms]
-        if node is None or None in parts:
-            return
-        total = applied(o.add, parts)
-        if total is not None and total.type == node.type:
-            yield state
-
-    return goal
+    total = applied(o.add, terms)
+    return total is not None and total.type == node.type
 
 
-def _may_hold_product(ndim: int) -> Callable[[Any], Goal]:
-    """A cheap first goal: a ground left side must be a sum of rank `ndim` with a dot among its terms.
+class _Update:
+    """One BLAS update (gemm, gemv, ger) absorbing a product term and a base term of a sum.
 
-    Forward, most sums fail here in microseconds instead of in the full
-    search; an unbound left side (running backward) passes through.
+    `absorbed(terms)` is the sum with the two replaced by the node, the
+    other terms first (the rule's forward function); `expansions(result)`
+    the sums whose absorption gives `result` (its inverse).  The product is
+    tried at each term in order, the base at the others, scaled ones first.
     """
 
-    def check(lhs: Any) -> Goal:
-        def goal(state):
-            value = as_graph(walk(lhs, state))
-            if not isinstance(value, Variable) or _sum_may_hold_product(value, ndim):
-                yield state
+    def __init__(self, op: Op, split: Split, join: Join, scaled_base: bool):
+        self.op, self.split, self.join, self.scaled_base = op, split, join, scaled_base
 
-        return goal
+    def node(self, base_factor: Variable, base: Variable, factor: Variable, left: Variable, right: Variable):
+        operands = (
+            (base, factor, left, right, base_factor) if self.scaled_base else (base, factor, left, right)
+        )
+        return applied(self.op, operands)
 
-    return check
+    def absorbed(self, terms: tuple[Variable, ...]) -> Variable | None:
+        if not regroupable(terms) or not any(_holds_product(t) for t in terms):
+            return None
+        for i, product_term in enumerate(terms):
+            rest = terms[:i] + terms[i + 1 :]
+            for factor, left, right in _products(product_term, self.split):
+                for k in sorted(range(len(rest)), key=lambda k: not _has_scale(rest[k])):
+                    base_term, others = rest[k], rest[:k] + rest[k + 1 :]
+                    for base_factor, base in (
+                        _scalings(base_term) if self.scaled_base else [(None, base_term)]
+                    ):
+                        node = self.node(base_factor, base, factor, left, right)
+                        if node is not None and _same_type(node, product_term, base_term):
+                            return node if not others else applied(o.add, (*others, node))
+        return None
+
+    def expansions(self, result: Variable) -> list[dict]:
+        terms = node_inputs(result, o.add) or (result,)
+        found = []
+        for k, node in enumerate(terms):
+            parts = node_inputs(node, self.op)
+            if parts is None:
+                continue
+            base, factor, left, right = parts[:4]
+            base_term = _scaled(parts[4], base) if self.scaled_base else base
+            product = self.join(left, right)
+            if product is not None:
+                others, product_term = (*terms[:k], *terms[k + 1 :]), _scaled(factor, product)
+                found.append({"terms": (base_term, product_term, *others)})
+                found.append({"terms": (product_term, base_term, *others)})  # when a product hides in the base
+        return found
 
 
-def _sum_may_hold_product(value: Variable, ndim: int) -> bool:
-    node = value.owner
-    if node is None or node.op != o.add or value.ndim != ndim:
-        return False
-    for term in node.inputs:
-        for _ in range(3):  # a product may sit under a neg and a mul
-            owner = term.owner
-            if owner is None:
-                break
-            note_read(owner)  # what a guard reads, the engine must know, to retry it when that changes
-            if owner.op in (o.dot, o.dot22):
-                return True
-            if owner.op not in (o.neg, o.mul):
-                break
-            term = next((v for v in owner.inputs if v.ndim > 0), owner.inputs[-1])
+def _holds_product(term: Variable) -> bool:
+    """Whether a dot sits in `term` under at most a neg and a mul (what an update can absorb)."""
+    for _ in range(3):
+        owner = term.owner
+        if owner is None:
+            return False
+        note_read(owner)  # what the rule reads, the engine must know, to retry it when that changes
+        if owner.op in (o.dot, o.dot22):
+            return True
+        if owner.op not in (o.neg, o.mul):
+            return False
+        term = next((v for v in owner.inputs if v.ndim > 0), owner.inputs[-1])
     return False
-
-
-def _absorbed(
-    lhs: Any,
-    rhs: Any,
-    product: Goal,
-    base: Goal,
-    update: Goal,
-    product_term: Any,
-    base_term: Any,
-    node: Any,
-    ndim: int,
-) -> Goal:
-    """lhs = sum(others + [base_term, product_term]) and rhs = sum(others + [node]), either way round."""
-    terms, rest, others, new_terms = var(prefix="terms"), var(prefix="rest"), var(prefix="others"), var()
-    return lall(
-        _may_hold_product(ndim)(lhs),
-        along(
-            lhs,
-            variadico(lhs, o.add, terms),
-            picko(terms, product_term, rest),
-            product,
-            picko(rest, base_term, others, preferred=_has_scale),
-            base,
-            update,
-            picko(new_terms, node, others),
-            variadico(rhs, o.add, new_terms),
-        ),
-        same_typeo(node, product_term, base_term),
-        whereo(lhs, operands_regroupable),
-    )
 
 
 # -- products -------------------------------------------------------------------------------
@@ -335,39 +292,35 @@ _GEMV_TYPES = {"A": "(3,4)", "x": "(4,)", "y": "(3,)", "z": "(3,)", "w": "(4,)"}
 _GER_TYPES = {"A": "(3,2)", "u": "(3,1)", "v": "(1,2)", "C": "(3,2)"}
 
 
-@relation(
-    tags=BLAS,
+_GER = _Update(o.ger, _outer_product, _outer, scaled_base=False)
+_GEMM = _Update(o.gemm, _matrix_product, _dot, scaled_base=True)
+_GEMV = _Update(o.gemv, _matrix_vector_product, _dot, scaled_base=True)
+
+# The update rules read the scalar factors and the product inside a sum's terms at any position (under a
+# neg and a mul), which a pattern cannot say once for every arrangement: their right side is computed.
+
+add_to_ger = rule(
+    "add_to_ger",
+    (o.add, "*terms"),
+    "result",
+    BLAS,
     semantics="reassociates",
-    tracks=(o.add,),
-    guard=lambda v: _sum_may_hold_product(v, 2),
+    compute={"result": Computed(_GER.absorbed, inverse=_GER.expansions)},
+    keeps_type=True,
     examples=["A + dot(u, v)", "A + a * dot(u, v)", "C + A + neg(a * dot(u, v))"],
     types=_GER_TYPES,
+    doc="""A + a * dot(x[:, None], y[None, :]) (an outer product), among the terms of a sum -> ger(A, a,
+    x, y).  Reassociates: the sum's other terms are added first, then the ger.""",
 )
-def add_to_ger(lhs, rhs):
-    """A + a * dot(x[:, None], y[None, :]) (an outer product), among the terms of a sum -> ger(A, a, x, y).
 
-    Reassociates: the sum's other terms are added first, then the ger.
-    """
-    m, a, x, y = var(prefix="A"), var(prefix="a"), var(prefix="x"), var(prefix="y")
-    product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="ger")
-    return _absorbed(
-        lhs,
-        rhs,
-        producto(product_term, a, x, y, _outer_product, _outer),
-        eq(base_term, m),
-        operandso(node, o.ger, (m, a, x, y)),
-        product_term,
-        base_term,
-        node,
-        ndim=2,
-    )
-
-
-@relation(
-    tags=BLAS,
+add_to_gemm = rule(
+    "add_to_gemm",
+    (o.add, "*terms"),
+    "result",
+    BLAS,
     semantics="reassociates",
-    tracks=(o.add,),
-    guard=lambda v: _sum_may_hold_product(v, 2),
+    compute={"result": Computed(_GEMM.absorbed, inverse=_GEMM.expansions)},
+    keeps_type=True,
     examples=[
         "a * dot(X, Y) + b * Z",
         "dot(X, Y) + Z",
@@ -377,52 +330,22 @@ def add_to_ger(lhs, rhs):
         "c * a * dot(X, Y) + neg(b * Z)",
     ],
     types=_GEMM_TYPES,
+    doc="""b * Z + a * dot(X, Y), among the terms of a sum -> gemm(Z, a, X, Y, b); a, b default to 1.
+    Reassociates: the sum's other terms are added first, then the gemm, which applies a and b inside
+    the BLAS call.""",
 )
-def add_to_gemm(lhs, rhs):
-    """b * Z + a * dot(X, Y), among the terms of a sum -> gemm(Z, a, X, Y, b); a, b default to 1.
 
-    Reassociates: the sum's other terms are added first, then the gemm, which
-    applies a and b inside the BLAS call.
-    """
-    z, a, x, y, b = var(prefix="Z"), var(prefix="a"), var(prefix="X"), var(prefix="Y"), var(prefix="b")
-    product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="gemm")
-    return _absorbed(
-        lhs,
-        rhs,
-        producto(product_term, a, x, y, _matrix_product, _dot),
-        scaledo(base_term, b, z),
-        operandso(node, o.gemm, (z, a, x, y, b)),
-        product_term,
-        base_term,
-        node,
-        ndim=2,
-    )
-
-
-@relation(
-    tags=BLAS,
+add_to_gemv = rule(
+    "add_to_gemv",
+    (o.add, "*terms"),
+    "result",
+    BLAS,
     semantics="reassociates",
-    tracks=(o.add,),
-    guard=lambda v: _sum_may_hold_product(v, 1),
+    compute={"result": Computed(_GEMV.absorbed, inverse=_GEMV.expansions)},
+    keeps_type=True,
     examples=["a * dot(A, x) + b * y", "dot(A, x) + y", "w + dot(z, A) + neg(x)"],
     types=_GEMV_TYPES,
+    doc="""b * y + a * dot(A, x) (or a * dot(x, A), with A.T), among the terms of a sum -> gemv(y, a, A,
+    x, b).  Reassociates: the sum's other terms are added first, then the gemv, which applies a and b
+    inside the BLAS call.""",
 )
-def add_to_gemv(lhs, rhs):
-    """b * y + a * dot(A, x) (or a * dot(x, A), with A.T), among the terms of a sum -> gemv(y, a, A, x, b).
-
-    Reassociates: the sum's other terms are added first, then the gemv, which
-    applies a and b inside the BLAS call.
-    """
-    y, a, m, x, b = var(prefix="y"), var(prefix="a"), var(prefix="A"), var(prefix="x"), var(prefix="b")
-    product_term, base_term, node = var(prefix="product"), var(prefix="base"), var(prefix="gemv")
-    return _absorbed(
-        lhs,
-        rhs,
-        producto(product_term, a, m, x, _matrix_vector_product, _dot),
-        scaledo(base_term, b, y),
-        operandso(node, o.gemv, (y, a, m, x, b)),
-        product_term,
-        base_term,
-        node,
-        ndim=1,
-    )
