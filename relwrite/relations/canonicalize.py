@@ -33,6 +33,7 @@ into a number.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -49,8 +50,6 @@ from relwrite.relations.goals import (
     cancelledo,
     choiceo,
     conj,
-    flatteno,
-    foldedo,
     involutiono,
     like_factorso,
     like_termso,
@@ -60,18 +59,22 @@ from relwrite.relations.goals import (
     operandso,
     replaceableo,
     rewrite_operandso,
-    sortedo,
 )
 from relwrite.relations.operands import (
     constant_result,
     divided_out,
-    holds_constants,
+    folded_constants,
     holds_variables,
     is_neutral_of,
+    nestings,
     neutral_drops,
-    reads,
+    operand_candidates,
+    rebuilt,
     rest_regroupable,
+    rotations,
     shaped_within,
+    sorted_terms,
+    spliced,
     variadic_applied,
 )
 from relwrite.relations.predicates import (
@@ -87,6 +90,7 @@ from relwrite.relations.predicates import (
     signed_var,
 )
 from relwrite.relations.registry import relation, rule
+from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
@@ -152,109 +156,111 @@ mul_of_one_factor = rule(
 # -- flattening, constants and order --------------------------------------------------------------
 
 
-@relation(
+def renested(op: Op, flat: Variable) -> Iterator[dict]:
+    """The operand lists that flatten to `flat`'s: one run of two or more consecutive operands re-nested
+    (all but the whole list), the shortest runs first."""
+    return operand_candidates(op, partial(nestings, op), flat)
+
+
+def unsorted(op: Op, ordered: Variable) -> Iterator[dict]:
+    """The rotations of `ordered`'s operands (the sort keeps only those that sort back to it)."""
+    return operand_candidates(op, rotations, ordered)
+
+
+# flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
+flatten_add = rule(
+    "flatten_add",
+    (o.add, "*terms"),
+    "flat",
     CANON,
     semantics="reassociates",
-    tracks=(o.add,),
     examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
-    screen=reads(o.add),
+    compute={"flat": Computed(partial(rebuilt, o.add, partial(spliced, o.add)), partial(renested, o.add))},
+    keeps_type=True,
     idempotent=True,
+    doc="""add(a, add(b, c), d) -> add(a, b, c, d): nested sums of the sum's dtype spliced into one
+    (backward: re-nested).  Reassociates: a + (b + c) becomes (a + b) + c.""",
 )
-def flatten_add(lhs: Any, rhs: Any) -> Goal:
-    """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested).
 
-    Reassociates: a + (b + c) becomes (a + b) + c.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(flatteno, o.add))
-
-
-@relation(
+# flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
+flatten_mul = rule(
+    "flatten_mul",
+    (o.mul, "*terms"),
+    "flat",
     CANON,
     semantics="reassociates",
-    tracks=(o.mul,),
     examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
-    screen=reads(o.mul),
+    compute={"flat": Computed(partial(rebuilt, o.mul, partial(spliced, o.mul)), partial(renested, o.mul))},
+    keeps_type=True,
     idempotent=True,
+    doc="""mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products of the product's dtype spliced into
+    one (backward: re-nested).  Reassociates: a * (b * c) becomes (a * b) * c.""",
 )
-def flatten_mul(lhs: Any, rhs: Any) -> Goal:
-    """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested).
 
-    Reassociates: a * (b * c) becomes (a * b) * c.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(flatteno, o.mul))
-
-
-@relation(
+# folding gathers every constant of the list, in order, into one value: code computes it
+fold_add_constants = rule(
+    "fold_add_constants",
+    (o.add, "*terms"),
+    "folded",
     CANON,
     semantics="reassociates",
-    tracks=(o.add,),
-    backward="a folded constant does not say which constants it came from",
     examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
-    screen=holds_constants,
+    compute={"folded": partial(rebuilt, o.add, partial(folded_constants, o.add))},
+    keeps_type=True,
     idempotent=True,
+    doc="""add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.  Reassociates:
+    the constants are added before the other terms.  Integers fold in their dtype, wrapping around as
+    the graph would; a float fold that overflows or is invalid (inf - inf) is refused.""",
 )
-def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
-    """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.
 
-    Reassociates: the constants are added before the other terms.  Integers
-    fold in their dtype, wrapping around as the graph would; a float fold that
-    overflows or is invalid (inf - inf) is refused (`goals.foldedo`).
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(foldedo, o.add))
-
-
-@relation(
+# folding gathers every constant of the list, in order, into one value: code computes it
+fold_mul_constants = rule(
+    "fold_mul_constants",
+    (o.mul, "*terms"),
+    "folded",
     CANON,
     semantics="reassociates",
-    tracks=(o.mul,),
-    backward="a folded constant does not say which constants it came from",
     examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
-    screen=holds_constants,
+    compute={"folded": partial(rebuilt, o.mul, partial(folded_constants, o.mul))},
+    keeps_type=True,
     idempotent=True,
+    doc="""mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
+    Reassociates: the constants are multiplied before the other factors.  Integers fold in their dtype,
+    wrapping around as the graph would; a float fold that overflows, underflows or is invalid (inf * 0)
+    is refused, so ``1e200 * x * 1e200`` never becomes ``inf * x``.""",
 )
-def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
-    """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
 
-    Reassociates: the constants are multiplied before the other factors.
-    Integers fold in their dtype, wrapping around as the graph would; a float
-    fold that overflows, underflows or is invalid (inf * 0) is refused, so
-    ``1e200 * x * 1e200`` never becomes ``inf * x`` (`goals.foldedo`).
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(foldedo, o.mul))
-
-
-@relation(
+# sorting orders the whole list by `canonical_key`, which reads each operand's node: code sorts it
+sort_add = rule(
+    "sort_add",
+    (o.add, "*terms"),
+    "ordered",
     CANON,
     semantics="reassociates",
-    tracks=(o.add,),
     examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)"),
+    compute={"ordered": Computed(partial(rebuilt, o.add, sorted_terms), partial(unsorted, o.add))},
+    keeps_type=True,
     idempotent=True,
+    doc="""add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
+    Reassociates: with three or more terms the sum is taken in another order (of two, exactly: x + y is
+    y + x).  Backward: the rotations of the operands that sort back to the same order.""",
 )
-def sort_add(lhs: Any, rhs: Any) -> Goal:
-    """add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
 
-    Reassociates: with three or more terms the sum is taken in another order
-    (of two, exactly: x + y is y + x).  Backward: the rotations of the
-    operands that sort back to the same order.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, sortedo)
-
-
-@relation(
+# sorting orders the whole list by `canonical_key`, which reads each operand's node: code sorts it
+sort_mul = rule(
+    "sort_mul",
+    (o.mul, "*terms"),
+    "ordered",
     CANON,
     semantics="reassociates",
-    tracks=(o.mul,),
     examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)"),
+    compute={"ordered": Computed(partial(rebuilt, o.mul, sorted_terms), partial(unsorted, o.mul))},
+    keeps_type=True,
     idempotent=True,
+    doc="""mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.
+    Reassociates: with three or more factors the product is taken in another order (of two, exactly).
+    Backward: the rotations of the operands that sort back to the same order.""",
 )
-def sort_mul(lhs: Any, rhs: Any) -> Goal:
-    """mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.
-
-    Reassociates: with three or more factors the product is taken in another
-    order (of two, exactly).  Backward: the rotations of the operands that
-    sort back to the same order.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, sortedo)
 
 
 # -- neutral elements shaped by fills (after the order: rarely there, so tried last) -------------

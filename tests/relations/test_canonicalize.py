@@ -6,6 +6,7 @@ test_catalogue.py; here each example is also evaluated forward and backward on d
 """
 
 import warnings
+from functools import partial
 from itertools import islice
 
 import numpy as np
@@ -32,9 +33,13 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import graph_repr, pprint
+from relwrite.graph.terms import same_expression
 from relwrite.relations import canonicalize as c
 from relwrite.relations import catalogue, get_rule
+from relwrite.relations.goals import flatteno, foldedo, rewrite_operandso, sortedo
+from relwrite.relations.operands import holds_constants, reads
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
+from relwrite.relations.registry import relation
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.test_semantics import evaluate
 
@@ -588,3 +593,93 @@ def test_collecting_integer_factors_and_terms_keeps_numpys_values(dtype, data):
         before, after = evaluate(graph, values), evaluate(rewritten, values)
         assert before.error == after.error, (name, pprint(rewritten), after.error)
         assert np.array_equal(before.value, after.value), (name, pprint(graph), pprint(rewritten))
+
+
+# -- the rule declarations answer as the goal relations they replaced ----------------------------------
+# The old relations are copied here (as `_old_...`) to prove the declarations in canonicalize.py agree
+# with them: same first answer forward on every subterm of generated graphs and of the examples, and the
+# same answers backward on the old rules' right sides where the old rule ran backward.
+
+OLD_CANON = ("canonicalize", "fast_run", "fast_compile")
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,), screen=reads(o.add), idempotent=True)
+def _old_flatten_add(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, partial(flatteno, o.add))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,), screen=reads(o.mul), idempotent=True)
+def _old_flatten_mul(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, partial(flatteno, o.mul))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,), backward="no", screen=holds_constants)
+def _old_fold_add_constants(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, partial(foldedo, o.add))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,), backward="no", screen=holds_constants)
+def _old_fold_mul_constants(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, partial(foldedo, o.mul))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,))
+def _old_sort_add(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, sortedo)
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,))
+def _old_sort_mul(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, sortedo)
+
+
+OLD_RULES = {
+    "flatten_add": _old_flatten_add,
+    "flatten_mul": _old_flatten_mul,
+    "fold_add_constants": _old_fold_add_constants,
+    "fold_mul_constants": _old_fold_mul_constants,
+    "sort_add": _old_sort_add,
+    "sort_mul": _old_sort_mul,
+}
+AGREEMENT_OPS = (o.add, o.mul, o.neg, o.sub, o.exp, o.true_div, o.reciprocal, o.pow, o.sqr)
+
+
+def subterms(graph: Variable) -> list[Variable]:
+    from relwrite.graph.basic import io_toposort
+
+    return [n.outputs[0] for n in io_toposort(list(graph_inputs([graph])), [graph]) if len(n.outputs) == 1]
+
+
+def assert_agree(old, new, graph: Variable) -> None:
+    """`old` and `new` give the same first answer forward on every subterm of `graph`, and the same
+    answers backward on the old one's right sides (where it runs backward)."""
+    assert old.backward == new.backward, new.name
+    for term in subterms(graph):
+        before, after = forward(old, term), forward(new, term)
+        assert (before is None) == (after is None), (new.name, pprint(term), before, after)
+        if before is None:
+            continue
+        assert same_expression(before, after), (
+            new.name,
+            pprint(term),
+            graph_repr([before]),
+            graph_repr([after]),
+        )
+        if old.backward:
+            expected = [graph_repr([f]) for f in backward(old, before)]
+            assert [graph_repr([f]) for f in backward(new, before)] == expected, (new.name, pprint(before))
+
+
+@pytest.mark.parametrize("name", list(OLD_RULES))
+def test_a_declared_rule_answers_its_examples_as_the_relation_it_replaced(name):
+    new = get_rule(name)
+    for text in new.examples:
+        assert_agree(OLD_RULES[name], new, parse(text, new.types))
+
+
+@pytest.mark.parametrize("name", list(OLD_RULES))
+@given(data=st.data())
+def test_a_declared_rule_answers_generated_graphs_as_the_relation_it_replaced(name, data):
+    input_type = data.draw(st.sampled_from(INPUT_TYPES))
+    _, graph = data.draw(expression_graphs(AGREEMENT_OPS, max_nodes=10, input_type=input_type))
+    assert_agree(OLD_RULES[name], get_rule(name), graph)
