@@ -161,6 +161,19 @@ def screened(declared: Rule, screen: Callable[[Any], bool]) -> Rule:
     return declared
 
 
+_READS_FILL, _READS_QUOTIENT, _READS_RECIPROCAL = reads(o.fill), reads(o.true_div), reads(o.reciprocal)
+
+
+def holds_fill_or_constant(value: Any) -> bool:
+    """A screen: some operand of the node is a constant or a fill (what a zero factor can be)."""
+    return _READS_FILL(value) or any(isinstance(i, Constant) for i in value.owner.inputs)
+
+
+def reads_quotient(value: Any) -> bool:
+    """A screen: some operand of the node is a quotient or a reciprocal (what a cancelled factor sits in)."""
+    return _READS_QUOTIENT(value) or _READS_RECIPROCAL(value)
+
+
 def renested(op: Op, flat: Variable) -> Iterator[dict]:
     """The operand lists that flatten to `flat`'s: one run of two or more consecutive operands re-nested
     (all but the whole list), the shortest runs first."""
@@ -429,16 +442,19 @@ def zeros_of_product(terms: Any) -> Variable | None:
 
 
 # a zero may be filled (as x - x leaves it) and every factor may shape the zeros: code reads the list
-mul_zero = rule(
-    "mul_zero",
-    (o.mul, "*terms"),
-    "zeros",
-    UNSAFE,
-    examples=("x * 0", "mul(0, x, y)"),
-    compute={"zeros": zeros_of_product},
-    keeps_type=True,
-    doc="""x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is
+mul_zero = screened(
+    rule(
+        "mul_zero",
+        (o.mul, "*terms"),
+        "zeros",
+        UNSAFE,
+        examples=("x * 0", "mul(0, x, y)"),
+        compute={"zeros": zeros_of_product},
+        keeps_type=True,
+        doc="""x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is
     finite).  A zero filled to some shape (as x - x leaves) counts as zero too.""",
+    ),
+    holds_fill_or_constant,
 )
 
 
@@ -488,18 +504,21 @@ mul_div_cancel = rule(
 )
 
 # a factor cancels its divisor or reciprocal anywhere in the list, the rest kept in order: code walks it
-mul_cancel = rule(
-    "mul_cancel",
-    (o.mul, "*terms"),
-    "kept",
-    UNSAFE,
-    assumptions=("x != 0",),
-    examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
-    compute={"kept": partial(rebuilt, o.mul, cancelled)},
-    keeps_type=True,
-    doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
+mul_cancel = screened(
+    rule(
+        "mul_cancel",
+        (o.mul, "*terms"),
+        "kept",
+        UNSAFE,
+        assumptions=("x != 0",),
+        examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
+        compute={"kept": partial(rebuilt, o.mul, cancelled)},
+        keeps_type=True,
+        doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
     at x = 0 or x = inf the left side is NaN, so valid for finite x != 0.  Ones shaped like x stay where x
     could widen the result.""",
+    ),
+    reads_quotient,
 )
 
 
