@@ -33,11 +33,11 @@ into a number.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
 import numpy as np
-from kanren.core import eq
 from unification import var
 
 from relwrite.graph import ops as o
@@ -46,32 +46,31 @@ from relwrite.graph.types import TensorType
 from relwrite.relations.goals import (
     Goal,
     along,
-    cancelledo,
-    choiceo,
     conj,
-    flatteno,
-    foldedo,
-    involutiono,
-    like_factorso,
-    like_termso,
     mappingo,
-    node_mappingo,
-    nodeo,
     operandso,
     replaceableo,
-    rewrite_operandso,
-    sortedo,
 )
 from relwrite.relations.operands import (
+    cancelled,
     constant_result,
     divided_out,
+    folded_constants,
     holds_constants,
     holds_variables,
     is_neutral_of,
+    like_factors,
+    like_terms,
+    nestings,
     neutral_drops,
+    operand_candidates,
     reads,
+    rebuilt,
     rest_regroupable,
+    rotations,
     shaped_within,
+    sorted_terms,
+    spliced,
     variadic_applied,
 )
 from relwrite.relations.predicates import (
@@ -86,7 +85,8 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import relation, rule
+from relwrite.relations.registry import Rule, relation, rule
+from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
 UNSAFE = (*CANON, "unsafe")
@@ -152,109 +152,149 @@ mul_of_one_factor = rule(
 # -- flattening, constants and order --------------------------------------------------------------
 
 
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.add,),
-    examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
-    screen=reads(o.add),
-    idempotent=True,
+def screened(declared: Rule, screen: Callable[[Any], bool]) -> Rule:
+    """`declared` with `screen` (reading only its operands' heads, see `Rule`) besides its pattern's: a
+    rule reading its whole operand list cannot say in its pattern which operands it needs, and without
+    this the engine tries it on every add or mul (twice as slow on a wide sum)."""
+    pattern_screen = declared.screen
+    declared.screen = lambda value: pattern_screen(value) and screen(value)
+    return declared
+
+
+_READS_FILL, _READS_QUOTIENT, _READS_RECIPROCAL = reads(o.fill), reads(o.true_div), reads(o.reciprocal)
+
+
+def holds_fill_or_constant(value: Any) -> bool:
+    """A screen: some operand of the node is a constant or a fill (what a zero factor can be)."""
+    return _READS_FILL(value) or any(isinstance(i, Constant) for i in value.owner.inputs)
+
+
+def reads_quotient(value: Any) -> bool:
+    """A screen: some operand of the node is a quotient or a reciprocal (what a cancelled factor sits in)."""
+    return _READS_QUOTIENT(value) or _READS_RECIPROCAL(value)
+
+
+def renested(op: Op, flat: Variable) -> Iterator[dict]:
+    """The operand lists that flatten to `flat`'s: one run of two or more consecutive operands re-nested
+    (all but the whole list), the shortest runs first."""
+    return operand_candidates(op, partial(nestings, op), flat)
+
+
+def unsorted(op: Op, ordered: Variable) -> Iterator[dict]:
+    """The rotations of `ordered`'s operands (the sort keeps only those that sort back to it)."""
+    return operand_candidates(op, rotations, ordered)
+
+
+# flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
+flatten_add = screened(
+    rule(
+        "flatten_add",
+        (o.add, "*terms"),
+        "flat",
+        CANON,
+        semantics="reassociates",
+        examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
+        compute={
+            "flat": Computed(partial(rebuilt, o.add, partial(spliced, o.add)), partial(renested, o.add))
+        },
+        keeps_type=True,
+        idempotent=True,
+        doc="""add(a, add(b, c), d) -> add(a, b, c, d): nested sums of the sum's dtype spliced into one
+    (backward: re-nested).  Reassociates: a + (b + c) becomes (a + b) + c.""",
+    ),
+    reads(o.add),
 )
-def flatten_add(lhs: Any, rhs: Any) -> Goal:
-    """add(a, add(b, c), d) -> add(a, b, c, d): nested sums spliced into one (backward: re-nested).
 
-    Reassociates: a + (b + c) becomes (a + b) + c.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(flatteno, o.add))
-
-
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.mul,),
-    examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
-    screen=reads(o.mul),
-    idempotent=True,
+# flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
+flatten_mul = screened(
+    rule(
+        "flatten_mul",
+        (o.mul, "*terms"),
+        "flat",
+        CANON,
+        semantics="reassociates",
+        examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
+        compute={
+            "flat": Computed(partial(rebuilt, o.mul, partial(spliced, o.mul)), partial(renested, o.mul))
+        },
+        keeps_type=True,
+        idempotent=True,
+        doc="""mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products of the product's dtype spliced into
+    one (backward: re-nested).  Reassociates: a * (b * c) becomes (a * b) * c.""",
+    ),
+    reads(o.mul),
 )
-def flatten_mul(lhs: Any, rhs: Any) -> Goal:
-    """mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products spliced into one (backward: re-nested).
 
-    Reassociates: a * (b * c) becomes (a * b) * c.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(flatteno, o.mul))
-
-
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.add,),
-    backward="a folded constant does not say which constants it came from",
-    examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
-    screen=holds_constants,
-    idempotent=True,
+# folding gathers every constant of the list, in order, into one value: code computes it
+fold_add_constants = screened(
+    rule(
+        "fold_add_constants",
+        (o.add, "*terms"),
+        "folded",
+        CANON,
+        semantics="reassociates",
+        examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
+        compute={"folded": partial(rebuilt, o.add, partial(folded_constants, o.add))},
+        keeps_type=True,
+        idempotent=True,
+        doc="""add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.  Reassociates:
+    the constants are added before the other terms.  Integers fold in their dtype, wrapping around as
+    the graph would; a float fold that overflows or is invalid (inf - inf) is refused.""",
+    ),
+    holds_constants,
 )
-def fold_add_constants(lhs: Any, rhs: Any) -> Goal:
-    """add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.
 
-    Reassociates: the constants are added before the other terms.  Integers
-    fold in their dtype, wrapping around as the graph would; a float fold that
-    overflows or is invalid (inf - inf) is refused (`goals.foldedo`).
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(foldedo, o.add))
-
-
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.mul,),
-    backward="a folded constant does not say which constants it came from",
-    examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
-    screen=holds_constants,
-    idempotent=True,
+# folding gathers every constant of the list, in order, into one value: code computes it
+fold_mul_constants = screened(
+    rule(
+        "fold_mul_constants",
+        (o.mul, "*terms"),
+        "folded",
+        CANON,
+        semantics="reassociates",
+        examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
+        compute={"folded": partial(rebuilt, o.mul, partial(folded_constants, o.mul))},
+        keeps_type=True,
+        idempotent=True,
+        doc="""mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
+    Reassociates: the constants are multiplied before the other factors.  Integers fold in their dtype,
+    wrapping around as the graph would; a float fold that overflows, underflows or is invalid (inf * 0)
+    is refused, so ``1e200 * x * 1e200`` never becomes ``inf * x``.""",
+    ),
+    holds_constants,
 )
-def fold_mul_constants(lhs: Any, rhs: Any) -> Goal:
-    """mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
 
-    Reassociates: the constants are multiplied before the other factors.
-    Integers fold in their dtype, wrapping around as the graph would; a float
-    fold that overflows, underflows or is invalid (inf * 0) is refused, so
-    ``1e200 * x * 1e200`` never becomes ``inf * x`` (`goals.foldedo`).
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(foldedo, o.mul))
-
-
-@relation(
+# sorting orders the whole list by `canonical_key`, which reads each operand's node: code sorts it
+sort_add = rule(
+    "sort_add",
+    (o.add, "*terms"),
+    "ordered",
     CANON,
     semantics="reassociates",
-    tracks=(o.add,),
     examples=("y + x", "add(exp(x), 1)", "add(x, 2, y)"),
+    compute={"ordered": Computed(partial(rebuilt, o.add, sorted_terms), partial(unsorted, o.add))},
+    keeps_type=True,
     idempotent=True,
+    doc="""add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
+    Reassociates: with three or more terms the sum is taken in another order (of two, exactly: x + y is
+    y + x).  Backward: the rotations of the operands that sort back to the same order.""",
 )
-def sort_add(lhs: Any, rhs: Any) -> Goal:
-    """add(y, x, 1) -> add(1, x, y): constants first, then the stable order of `canonical_key`.
 
-    Reassociates: with three or more terms the sum is taken in another order
-    (of two, exactly: x + y is y + x).  Backward: the rotations of the
-    operands that sort back to the same order.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, sortedo)
-
-
-@relation(
+# sorting orders the whole list by `canonical_key`, which reads each operand's node: code sorts it
+sort_mul = rule(
+    "sort_mul",
+    (o.mul, "*terms"),
+    "ordered",
     CANON,
     semantics="reassociates",
-    tracks=(o.mul,),
     examples=("y * x", "mul(exp(x), 2)", "mul(x, 2, y)"),
+    compute={"ordered": Computed(partial(rebuilt, o.mul, sorted_terms), partial(unsorted, o.mul))},
+    keeps_type=True,
     idempotent=True,
+    doc="""mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.
+    Reassociates: with three or more factors the product is taken in another order (of two, exactly).
+    Backward: the rotations of the operands that sort back to the same order.""",
 )
-def sort_mul(lhs: Any, rhs: Any) -> Goal:
-    """mul(y, x, 2) -> mul(2, x, y): constants first, then the stable order of `canonical_key`.
-
-    Reassociates: with three or more factors the product is taken in another
-    order (of two, exactly).  Backward: the rotations of the operands that
-    sort back to the same order.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, sortedo)
 
 
 # -- neutral elements shaped by fills (after the order: rarely there, so tried last) -------------
@@ -338,60 +378,49 @@ sub_self = rule(
 )
 
 
-@relation(CANON, tracks=(o.neg,), examples=("-(2 * x)", "-(mul(3, x, y))"))
-def neg_mul_constant(lhs: Any, rhs: Any) -> Goal:
-    """-(c * x...) -> (-c) * x...: a negated product with a leading constant takes the sign into it."""
-    product, factors, negated = var(prefix="product"), var(prefix="factors"), var(prefix="negated")
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.neg, (product,)),
-            operandso(product, o.mul, factors),
-            involutiono(factors, negated, negated_leading_constant),
-            operandso(rhs, o.mul, negated),
-        ),
-        replaceableo(lhs, rhs),
-    )
-
-
-def negated_leading_constant(factors: Any) -> tuple | None:
-    """The factors with their leading constant negated, when it has the product's dtype (an integer's
-    negation wraps around as the graph's would: `constant_result`)."""
-    if not isinstance(factors, tuple) or len(factors) < 2 or not isinstance(factors[0], Constant):
+def negated_leading_constant(terms: Any) -> tuple | None:
+    """The factors `terms` with their leading constant negated, when it has the product's dtype (an
+    integer's negation wraps around as the graph's would: `constant_result`)."""
+    if not isinstance(terms, tuple) or len(terms) < 2 or not isinstance(terms[0], Constant):
         return None
-    if not all(isinstance(f, Variable) for f in factors[1:]):
+    if not all(isinstance(f, Variable) for f in terms[1:]):
         return None
-    dtype = o.mul.output_dtype([f.dtype for f in factors])
-    if factors[0].dtype != dtype or factors[0].type.numpy_dtype.kind not in "iuf":
+    dtype = o.mul.output_dtype([f.dtype for f in terms])
+    if terms[0].dtype != dtype or terms[0].type.numpy_dtype.kind not in "iuf":
         return None
-    value = constant_result(np.negative, [factors[0].data], dtype, wraps=True)
-    return (Constant(factors[0].type, value), *factors[1:])
+    value = constant_result(np.negative, [terms[0].data], dtype, wraps=True)
+    return (Constant(terms[0].type, value), *terms[1:])
 
 
-@relation(
-    UNSAFE,
-    tracks=(o.mul,),
-    backward="the factors multiplied by zero are lost",
-    examples=("x * 0", "mul(0, x, y)"),
+def unnegated(negated: Variable) -> Iterator[dict]:
+    """The factor list `neg_mul_constant` turns into `negated`'s: its leading constant negated back."""
+    return operand_candidates(o.mul, lambda terms: filter(None, [negated_leading_constant(terms)]), negated)
+
+
+# the constant must lead the factors (a position multiset matching does not bind): code reads the list
+neg_mul_constant = rule(
+    "neg_mul_constant",
+    (o.neg, (o.mul, "*terms")),
+    "negated",
+    CANON,
+    examples=("-(2 * x)", "-(mul(3, x, y))"),
+    compute={"negated": Computed(partial(rebuilt, o.mul, negated_leading_constant), unnegated)},
+    keeps_type=True,
+    doc="-(c * x...) -> (-c) * x...: a negated product with a leading constant takes the sign into it.",
 )
-def mul_zero(lhs: Any, rhs: Any) -> Goal:
-    """x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is finite).
-
-    A zero filled to some shape (as x - x leaves) counts as zero too.
-    """
-    return node_mappingo(lhs, rhs, o.mul, lambda found: zeros_of_product(found[1]))
 
 
-def zeros_of_product(factors: Any) -> Variable | None:
-    """Zeros shaped like the product of `factors` when one is zero (a constant, maybe filled), else None.
+def zeros_of_product(terms: Any) -> Variable | None:
+    """Zeros shaped like the product of the factors `terms` when one is zero (a constant, maybe filled),
+    else None.
 
     The zeros take the product's dtype and are broadcast (`fill`) against
     each factor, or model of a filled zero, that could widen them.
     """
-    if not isinstance(factors, tuple) or not all(isinstance(f, Variable) for f in factors):
+    if not isinstance(terms, tuple) or not all(isinstance(f, Variable) for f in terms):
         return None
     models, shapes, zero = [], [], False
-    for factor in factors:
+    for factor in terms:
         layers = filled_constant(factor)
         if layers is None:
             models.append(factor)
@@ -401,7 +430,7 @@ def zeros_of_product(factors: Any) -> Variable | None:
         zero = zero or equals_everywhere(layers[1], 0)
     if not zero:
         return None
-    dtype = o.mul.output_dtype([f.dtype for f in factors])
+    dtype = o.mul.output_dtype([f.dtype for f in terms])
     shape = np.broadcast_shapes(*shapes)
     zeros: Variable = Constant(TensorType(dtype, shape), np.zeros(shape, dtype=dtype))
     used: list[Variable] = []
@@ -410,6 +439,23 @@ def zeros_of_product(factors: Any) -> Variable | None:
             zeros = o.fill(model, zeros)
             used.append(model)
     return zeros
+
+
+# a zero may be filled (as x - x leaves it) and every factor may shape the zeros: code reads the list
+mul_zero = screened(
+    rule(
+        "mul_zero",
+        (o.mul, "*terms"),
+        "zeros",
+        UNSAFE,
+        examples=("x * 0", "mul(0, x, y)"),
+        compute={"zeros": zeros_of_product},
+        keeps_type=True,
+        doc="""x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is
+    finite).  A zero filled to some shape (as x - x leaves) counts as zero too.""",
+    ),
+    holds_fill_or_constant,
+)
 
 
 div_one = rule(
@@ -436,124 +482,124 @@ div_self = rule(
 # -- cancelling factors ----------------------------------------------------------------------------
 
 
-@relation(
-    UNSAFE,
-    tracks=(o.true_div,),
-    assumptions=("y != 0",),
-    backward="the divisor is not determined by the quotient",
-    examples=("(x * y) / y", "(y * x) / y", "mul(x, y, z) / y"),
-)
-def mul_div_cancel(lhs: Any, rhs: Any) -> Goal:
-    """(x * y) / y -> x and (y * x) / y -> x: the divisor cancels one equal factor, at any position.
-
-    Floats; unsafe: at y = 0 or y = inf the left side is NaN, so valid for finite
-    y != 0.  Ones shaped like y stay where y could widen the result.
-    """
-    return node_mappingo(lhs, rhs, o.true_div, _cancelled_quotient)
-
-
-def _cancelled_quotient(found: tuple[Op, tuple]) -> Variable | None:
-    """mul(*factors) / y with one factor y divided out (`divided_out`), or None."""
-    numerator, divisor = found[1]
-    factors = node_inputs(numerator, o.mul) if isinstance(numerator, Variable) else None
-    kept = divided_out((divisor, factors)) if factors is not None else None
+def cancelled_quotient(terms: tuple, y: Variable) -> Variable | None:
+    """mul(*terms) / y with one factor y divided out (`divided_out`), or None."""
+    kept = divided_out((y, terms))
     return variadic_applied(o.mul, kept) if kept else None
 
 
-@relation(
+# y cancels the first equal factor, in place, ones staying where it shaped the product: code reads the list
+mul_div_cancel = rule(
+    "mul_div_cancel",
+    (o.true_div, (o.mul, "*terms"), "y"),
+    "kept",
     UNSAFE,
-    tracks=(o.mul,),
-    assumptions=("x != 0",),
-    backward="the cancelled factor is gone",
-    examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
+    assumptions=("y != 0",),
+    examples=("(x * y) / y", "(y * x) / y", "mul(x, y, z) / y"),
+    compute={"kept": cancelled_quotient},
+    keeps_type=True,
+    doc="""(x * y) / y -> x and (y * x) / y -> x: the divisor cancels one equal factor, at any position.
+    Floats; unsafe: at y = 0 or y = inf the left side is NaN, so valid for finite y != 0.  Ones shaped
+    like y stay where y could widen the result.""",
 )
-def mul_cancel(lhs: Any, rhs: Any) -> Goal:
-    """x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.
 
-    Floats; unsafe: at x = 0 or x = inf the left side is NaN, so valid for
-    finite x != 0.  Ones shaped like x stay where x could widen the result.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, cancelledo)
+# a factor cancels its divisor or reciprocal anywhere in the list, the rest kept in order: code walks it
+mul_cancel = screened(
+    rule(
+        "mul_cancel",
+        (o.mul, "*terms"),
+        "kept",
+        UNSAFE,
+        assumptions=("x != 0",),
+        examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
+        compute={"kept": partial(rebuilt, o.mul, cancelled)},
+        keeps_type=True,
+        doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
+    at x = 0 or x = inf the left side is NaN, so valid for finite x != 0.  Ones shaped like x stay where x
+    could widen the result.""",
+    ),
+    reads_quotient,
+)
 
 
 # -- like terms and like factors -------------------------------------------------------------------
 
 
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.add,),
-    backward="a collected coefficient does not say how it was split",
-    examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, mul(2, x))", "add(neg(x), neg(x))"),
-    screen=holds_variables,
+# like terms are found by structure among all the terms, each group gathered where it first stood: code
+collect_terms = screened(
+    rule(
+        "collect_terms",
+        (o.add, "*terms"),
+        "collected",
+        CANON,
+        semantics="reassociates",
+        examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, mul(2, x))", "add(neg(x), neg(x))"),
+        compute={"collected": partial(rebuilt, o.add, partial(like_terms, False))},
+        keeps_type=True,
+        doc="""x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.  Within a wider sum a group is gathered
+    unless that adds a node: y + x + x stays (y + 2*x would take a product more), y + 2*x + x becomes
+    y + 3*x.  Reassociates: c1*x + c2*x becomes (c1 + c2)*x, which may round differently, and the
+    remaining terms are added in another order.  Floats only when the coefficients are finite and
+    nonzero with one sign, so infinities and NaN come out the same; integers always (exactly).""",
+    ),
+    holds_variables,
 )
-def collect_terms(lhs: Any, rhs: Any) -> Goal:
-    """x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.
 
-    Within a wider sum a group is gathered unless that adds a node: y + x + x
-    stays (y + 2*x would take a product more), y + 2*x + x becomes y + 3*x.
-    Reassociates: c1*x + c2*x becomes (c1 + c2)*x, which may round
-    differently, and the remaining terms are added in another order.  Floats
-    only when the coefficients are finite and nonzero with one sign, so
-    infinities and NaN come out the same; integers always (exactly).
-    """
-    return rewrite_operandso(o.add, lhs, rhs, like_termso)
-
-
-@relation(
-    UNSAFE,
-    tracks=(o.add,),
-    backward="a collected coefficient does not say how it was split",
-    examples=("add(x, neg(x))", "add(mul(3, x), neg(x))", "add(y, x, mul(-1, x))"),
-    screen=holds_variables,
+# like terms are found by structure among all the terms, each group gathered where it first stood: code
+collect_terms_cancelling = screened(
+    rule(
+        "collect_terms_cancelling",
+        (o.add, "*terms"),
+        "collected",
+        UNSAFE,
+        examples=("add(x, neg(x))", "add(mul(3, x), neg(x))", "add(y, x, mul(-1, x))"),
+        compute={"collected": partial(rebuilt, o.add, partial(like_terms, True))},
+        keeps_type=True,
+        doc="""x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.  Unsafe:
+    inf - inf is NaN where 2 * inf is not, so valid where the terms are finite; a sum that cancels leaves
+    zeros shaped like the terms.""",
+    ),
+    holds_variables,
 )
-def collect_terms_cancelling(lhs: Any, rhs: Any) -> Goal:
-    """x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.
 
-    Unsafe: inf - inf is NaN where 2 * inf is not, so valid where the terms
-    are finite; a sum that cancels leaves zeros shaped like the terms.
-    """
-    return rewrite_operandso(o.add, lhs, rhs, partial(like_termso, cancelling=True))
-
-
-@relation(
-    CANON,
-    semantics="reassociates",
-    tracks=(o.mul,),
-    backward="a collected exponent does not say how it was split",
-    examples=("x * x", "mul(x ** 2, x)", "mul(x ** 2, y, x)"),
-    screen=holds_variables,
+# like factors are found by structure among all the factors, each group gathered where it first stood: code
+collect_factors = screened(
+    rule(
+        "collect_factors",
+        (o.mul, "*terms"),
+        "collected",
+        CANON,
+        semantics="reassociates",
+        examples=("x * x", "mul(x ** 2, x)", "mul(x ** 2, y, x)"),
+        compute={"collected": partial(rebuilt, o.mul, partial(like_factors, False))},
+        keeps_type=True,
+        doc="""x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.  Within a
+    wider product a group is gathered only where one of its factors is already a power: x * y * x stays
+    (y * x ** 2 would take a node more).  Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
+    y = 1e-200 overflows (inf) where the left side gives 1e200, and a power rounds once where repeated
+    products round each time.  Exact for integers, where the collected exponent fits the dtype: an
+    exponent counts, it does not wrap around (int8 x ** 127 * x stays; x ** -128 is another power).""",
+    ),
+    holds_variables,
 )
-def collect_factors(lhs: Any, rhs: Any) -> Goal:
-    """x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.
 
-    Within a wider product a group is gathered only where one of its factors
-    is already a power: x * y * x stays (y * x ** 2 would take a node more).
-
-    Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
-    y = 1e-200 overflows (inf) where the left side gives 1e200, and a power
-    rounds once where repeated products round each time.  Exact for integers,
-    where the collected exponent fits the dtype: an exponent counts, it does
-    not wrap around (int8 x ** 127 * x stays; x ** -128 is another power).
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, like_factorso)
-
-
-@relation(
-    UNSAFE,
-    tracks=(o.mul,),
-    assumptions=("x > 0",),
-    backward="a collected exponent does not say how it was split",
-    examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
-    screen=holds_variables,
+# like factors are found by structure among all the factors, each group gathered where it first stood: code
+collect_factors_general = screened(
+    rule(
+        "collect_factors_general",
+        (o.mul, "*terms"),
+        "collected",
+        UNSAFE,
+        assumptions=("x > 0",),
+        examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
+        compute={"collected": partial(rebuilt, o.mul, partial(like_factors, True))},
+        keeps_type=True,
+        doc="""x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
+    Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1; for x < 0 a fractional power
+    is NaN.""",
+    ),
+    holds_variables,
 )
-def collect_factors_general(lhs: Any, rhs: Any) -> Goal:
-    """x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
-
-    Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1;
-    for x < 0 a fractional power is NaN.
-    """
-    return rewrite_operandso(o.mul, lhs, rhs, partial(like_factorso, general=True))
 
 
 # -- inverse functions -----------------------------------------------------------------------------
@@ -620,140 +666,154 @@ useless_fill = rule(
 )
 
 
-def useless_op(lhs: Any, rhs: Any, kind: type, options: Any) -> Goal:
-    """lhs applies an op of class `kind` to x, one of the `options(x)` that return x unchanged; rhs is x."""
-    op, x = var(prefix="op"), var(prefix="x")
-    return along(lhs, nodeo(lhs, kind, op, (x,)), choiceo(op, options, x), eq(x, rhs))
+def unshuffled(x: Variable, n: int, order: tuple) -> Variable | None:
+    """x, when DimShuffle(n, order) keeps every axis of it in place."""
+    return x if n == x.ndim and order == tuple(range(x.ndim)) else None
 
 
-def identity_dimshuffles(x: Variable) -> list[o.DimShuffle]:
-    return [o.DimShuffle(x.ndim, tuple(range(x.ndim)))]
+def identity_dimshuffles(kept: Variable) -> list[dict]:
+    return [{"x": kept, "n": kept.ndim, "order": tuple(range(kept.ndim))}]
 
 
-def identity_casts(x: Variable) -> list[o.Cast]:
-    return [o.Cast(x.dtype)]
+def uncast(x: Variable, dtype: str) -> Variable | None:
+    """x, when it already has `dtype`."""
+    return x if x.dtype == dtype else None
 
 
-def identity_allocs(x: Variable) -> list[o.Alloc]:
-    shape = x.type.shape
-    return [o.Alloc(shape)] if None not in shape else []
+def identity_casts(kept: Variable) -> list[dict]:
+    return [{"x": kept, "dtype": kept.dtype}]
 
 
-def identity_reshapes(x: Variable) -> list[o.Reshape]:
-    """The reshapes static shapes prove to keep `x` as it is (one length may be -1)."""
+def unallocated(x: Variable, shape: tuple) -> Variable | None:
+    """x, when its static shape is exactly `shape`."""
+    return x if None not in x.type.shape and x.type.shape == shape else None
+
+
+def identity_allocs(kept: Variable) -> list[dict]:
+    shape = kept.type.shape
+    return [{"x": kept, "shape": shape}] if None not in shape else []
+
+
+def reshapes_keeping(x: Variable) -> list[tuple]:
+    """The shapes static shapes prove a reshape of `x` to keep it as it is (one length may be -1)."""
     shape = x.type.shape
     unknown = [axis for axis, length in enumerate(shape) if length is None]
     if len(unknown) > 1:
         return []
     if unknown:
-        return [o.Reshape(tuple(-1 if length is None else length for length in shape))]
-    return [
-        o.Reshape(shape),
-        *(o.Reshape((*shape[:axis], -1, *shape[axis + 1 :])) for axis in range(len(shape))),
-    ]
+        return [tuple(-1 if length is None else length for length in shape)]
+    return [shape, *((*shape[:axis], -1, *shape[axis + 1 :]) for axis in range(len(shape)))]
 
 
-@relation(CANON, tracks=(o.DimShuffle,), examples=("transpose(x)",), types={"x": "vector"})
-def useless_dimshuffle(lhs: Any, rhs: Any) -> Goal:
-    """A DimShuffle keeping every axis in place (the transpose of a vector) -> its input."""
-    return useless_op(lhs, rhs, o.DimShuffle, identity_dimshuffles)
+def unreshaped(x: Variable, shape: tuple) -> Variable | None:
+    """x, when static shapes prove Reshape(shape) keeps it as it is."""
+    return x if shape in reshapes_keeping(x) else None
 
 
-@relation(CANON, tracks=(o.Cast,), examples=('x.astype("float64")',))
-def useless_cast(lhs: Any, rhs: Any) -> Goal:
-    """A cast to the dtype its input already has -> the input."""
-    return useless_op(lhs, rhs, o.Cast, identity_casts)
+def identity_reshapes(kept: Variable) -> list[dict]:
+    return [{"x": kept, "shape": shape} for shape in reshapes_keeping(kept)]
 
 
-@relation(CANON, tracks=(o.Alloc,), examples=("alloc(x, 2, 3)",), types={"x": "(2, 3)"})
-def useless_alloc(lhs: Any, rhs: Any) -> Goal:
-    """Alloc(shape)(x) -> x when x's static shape is exactly `shape`."""
-    return useless_op(lhs, rhs, o.Alloc, identity_allocs)
-
-
-@relation(
+# whether the op keeps x is a test of its props against x's type, and backward the props are built from it
+useless_dimshuffle = rule(
+    "useless_dimshuffle",
+    (o.DimShuffle.pattern(input_ndim="n", new_order="order"), "x"),
+    "kept",
     CANON,
-    tracks=(o.Reshape,),
+    examples=("transpose(x)",),
+    types={"x": "vector"},
+    compute={"kept": Computed(unshuffled, identity_dimshuffles)},
+    doc="A DimShuffle keeping every axis in place (the transpose of a vector) -> its input.",
+)
+
+# whether the op keeps x is a test of its props against x's type, and backward the props are built from it
+useless_cast = rule(
+    "useless_cast",
+    (o.Cast.pattern(dtype="dtype"), "x"),
+    "kept",
+    CANON,
+    examples=('x.astype("float64")',),
+    compute={"kept": Computed(uncast, identity_casts)},
+    doc="A cast to the dtype its input already has -> the input.",
+)
+
+# whether the op keeps x is a test of its props against x's type, and backward the props are built from it
+useless_alloc = rule(
+    "useless_alloc",
+    (o.Alloc.pattern(shape="shape"), "x"),
+    "kept",
+    CANON,
+    examples=("alloc(x, 2, 3)",),
+    types={"x": "(2, 3)"},
+    compute={"kept": Computed(unallocated, identity_allocs)},
+    doc="Alloc(shape)(x) -> x when x's static shape is exactly `shape`.",
+)
+
+# whether the op keeps x is a test of its props against x's type, and backward the props are built from it
+useless_reshape = rule(
+    "useless_reshape",
+    (o.Reshape.pattern(shape="shape"), "x"),
+    "kept",
+    CANON,
     examples=("x.reshape(2, 3)", "v.reshape(-1)"),
     types={"x": "(2, 3)", "v": "vector"},
+    compute={"kept": Computed(unreshaped, identity_reshapes)},
+    doc="Reshape(shape)(x) -> x when static shapes prove the shape unchanged.",
 )
-def useless_reshape(lhs: Any, rhs: Any) -> Goal:
-    """Reshape(shape)(x) -> x when static shapes prove the shape unchanged."""
-    return useless_op(lhs, rhs, o.Reshape, identity_reshapes)
 
 
 # -- chains of shape ops ---------------------------------------------------------------------------
 
 
-@relation(
-    CANON,
-    tracks=(o.DimShuffle,),
-    backward="a DimShuffle has many factorisations",
-    examples=("transpose(transpose(A))", "transpose(transpose(t))"),
-    types={"A": "matrix", "t": "(2, None, 3)"},
-)
-def dimshuffle_chain(lhs: Any, rhs: Any) -> Goal:
-    """DimShuffle(DimShuffle(x)) -> one DimShuffle of x, or x itself (the transpose of a transpose)."""
-    outer, inner, middle, x = var(prefix="outer"), var(prefix="inner"), var(prefix="middle"), var(prefix="x")
-    return conj(
-        nodeo(lhs, o.DimShuffle, outer, (middle,)),
-        nodeo(middle, o.DimShuffle, inner, (x,)),
-        mappingo((inner, outer, x), rhs, composed_dimshuffle),
-        replaceableo(lhs, rhs),
-    )
-
-
-def composed_dimshuffle(parts: tuple) -> Variable | None:
-    """The DimShuffle doing `inner` then `outer` applied to x (x itself when it moves nothing)."""
-    inner, outer, x = parts
-    order = tuple("x" if axis == "x" else inner.new_order[axis] for axis in outer.new_order)
+def composed_dimshuffle(inner: tuple, outer: tuple, x: Variable) -> Variable | None:
+    """The DimShuffle doing order `inner` then `outer` applied to x (x itself when it moves nothing)."""
+    order = tuple("x" if axis == "x" else inner[axis] for axis in outer)
     if order == tuple(range(x.ndim)):
         return x
-    try:
-        return o.DimShuffle(x.ndim, order)(x)
-    except (TypeError, ValueError):
-        return None
+    return o.DimShuffle(x.ndim, order)(x)
 
 
-@relation(
+# the composed order is computed from both, and when it moves nothing the result is x itself: code
+dimshuffle_chain = rule(
+    "dimshuffle_chain",
+    (o.DimShuffle.pattern(new_order="outer"), (o.DimShuffle.pattern(new_order="inner"), "x")),
+    "composed",
     CANON,
-    tracks=(o.Reshape,),
-    backward="the intermediate shape is lost",
+    examples=("transpose(transpose(A))", "transpose(transpose(t))"),
+    types={"A": "matrix", "t": "(2, None, 3)"},
+    compute={"composed": composed_dimshuffle},
+    keeps_type=True,
+    doc="DimShuffle(DimShuffle(x)) -> one DimShuffle of x, or x itself (the transpose of a transpose).",
+)
+
+
+def reshaped_once(inner: tuple, outer: tuple, x: Variable) -> Variable:
+    """Reshape(outer)(x), with the static shape the chain ends with where it is known (-1 resolved)."""
+    shape = o.Reshape(outer)(o.Reshape(inner)(x)).type.shape
+    return o.Reshape(shape if None not in shape else outer)(x)
+
+
+# the chain's static shape (-1 resolved through the middle) is computed from both shapes and x's type
+reshape_chain = rule(
+    "reshape_chain",
+    (o.Reshape.pattern(shape="outer"), (o.Reshape.pattern(shape="inner"), "x")),
+    "reshaped",
+    CANON,
     examples=("x.reshape(3, 2).reshape(6)",),
     types={"x": "(2, 3)"},
+    compute={"reshaped": reshaped_once},
+    keeps_type=True,
+    doc="Reshape(s2)(Reshape(s1)(x)) -> Reshape(s2)(x) (with -1 resolved when the static shape is known).",
 )
-def reshape_chain(lhs: Any, rhs: Any) -> Goal:
-    """Reshape(s2)(Reshape(s1)(x)) -> Reshape(s2)(x) (with -1 resolved when the static shape is known)."""
-    outer, inner, middle, x = var(prefix="outer"), var(prefix="inner"), var(prefix="middle"), var(prefix="x")
-    return conj(
-        nodeo(lhs, o.Reshape, outer, (middle,)),
-        nodeo(middle, o.Reshape, inner, (x,)),
-        mappingo((lhs, outer, x), rhs, reshaped_once),
-        replaceableo(lhs, rhs),
-    )
-
-
-def reshaped_once(parts: tuple) -> Variable | None:
-    lhs, outer, x = parts
-    shape = lhs.type.shape if None not in lhs.type.shape else outer.shape
-    try:
-        return o.Reshape(shape)(x)
-    except (TypeError, ValueError):
-        return None
 
 
 # -- reductions ------------------------------------------------------------------------------------
 
 
-def hoisted_scalars(constants_only: bool, lhs: Any) -> Variable | None:
-    """sum(c * t) as c * sum(t), for the 0-d factors c of the product (finite constants when asked)."""
-    if not isinstance(lhs, Variable) or lhs.owner is None or not isinstance(lhs.owner.op, o.Sum):
-        return None
-    product = lhs.owner.inputs[0]
-    if product.owner is None or product.owner.op != o.mul or product.dtype != lhs.dtype:
-        return None
-    factors = product.owner.inputs
-    if any(f.dtype != lhs.dtype for f in factors):
+def hoisted_scalars(constants_only: bool, axis: tuple | None, terms: tuple) -> Variable | None:
+    """sum(mul(*terms)) as c * sum(t), for the 0-d factors c (finite constants when asked) among `terms`."""
+    dtype = terms[0].dtype
+    if any(f.dtype != dtype for f in terms):
         return None
 
     def hoisted(f: Variable) -> bool:
@@ -761,51 +821,59 @@ def hoisted_scalars(constants_only: bool, lhs: Any) -> Variable | None:
             return False
         return not constants_only or (isinstance(f, Constant) and bool(np.all(np.isfinite(f.data))))
 
-    scalars = [f for f in factors if hoisted(f)]
-    tensors = [f for f in factors if not hoisted(f)]
+    scalars = [f for f in terms if hoisted(f)]
+    tensors = [f for f in terms if not hoisted(f)]
     if not scalars or not tensors:
         return None
-    inner = tensors[0] if len(tensors) == 1 else o.mul(*tensors)
-    return o.mul(*scalars, lhs.owner.op(inner))
+    summed = o.Sum(axis)(tensors[0] if len(tensors) == 1 else o.mul(*tensors))
+    return o.mul(*scalars, summed) if summed.dtype == dtype else None
 
 
-def sunk_scalars(rhs: Any) -> list[Variable]:
+def sunk_scalars(hoisted: Variable) -> list[dict]:
     """The left sides `hoisted_scalars` may have come from: the scalars moved back under the sum."""
-    if not isinstance(rhs, Variable) or rhs.owner is None or rhs.owner.op != o.mul:
+    factors = node_inputs(hoisted, o.mul) if isinstance(hoisted, Variable) else None
+    if factors is None:
         return []
-    factors = rhs.owner.inputs
-    sums = [f for f in factors if f.owner is not None and isinstance(f.owner.op, o.Sum)]
+    sums = [f for f in factors if node_inputs(f, kind=o.Sum) is not None]
     if len(sums) != 1 or any(f.ndim != 0 for f in factors if f is not sums[0]):
         return []
-    reduction, (summed,) = sums[0].owner.op, sums[0].owner.inputs
-    scalars = [f for f in factors if f is not sums[0]]
-    candidates = [[*scalars, summed]]
-    if summed.owner is not None and summed.owner.op == o.mul:
-        candidates.insert(0, [*scalars, *summed.owner.inputs])
-    return [reduction(o.mul(*c)) for c in candidates]
+    axis, (summed,) = sums[0].owner.op.axis, sums[0].owner.inputs
+    scalars = tuple(f for f in factors if f is not sums[0])
+    candidates = [(*scalars, summed)]
+    inner = node_inputs(summed, o.mul)
+    if inner is not None:
+        candidates.insert(0, (*scalars, *inner))
+    return [{"axis": axis, "terms": terms} for terms in candidates]
 
 
-@relation(
+# which factors are hoisted depends on their ranks and values, anywhere in the list: code splits it
+sum_scalar_mul = rule(
+    "sum_scalar_mul",
+    (o.Sum.pattern(axis="axis"), (o.mul, "*terms")),
+    "hoisted",
     CANON,
     semantics="reassociates",
-    tracks=(o.Sum,),
     examples=("sum(2 * v)", "sum(mul(2, v, w), axis=0)"),
     types={"v": "vector", "w": "vector"},
+    compute={"hoisted": Computed(partial(hoisted_scalars, True), sunk_scalars)},
+    keeps_type=True,
+    doc="""sum(c * t) -> c * sum(t) for finite 0-d constants c (any axes).  Reassociates: the sum of the
+    products rounds differently from the product of the sum, and sum(t) may overflow where sum(c * t)
+    does not (c < 1); NaN and infinite elements of t propagate as before.""",
 )
-def sum_scalar_mul(lhs: Any, rhs: Any) -> Goal:
-    """sum(c * t) -> c * sum(t) for finite 0-d constants c (any axes).
 
-    Reassociates: the sum of the products rounds differently from the product
-    of the sum, and sum(t) may overflow where sum(c * t) does not (c < 1);
-    NaN and infinite elements of t propagate as before.
-    """
-    return conj(mappingo(lhs, rhs, partial(hoisted_scalars, True), sunk_scalars), replaceableo(lhs, rhs))
-
-
-@relation(UNSAFE, tracks=(o.Sum,), examples=("sum(c * v)", "sum(mul(c, v), axis=0)"), types={"v": "matrix"})
-def sum_scalar_mul_general(lhs: Any, rhs: Any) -> Goal:
-    """sum(c * t) -> c * sum(t) for any 0-d factor c (unsafe: at c = inf, a zero in t makes NaN inf)."""
-    return conj(mappingo(lhs, rhs, partial(hoisted_scalars, False), sunk_scalars), replaceableo(lhs, rhs))
+# which factors are hoisted depends on their ranks, anywhere in the list: code splits it
+sum_scalar_mul_general = rule(
+    "sum_scalar_mul_general",
+    (o.Sum.pattern(axis="axis"), (o.mul, "*terms")),
+    "hoisted",
+    UNSAFE,
+    examples=("sum(c * v)", "sum(mul(c, v), axis=0)"),
+    types={"v": "matrix"},
+    compute={"hoisted": Computed(partial(hoisted_scalars, False), sunk_scalars)},
+    keeps_type=True,
+    doc="sum(c * t) -> c * sum(t) for any 0-d factor c (unsafe: at c = inf, a zero in t makes NaN inf).",
+)
 
 
 # -- exploration -----------------------------------------------------------------------------------

@@ -350,6 +350,23 @@ def variadic_applied(op: Op, graphs: Sequence[Variable]) -> Variable | None:
     return graphs[0] if len(graphs) == 1 else applied(op, graphs)
 
 
+def rebuilt(op: Op, function: Callable[[Any], Sequence[Variable] | None], terms: Any) -> Variable | None:
+    """`op` applied to `function(terms)` (one operand: itself), or None where the function does not
+    apply: the right side of a rule computed from the operand list it matched."""
+    image = function(terms)
+    return variadic_applied(op, image) if image else None
+
+
+def operand_candidates(
+    op: Op, candidates: Callable[[tuple[Variable, ...]], Iterator[tuple[Variable, ...]]], result: Any
+) -> Iterator[dict[str, tuple[Variable, ...]]]:
+    """The operand lists (as {"terms": ...}) `candidates` proposes for the operands of `result`, when
+    it applies `op` to two or more: the inverse of a `rebuilt` right side."""
+    operands = node_inputs(result, op) if isinstance(result, Variable) else None
+    if operands is not None and len(operands) > 1:
+        yield from ({"terms": terms} for terms in candidates(operands))
+
+
 def nestings(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
     graphs = graphs_of(terms) or ()
     n = len(graphs)

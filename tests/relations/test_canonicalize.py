@@ -6,13 +6,14 @@ test_catalogue.py; here each example is also evaluated forward and backward on d
 """
 
 import warnings
+from functools import partial
 from itertools import islice
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from kanren import run, var
+from kanren import eq, run, var
 from unification.variable import isvar
 
 from relwrite.backends.numpy.function import function
@@ -32,9 +33,31 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import graph_repr, pprint
+from relwrite.graph.terms import same_expression
 from relwrite.relations import canonicalize as c
 from relwrite.relations import catalogue, get_rule
+from relwrite.relations.goals import (
+    along,
+    cancelledo,
+    choiceo,
+    conj,
+    flatteno,
+    foldedo,
+    involutiono,
+    like_factorso,
+    like_termso,
+    mappingo,
+    node_mappingo,
+    nodeo,
+    operandso,
+    replaceableo,
+    rewrite_operandso,
+    sortedo,
+)
+from relwrite.relations.operands import divided_out, holds_constants, holds_variables, reads, variadic_applied
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
+from relwrite.relations.predicates import node_inputs
+from relwrite.relations.registry import relation
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.test_semantics import evaluate
 
@@ -588,3 +611,397 @@ def test_collecting_integer_factors_and_terms_keeps_numpys_values(dtype, data):
         before, after = evaluate(graph, values), evaluate(rewritten, values)
         assert before.error == after.error, (name, pprint(rewritten), after.error)
         assert np.array_equal(before.value, after.value), (name, pprint(graph), pprint(rewritten))
+
+
+# -- the rule declarations answer as the goal relations they replaced ----------------------------------
+# The old relations are copied here (as `_old_...`) to prove the declarations in canonicalize.py agree
+# with them: same first answer forward on every subterm of generated graphs and of the examples, and the
+# same answers backward on the old rules' right sides where the old rule ran backward.
+
+OLD_CANON = ("canonicalize", "fast_run", "fast_compile")
+OLD_UNSAFE = (*OLD_CANON, "unsafe")
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,), screen=reads(o.add), idempotent=True)
+def _old_flatten_add(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, partial(flatteno, o.add))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,), screen=reads(o.mul), idempotent=True)
+def _old_flatten_mul(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, partial(flatteno, o.mul))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,), backward="no", screen=holds_constants)
+def _old_fold_add_constants(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, partial(foldedo, o.add))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,), backward="no", screen=holds_constants)
+def _old_fold_mul_constants(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, partial(foldedo, o.mul))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,))
+def _old_sort_add(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, sortedo)
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,))
+def _old_sort_mul(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, sortedo)
+
+
+@relation(OLD_CANON, tracks=(o.neg,))
+def _old_neg_mul_constant(lhs, rhs):
+    product, factors, negated = var(prefix="product"), var(prefix="factors"), var(prefix="negated")
+    return conj(
+        along(
+            lhs,
+            operandso(lhs, o.neg, (product,)),
+            operandso(product, o.mul, factors),
+            involutiono(factors, negated, c.negated_leading_constant),
+            operandso(rhs, o.mul, negated),
+        ),
+        replaceableo(lhs, rhs),
+    )
+
+
+@relation(OLD_UNSAFE, tracks=(o.mul,), backward="no")
+def _old_mul_zero(lhs, rhs):
+    return node_mappingo(lhs, rhs, o.mul, lambda found: c.zeros_of_product(found[1]))
+
+
+def _old_cancelled_quotient(found):
+    numerator, divisor = found[1]
+    factors = node_inputs(numerator, o.mul) if isinstance(numerator, Variable) else None
+    kept = divided_out((divisor, factors)) if factors is not None else None
+    return variadic_applied(o.mul, kept) if kept else None
+
+
+@relation(OLD_UNSAFE, tracks=(o.true_div,), backward="no")
+def _old_mul_div_cancel(lhs, rhs):
+    return node_mappingo(lhs, rhs, o.true_div, _old_cancelled_quotient)
+
+
+@relation(OLD_UNSAFE, tracks=(o.mul,), backward="no")
+def _old_mul_cancel(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, cancelledo)
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.add,), backward="no", screen=holds_variables)
+def _old_collect_terms(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, like_termso)
+
+
+@relation(OLD_UNSAFE, tracks=(o.add,), backward="no", screen=holds_variables)
+def _old_collect_terms_cancelling(lhs, rhs):
+    return rewrite_operandso(o.add, lhs, rhs, partial(like_termso, cancelling=True))
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.mul,), backward="no", screen=holds_variables)
+def _old_collect_factors(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, like_factorso)
+
+
+@relation(OLD_UNSAFE, tracks=(o.mul,), backward="no", screen=holds_variables)
+def _old_collect_factors_general(lhs, rhs):
+    return rewrite_operandso(o.mul, lhs, rhs, partial(like_factorso, general=True))
+
+
+def _old_useless_op(lhs, rhs, kind, options):
+    op, x = var(prefix="op"), var(prefix="x")
+    return along(lhs, nodeo(lhs, kind, op, (x,)), choiceo(op, options, x), eq(x, rhs))
+
+
+def _old_identity_reshapes(x):
+    shape = x.type.shape
+    unknown = [axis for axis, length in enumerate(shape) if length is None]
+    if len(unknown) > 1:
+        return []
+    if unknown:
+        return [o.Reshape(tuple(-1 if length is None else length for length in shape))]
+    return [
+        o.Reshape(shape),
+        *(o.Reshape((*shape[:axis], -1, *shape[axis + 1 :])) for axis in range(len(shape))),
+    ]
+
+
+@relation(OLD_CANON, tracks=(o.DimShuffle,))
+def _old_useless_dimshuffle(lhs, rhs):
+    return _old_useless_op(lhs, rhs, o.DimShuffle, lambda x: [o.DimShuffle(x.ndim, tuple(range(x.ndim)))])
+
+
+@relation(OLD_CANON, tracks=(o.Cast,))
+def _old_useless_cast(lhs, rhs):
+    return _old_useless_op(lhs, rhs, o.Cast, lambda x: [o.Cast(x.dtype)])
+
+
+@relation(OLD_CANON, tracks=(o.Alloc,))
+def _old_useless_alloc(lhs, rhs):
+    return _old_useless_op(
+        lhs, rhs, o.Alloc, lambda x: [o.Alloc(x.type.shape)] if None not in x.type.shape else []
+    )
+
+
+@relation(OLD_CANON, tracks=(o.Reshape,))
+def _old_useless_reshape(lhs, rhs):
+    return _old_useless_op(lhs, rhs, o.Reshape, _old_identity_reshapes)
+
+
+def _old_composed_dimshuffle(parts):
+    inner, outer, x = parts
+    order = tuple("x" if axis == "x" else inner.new_order[axis] for axis in outer.new_order)
+    if order == tuple(range(x.ndim)):
+        return x
+    try:
+        return o.DimShuffle(x.ndim, order)(x)
+    except (TypeError, ValueError):
+        return None
+
+
+@relation(OLD_CANON, tracks=(o.DimShuffle,), backward="no")
+def _old_dimshuffle_chain(lhs, rhs):
+    outer, inner, middle, x = var(prefix="outer"), var(prefix="inner"), var(prefix="middle"), var(prefix="x")
+    return conj(
+        nodeo(lhs, o.DimShuffle, outer, (middle,)),
+        nodeo(middle, o.DimShuffle, inner, (x,)),
+        mappingo((inner, outer, x), rhs, _old_composed_dimshuffle),
+        replaceableo(lhs, rhs),
+    )
+
+
+def _old_reshaped_once(parts):
+    lhs, outer, x = parts
+    shape = lhs.type.shape if None not in lhs.type.shape else outer.shape
+    try:
+        return o.Reshape(shape)(x)
+    except (TypeError, ValueError):
+        return None
+
+
+@relation(OLD_CANON, tracks=(o.Reshape,), backward="no")
+def _old_reshape_chain(lhs, rhs):
+    outer, inner, middle, x = var(prefix="outer"), var(prefix="inner"), var(prefix="middle"), var(prefix="x")
+    return conj(
+        nodeo(lhs, o.Reshape, outer, (middle,)),
+        nodeo(middle, o.Reshape, inner, (x,)),
+        mappingo((lhs, outer, x), rhs, _old_reshaped_once),
+        replaceableo(lhs, rhs),
+    )
+
+
+def _old_hoisted_scalars(constants_only, lhs):
+    if not isinstance(lhs, Variable) or lhs.owner is None or not isinstance(lhs.owner.op, o.Sum):
+        return None
+    product = lhs.owner.inputs[0]
+    if product.owner is None or product.owner.op != o.mul or product.dtype != lhs.dtype:
+        return None
+    factors = product.owner.inputs
+    if any(f.dtype != lhs.dtype for f in factors):
+        return None
+
+    def hoisted(f):
+        if f.ndim != 0:
+            return False
+        return not constants_only or (isinstance(f, Constant) and bool(np.all(np.isfinite(f.data))))
+
+    scalars = [f for f in factors if hoisted(f)]
+    tensors = [f for f in factors if not hoisted(f)]
+    if not scalars or not tensors:
+        return None
+    inner = tensors[0] if len(tensors) == 1 else o.mul(*tensors)
+    return o.mul(*scalars, lhs.owner.op(inner))
+
+
+def _old_sunk_scalars(rhs):
+    if not isinstance(rhs, Variable) or rhs.owner is None or rhs.owner.op != o.mul:
+        return []
+    factors = rhs.owner.inputs
+    sums = [f for f in factors if f.owner is not None and isinstance(f.owner.op, o.Sum)]
+    if len(sums) != 1 or any(f.ndim != 0 for f in factors if f is not sums[0]):
+        return []
+    reduction, (summed,) = sums[0].owner.op, sums[0].owner.inputs
+    scalars = [f for f in factors if f is not sums[0]]
+    candidates = [[*scalars, summed]]
+    if summed.owner is not None and summed.owner.op == o.mul:
+        candidates.insert(0, [*scalars, *summed.owner.inputs])
+    return [reduction(o.mul(*c)) for c in candidates]
+
+
+@relation(OLD_CANON, semantics="reassociates", tracks=(o.Sum,))
+def _old_sum_scalar_mul(lhs, rhs):
+    return conj(
+        mappingo(lhs, rhs, partial(_old_hoisted_scalars, True), _old_sunk_scalars), replaceableo(lhs, rhs)
+    )
+
+
+@relation(OLD_UNSAFE, tracks=(o.Sum,))
+def _old_sum_scalar_mul_general(lhs, rhs):
+    return conj(
+        mappingo(lhs, rhs, partial(_old_hoisted_scalars, False), _old_sunk_scalars), replaceableo(lhs, rhs)
+    )
+
+
+OLD_RULES = {
+    "flatten_add": _old_flatten_add,
+    "flatten_mul": _old_flatten_mul,
+    "fold_add_constants": _old_fold_add_constants,
+    "fold_mul_constants": _old_fold_mul_constants,
+    "sort_add": _old_sort_add,
+    "sort_mul": _old_sort_mul,
+    "neg_mul_constant": _old_neg_mul_constant,
+    "mul_zero": _old_mul_zero,
+    "mul_div_cancel": _old_mul_div_cancel,
+    "mul_cancel": _old_mul_cancel,
+    "collect_terms": _old_collect_terms,
+    "collect_terms_cancelling": _old_collect_terms_cancelling,
+    "collect_factors": _old_collect_factors,
+    "collect_factors_general": _old_collect_factors_general,
+    "useless_dimshuffle": _old_useless_dimshuffle,
+    "useless_cast": _old_useless_cast,
+    "useless_alloc": _old_useless_alloc,
+    "useless_reshape": _old_useless_reshape,
+    "dimshuffle_chain": _old_dimshuffle_chain,
+    "reshape_chain": _old_reshape_chain,
+    "sum_scalar_mul": _old_sum_scalar_mul,
+    "sum_scalar_mul_general": _old_sum_scalar_mul_general,
+}
+SHAPE_RULES = [
+    "useless_dimshuffle",
+    "useless_cast",
+    "useless_alloc",
+    "useless_reshape",
+    "dimshuffle_chain",
+    "reshape_chain",
+    "sum_scalar_mul",
+    "sum_scalar_mul_general",
+]
+AGREEMENT_OPS = (o.add, o.mul, o.neg, o.sub, o.exp, o.true_div, o.reciprocal, o.pow, o.sqr)
+
+
+def subterms(graph: Variable) -> list[Variable]:
+    from relwrite.graph.basic import io_toposort
+
+    return [n.outputs[0] for n in io_toposort(list(graph_inputs([graph])), [graph]) if len(n.outputs) == 1]
+
+
+def assert_agree(old, new, graph: Variable) -> None:
+    """`old` and `new` give the same first answer forward on every subterm of `graph`, and the same
+    answers backward on the old one's right sides (where it runs backward)."""
+    assert old.backward == new.backward, new.name
+    for term in subterms(graph):
+        before, after = forward(old, term), forward(new, term)
+        assert (before is None) == (after is None), (new.name, pprint(term), before, after)
+        if before is None:
+            continue
+        assert same_expression(before, after), (
+            new.name,
+            pprint(term),
+            graph_repr([before]),
+            graph_repr([after]),
+        )
+        if old.backward:
+            expected = [graph_repr([f]) for f in backward(old, before)]
+            assert [graph_repr([f]) for f in backward(new, before)] == expected, (new.name, pprint(before))
+
+
+@pytest.mark.parametrize("name", list(OLD_RULES))
+def test_a_declared_rule_answers_its_examples_as_the_relation_it_replaced(name):
+    new = get_rule(name)
+    for text in new.examples:
+        assert_agree(OLD_RULES[name], new, parse(text, new.types))
+
+
+@st.composite
+def operand_list_graphs(draw) -> Variable:
+    """Nested sums and products of a few leaves, constants (zeros and ones too), negations, powers,
+    quotients, reciprocals and fills: what the operand-list rules read."""
+    dtype = draw(st.sampled_from(["float64", "float32", "int8"]))
+    leaves = [tensor(name, dtype, (None,)) for name in "xy"]
+    leaves += [
+        constant(np.array(k, dtype=dtype)) for k in draw(st.lists(st.sampled_from([0, 1, 2, -1]), max_size=3))
+    ]
+    pool = list(leaves)
+    for _ in range(draw(st.integers(1, 8))):
+        kind = draw(st.sampled_from(["add", "mul", "add", "mul", "neg", "div", "reciprocal", "pow", "fill"]))
+        args = draw(st.lists(st.sampled_from(pool), min_size=2, max_size=4))
+        try:
+            if kind in ("add", "mul"):
+                built = (o.add if kind == "add" else o.mul)(*args)
+            elif kind == "neg":  # often of a product led by a constant, or beside its operand
+                built = o.neg(o.mul(leaves[-1], *args[1:]) if draw(st.booleans()) else args[0])
+                built = o.add(args[0], built) if draw(st.booleans()) else built
+            elif kind == "div":
+                built = o.true_div(args[0], args[1])
+            elif kind == "reciprocal":
+                built = o.reciprocal(args[0])
+            elif kind == "pow":
+                built = o.pow(args[0], draw(st.sampled_from([constant(np.array(2, dtype=dtype)), args[1]])))
+            else:
+                built = o.fill(args[0], constant(np.array(draw(st.sampled_from([0, 1])), dtype=dtype)))
+        except (TypeError, ValueError):
+            continue
+        pool.append(built)
+    return pool[-1]
+
+
+@pytest.mark.parametrize("name", [n for n in OLD_RULES if n not in SHAPE_RULES])
+@given(data=st.data())
+def test_a_declared_rule_answers_operand_lists_as_the_relation_it_replaced(name, data):
+    assert_agree(OLD_RULES[name], get_rule(name), data.draw(operand_list_graphs()))
+
+
+@pytest.mark.parametrize("name", [n for n in OLD_RULES if n not in SHAPE_RULES])
+@given(data=st.data())
+def test_a_declared_rule_answers_generated_graphs_as_the_relation_it_replaced(name, data):
+    input_type = data.draw(st.sampled_from(INPUT_TYPES))
+    _, graph = data.draw(expression_graphs(AGREEMENT_OPS, max_nodes=10, input_type=input_type))
+    assert_agree(OLD_RULES[name], get_rule(name), graph)
+
+
+@st.composite
+def shape_op_graphs(draw) -> Variable:
+    """Chains of DimShuffle, Reshape, Cast, Alloc and Sum-of-products over a tensor of drawn static shape."""
+    shape = tuple(draw(st.lists(st.sampled_from([None, 1, 2, 3]), max_size=3)))
+    dtype = draw(st.sampled_from(["float64", "float32", "int8"]))
+    graph = tensor("x", dtype, shape)
+    for _ in range(draw(st.integers(1, 4))):
+        kind = draw(st.sampled_from(["dimshuffle", "reshape", "cast", "alloc", "sum"]))
+        static = graph.type.shape
+        try:
+            if kind == "dimshuffle":
+                order = [
+                    a
+                    for a in draw(st.permutations(range(graph.ndim)))
+                    if static[a] != 1 or draw(st.booleans())
+                ]
+                for _ in range(draw(st.integers(0, 1))):
+                    order.insert(draw(st.integers(0, len(order))), "x")
+                graph = o.DimShuffle(graph.ndim, tuple(order))(graph)
+            elif kind == "reshape":
+                size = None if None in static else int(np.prod(static))
+                options = [(-1,), tuple(-1 if s is None else s for s in static)]
+                if size is not None:
+                    options += [static, (size,), (1, size), (size, 1), (-1, 1)]
+                graph = graph.reshape(*draw(st.sampled_from(options)))
+            elif kind == "cast":
+                graph = o.cast(graph, draw(st.sampled_from([graph.dtype, "float64", "float32"])))
+            elif kind == "alloc" and None not in static:
+                graph = o.Alloc(draw(st.sampled_from([static, (2, *static)])))(graph)
+            elif kind == "sum":
+                scalar_ = draw(
+                    st.sampled_from([constant(np.array(2, dtype=graph.dtype)), tensor("s", graph.dtype, ())])
+                )
+                factors = [scalar_, graph] if draw(st.booleans()) else [graph, scalar_, graph]
+                axis = draw(st.sampled_from([None, *range(graph.ndim)]))
+                graph = o.Sum(axis)(o.mul(*factors))
+        except (TypeError, ValueError):
+            continue
+    return graph
+
+
+@pytest.mark.parametrize("name", SHAPE_RULES)
+@given(data=st.data())
+def test_a_declared_shape_rule_answers_generated_graphs_as_the_relation_it_replaced(name, data):
+    assert_agree(OLD_RULES[name], get_rule(name), data.draw(shape_op_graphs()))
