@@ -211,7 +211,7 @@ class _Update:
             if product is not None:
                 others, product_term = (*terms[:k], *terms[k + 1 :]), _scaled(factor, product)
                 found.append({"terms": (base_term, product_term, *others)})
-                found.append({"terms": (product_term, base_term, *others)})  # when a product hides in the base
+                found.append({"terms": (product_term, base_term, *others)})  # a product in the base
         return found
 
 
