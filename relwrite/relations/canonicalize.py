@@ -33,7 +33,7 @@ into a number.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from functools import partial
 from typing import Any
 
@@ -85,7 +85,7 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import Rule, relation, rule
+from relwrite.relations.registry import relation, rule
 from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -152,15 +152,6 @@ mul_of_one_factor = rule(
 # -- flattening, constants and order --------------------------------------------------------------
 
 
-def screened(declared: Rule, screen: Callable[[Any], bool]) -> Rule:
-    """`declared` with `screen` (reading only its operands' heads, see `Rule`) besides its pattern's: a
-    rule reading its whole operand list cannot say in its pattern which operands it needs, and without
-    this the engine tries it on every add or mul (twice as slow on a wide sum)."""
-    pattern_screen = declared.screen
-    declared.screen = lambda value: pattern_screen(value) and screen(value)
-    return declared
-
-
 _READS_FILL, _READS_QUOTIENT, _READS_RECIPROCAL = reads(o.fill), reads(o.true_div), reads(o.reciprocal)
 
 
@@ -186,82 +177,70 @@ def unsorted(op: Op, ordered: Variable) -> Iterator[dict]:
 
 
 # flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
-flatten_add = screened(
-    rule(
-        "flatten_add",
-        (o.add, "*terms"),
-        "flat",
-        CANON,
-        semantics="reassociates",
-        examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
-        compute={
-            "flat": Computed(partial(rebuilt, o.add, partial(spliced, o.add)), partial(renested, o.add))
-        },
-        keeps_type=True,
-        idempotent=True,
-        doc="""add(a, add(b, c), d) -> add(a, b, c, d): nested sums of the sum's dtype spliced into one
+flatten_add = rule(
+    "flatten_add",
+    (o.add, "*terms"),
+    "flat",
+    CANON,
+    semantics="reassociates",
+    examples=("add(x, add(y, z))", "(x + y) + (z + w)"),
+    compute={"flat": Computed(partial(rebuilt, o.add, partial(spliced, o.add)), partial(renested, o.add))},
+    keeps_type=True,
+    idempotent=True,
+    doc="""add(a, add(b, c), d) -> add(a, b, c, d): nested sums of the sum's dtype spliced into one
     (backward: re-nested).  Reassociates: a + (b + c) becomes (a + b) + c.""",
-    ),
-    reads(o.add),
+    screen=reads(o.add),
 )
 
 # flattening splices nested operands at any depth: code walks the operand list (and re-nests it backward)
-flatten_mul = screened(
-    rule(
-        "flatten_mul",
-        (o.mul, "*terms"),
-        "flat",
-        CANON,
-        semantics="reassociates",
-        examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
-        compute={
-            "flat": Computed(partial(rebuilt, o.mul, partial(spliced, o.mul)), partial(renested, o.mul))
-        },
-        keeps_type=True,
-        idempotent=True,
-        doc="""mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products of the product's dtype spliced into
+flatten_mul = rule(
+    "flatten_mul",
+    (o.mul, "*terms"),
+    "flat",
+    CANON,
+    semantics="reassociates",
+    examples=("mul(x, mul(y, z))", "(x * y) * (z * w)"),
+    compute={"flat": Computed(partial(rebuilt, o.mul, partial(spliced, o.mul)), partial(renested, o.mul))},
+    keeps_type=True,
+    idempotent=True,
+    doc="""mul(a, mul(b, c), d) -> mul(a, b, c, d): nested products of the product's dtype spliced into
     one (backward: re-nested).  Reassociates: a * (b * c) becomes (a * b) * c.""",
-    ),
-    reads(o.mul),
+    screen=reads(o.mul),
 )
 
 # folding gathers every constant of the list, in order, into one value: code computes it
-fold_add_constants = screened(
-    rule(
-        "fold_add_constants",
-        (o.add, "*terms"),
-        "folded",
-        CANON,
-        semantics="reassociates",
-        examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
-        compute={"folded": partial(rebuilt, o.add, partial(folded_constants, o.add))},
-        keeps_type=True,
-        idempotent=True,
-        doc="""add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.  Reassociates:
+fold_add_constants = rule(
+    "fold_add_constants",
+    (o.add, "*terms"),
+    "folded",
+    CANON,
+    semantics="reassociates",
+    examples=("add(2, x, 3)", "add(x, 1, 2, y)"),
+    compute={"folded": partial(rebuilt, o.add, partial(folded_constants, o.add))},
+    keeps_type=True,
+    idempotent=True,
+    doc="""add(2, x, 3) -> add(5, x): the constant terms of a sum folded into one, first.  Reassociates:
     the constants are added before the other terms.  Integers fold in their dtype, wrapping around as
     the graph would; a float fold that overflows or is invalid (inf - inf) is refused.""",
-    ),
-    holds_constants,
+    screen=holds_constants,
 )
 
 # folding gathers every constant of the list, in order, into one value: code computes it
-fold_mul_constants = screened(
-    rule(
-        "fold_mul_constants",
-        (o.mul, "*terms"),
-        "folded",
-        CANON,
-        semantics="reassociates",
-        examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
-        compute={"folded": partial(rebuilt, o.mul, partial(folded_constants, o.mul))},
-        keeps_type=True,
-        idempotent=True,
-        doc="""mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
+fold_mul_constants = rule(
+    "fold_mul_constants",
+    (o.mul, "*terms"),
+    "folded",
+    CANON,
+    semantics="reassociates",
+    examples=("mul(2, x, 3)", "mul(x, 2, 0.5, y)"),
+    compute={"folded": partial(rebuilt, o.mul, partial(folded_constants, o.mul))},
+    keeps_type=True,
+    idempotent=True,
+    doc="""mul(2, x, 3) -> mul(6, x): the constant factors of a product folded into one, first.
     Reassociates: the constants are multiplied before the other factors.  Integers fold in their dtype,
     wrapping around as the graph would; a float fold that overflows, underflows or is invalid (inf * 0)
     is refused, so ``1e200 * x * 1e200`` never becomes ``inf * x``.""",
-    ),
-    holds_constants,
+    screen=holds_constants,
 )
 
 # sorting orders the whole list by `canonical_key`, which reads each operand's node: code sorts it
@@ -442,19 +421,17 @@ def zeros_of_product(terms: Any) -> Variable | None:
 
 
 # a zero may be filled (as x - x leaves it) and every factor may shape the zeros: code reads the list
-mul_zero = screened(
-    rule(
-        "mul_zero",
-        (o.mul, "*terms"),
-        "zeros",
-        UNSAFE,
-        examples=("x * 0", "mul(0, x, y)"),
-        compute={"zeros": zeros_of_product},
-        keeps_type=True,
-        doc="""x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is
+mul_zero = rule(
+    "mul_zero",
+    (o.mul, "*terms"),
+    "zeros",
+    UNSAFE,
+    examples=("x * 0", "mul(0, x, y)"),
+    compute={"zeros": zeros_of_product},
+    keeps_type=True,
+    doc="""x * 0 -> zeros of the product's shape and dtype (unsafe: 0 * inf is NaN, so valid where x is
     finite).  A zero filled to some shape (as x - x leaves) counts as zero too.""",
-    ),
-    holds_fill_or_constant,
+    screen=holds_fill_or_constant,
 )
 
 
@@ -504,21 +481,19 @@ mul_div_cancel = rule(
 )
 
 # a factor cancels its divisor or reciprocal anywhere in the list, the rest kept in order: code walks it
-mul_cancel = screened(
-    rule(
-        "mul_cancel",
-        (o.mul, "*terms"),
-        "kept",
-        UNSAFE,
-        assumptions=("x != 0",),
-        examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
-        compute={"kept": partial(rebuilt, o.mul, cancelled)},
-        keeps_type=True,
-        doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
+mul_cancel = rule(
+    "mul_cancel",
+    (o.mul, "*terms"),
+    "kept",
+    UNSAFE,
+    assumptions=("x != 0",),
+    examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
+    compute={"kept": partial(rebuilt, o.mul, cancelled)},
+    keeps_type=True,
+    doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
     at x = 0 or x = inf the left side is NaN, so valid for finite x != 0.  Ones shaped like x stay where x
     could widen the result.""",
-    ),
-    reads_quotient,
+    screen=reads_quotient,
 )
 
 
@@ -526,79 +501,71 @@ mul_cancel = screened(
 
 
 # like terms are found by structure among all the terms, each group gathered where it first stood: code
-collect_terms = screened(
-    rule(
-        "collect_terms",
-        (o.add, "*terms"),
-        "collected",
-        CANON,
-        semantics="reassociates",
-        examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, mul(2, x))", "add(neg(x), neg(x))"),
-        compute={"collected": partial(rebuilt, o.add, partial(like_terms, False))},
-        keeps_type=True,
-        doc="""x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.  Within a wider sum a group is gathered
+collect_terms = rule(
+    "collect_terms",
+    (o.add, "*terms"),
+    "collected",
+    CANON,
+    semantics="reassociates",
+    examples=("x + x", "add(mul(2, x), mul(3, x))", "add(x, y, mul(2, x))", "add(neg(x), neg(x))"),
+    compute={"collected": partial(rebuilt, o.add, partial(like_terms, False))},
+    keeps_type=True,
+    doc="""x + x -> 2 * x, 3*x + x -> 4 * x: like terms gathered.  Within a wider sum a group is gathered
     unless that adds a node: y + x + x stays (y + 2*x would take a product more), y + 2*x + x becomes
     y + 3*x.  Reassociates: c1*x + c2*x becomes (c1 + c2)*x, which may round differently, and the
     remaining terms are added in another order.  Floats only when the coefficients are finite and
     nonzero with one sign, so infinities and NaN come out the same; integers always (exactly).""",
-    ),
-    holds_variables,
+    screen=holds_variables,
 )
 
 # like terms are found by structure among all the terms, each group gathered where it first stood: code
-collect_terms_cancelling = screened(
-    rule(
-        "collect_terms_cancelling",
-        (o.add, "*terms"),
-        "collected",
-        UNSAFE,
-        examples=("add(x, neg(x))", "add(mul(3, x), neg(x))", "add(y, x, mul(-1, x))"),
-        compute={"collected": partial(rebuilt, o.add, partial(like_terms, True))},
-        keeps_type=True,
-        doc="""x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.  Unsafe:
+collect_terms_cancelling = rule(
+    "collect_terms_cancelling",
+    (o.add, "*terms"),
+    "collected",
+    UNSAFE,
+    examples=("add(x, neg(x))", "add(mul(3, x), neg(x))", "add(y, x, mul(-1, x))"),
+    compute={"collected": partial(rebuilt, o.add, partial(like_terms, True))},
+    keeps_type=True,
+    doc="""x + (-x) -> 0, 3*x - x -> 2 * x: like float terms whose coefficients differ in sign.  Unsafe:
     inf - inf is NaN where 2 * inf is not, so valid where the terms are finite; a sum that cancels leaves
     zeros shaped like the terms.""",
-    ),
-    holds_variables,
+    screen=holds_variables,
 )
 
 # like factors are found by structure among all the factors, each group gathered where it first stood: code
-collect_factors = screened(
-    rule(
-        "collect_factors",
-        (o.mul, "*terms"),
-        "collected",
-        CANON,
-        semantics="reassociates",
-        examples=("x * x", "mul(x ** 2, x)", "mul(x ** 2, y, x)"),
-        compute={"collected": partial(rebuilt, o.mul, partial(like_factors, False))},
-        keeps_type=True,
-        doc="""x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.  Within a
+collect_factors = rule(
+    "collect_factors",
+    (o.mul, "*terms"),
+    "collected",
+    CANON,
+    semantics="reassociates",
+    examples=("x * x", "mul(x ** 2, x)", "mul(x ** 2, y, x)"),
+    compute={"collected": partial(rebuilt, o.mul, partial(like_factors, False))},
+    keeps_type=True,
+    doc="""x * x -> x ** 2, x ** 2 * x -> x ** 3: like factors with positive integer exponents.  Within a
     wider product a group is gathered only where one of its factors is already a power: x * y * x stays
     (y * x ** 2 would take a node more).  Reassociates: x * y * x becomes y * x ** 2, which at x = 1e200,
     y = 1e-200 overflows (inf) where the left side gives 1e200, and a power rounds once where repeated
     products round each time.  Exact for integers, where the collected exponent fits the dtype: an
     exponent counts, it does not wrap around (int8 x ** 127 * x stays; x ** -128 is another power).""",
-    ),
-    holds_variables,
+    screen=holds_variables,
 )
 
 # like factors are found by structure among all the factors, each group gathered where it first stood: code
-collect_factors_general = screened(
-    rule(
-        "collect_factors_general",
-        (o.mul, "*terms"),
-        "collected",
-        UNSAFE,
-        assumptions=("x > 0",),
-        examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
-        compute={"collected": partial(rebuilt, o.mul, partial(like_factors, True))},
-        keeps_type=True,
-        doc="""x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
+collect_factors_general = rule(
+    "collect_factors_general",
+    (o.mul, "*terms"),
+    "collected",
+    UNSAFE,
+    assumptions=("x > 0",),
+    examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
+    compute={"collected": partial(rebuilt, o.mul, partial(like_factors, True))},
+    keeps_type=True,
+    doc="""x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
     Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1; for x < 0 a fractional power
     is NaN.""",
-    ),
-    holds_variables,
+    screen=holds_variables,
 )
 
 

@@ -237,6 +237,7 @@ def rule(
     keeps_type: bool = False,
     compute: Mapping[str, Callable[..., Any] | Computed] | None = None,
     idempotent: bool = False,
+    screen: Callable[[Any], bool] | None = None,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
@@ -259,6 +260,9 @@ def rule(
     accept at all: the rule's screen then skips nodes with no such operand
     without calling it.  `idempotent`: what the rule builds never matches it
     again while its operands stay (an engine need not retry it there).
+    `screen` adds a necessary condition to the left pattern's own screen,
+    reading only the heads of the node's operands (see `Rule`): for a rule
+    reading a whole operand list, which its pattern cannot narrow.
 
     The directions follow from the declaration: backward runs when every
     variable of the left side is bound by the right side or by the declared
@@ -295,12 +299,19 @@ def rule(
         doc=doc or f"{lhs_pattern.text} -> {rhs_pattern.text}",
         lhs=lhs_pattern,
         rhs=rhs_pattern,
-        screen=lhs_pattern.screen,
+        screen=lhs_pattern.screen if screen is None else _both(lhs_pattern.screen, screen),
         semantics=semantics,
         idempotent=idempotent,
     )
     made.sides = sides
     return made
+
+
+def _both(first: Callable[[Any], bool], second: Callable[[Any], bool]) -> Callable[[Any], bool]:
+    def screen(value: Any) -> bool:
+        return first(value) and second(value)
+
+    return screen
 
 
 def _computed(rule_name: str, compute: Mapping[str, Any], names: dict[str, Var]) -> tuple[_Compute, ...]:
