@@ -354,7 +354,6 @@ def mappingo(
                 if s is not False:
                     yield s
 
-    goal.function = forward  # `rewrite_operandso` runs it directly on a bound operand list
     return goal
 
 
@@ -412,21 +411,7 @@ def node_mappingo(
     def goal(state: Any) -> Iterator[Any]:
         return chain(state)
 
-    goal.forward_values = partial(node_image, kind, forward)
     return goal
-
-
-def node_image(kind: type | tuple[type, ...] | Op, forward: Callable[[Any], Any], given: Any) -> tuple | None:
-    """The right sides `node_mappingo` answers for a bound graph `given`: its forward run, computed
-    without kanren states (at most one); None when `given` is not a graph variable (run the goal)."""
-    if not isinstance(given, Variable):
-        return None
-    found = _kind_arguments(given, kind)
-    if found is None:
-        return ()
-    image = forward(found)
-    new = graph_of(image) if image is not None else None
-    return (image,) if new is not None and given.type.is_super(new.type) else ()
 
 
 def replaceableo(lhs: Any, rhs: Any) -> Goal:
@@ -459,30 +444,7 @@ def rewrite_operandso(op: Op, lhs: Any, rhs: Any, relate: Callable[[Any, Any], G
     def goal(state: Any) -> Iterator[Any]:
         return chain(state)
 
-    function = getattr(link, "function", None)
-    if function is not None:  # a `mappingo` link: the forward direction is a plain function call
-        goal.forward_values = partial(operands_image, op, function)
     return goal
-
-
-def operands_image(op: Op, function: Callable[[Any], Any], given: Any) -> tuple | None:
-    """The right sides `rewrite_operandso` answers for a bound graph `given`, via `function` on its operands.
-
-    The same answers as the goal's forward run (at most one), computed
-    without kanren states; None when `given` is not a graph variable (the
-    caller runs the goal).
-    """
-    if not isinstance(given, Variable):
-        return None
-    found = _arguments(given, op)
-    if found is None:
-        return ()
-    image = function(found[1])
-    if not isinstance(image, (tuple, list)) or not image:
-        return ()
-    built = image[0] if len(image) == 1 else _build(op, image)
-    new = graph_of(built) if built is not None else None
-    return (built,) if new is not None and given.type.is_super(new.type) else ()
 
 
 def flatteno(op: Op, nested: Any, flat: Any) -> Goal:

@@ -418,22 +418,8 @@ def _goal_relation(fn: Callable[[Any, Any], Any]) -> Callable[[Any, Any], Any]:
 
         return goal
 
-    direct: list = []
-
-    def forward_values(lhs: Any) -> Iterable[Any] | None:
-        """The right sides for a bound `lhs` when `fn`'s goal can give them without kanren states, else None.
-
-        Whether it can is read once, from the goal `fn` builds on fresh
-        variables: a goal constructor's structure does not depend on the
-        values its arguments will take (they are logic terms).
-        """
-        if not direct:
-            direct.append(getattr(fn(var(), var()), "forward_values", None))
-        return None if direct[0] is None else direct[0](lhs)
-
     relation_.__name__ = getattr(fn, "__name__", "relation")
     relation_.__doc__ = fn.__doc__
-    relation_.forward_values = forward_values  # `runtime.answers` uses it (see rewrite_operandso)
     return relation_
 
 

@@ -410,8 +410,8 @@ def direct_answers(
     rule: Rule | Callable, term: Any, direction: str = "forward", screened: bool = False
 ) -> Iterator[Answer] | None:
     """`answers` where plain function calls give them, without kanren states (a `relation_budget` still
-    counts the matches and values): a screen or guard refusing a graph, a pattern's matcher on a ground
-    term, a goal's `forward_values`; None when the goal must run.  `screened`: the caller has tested
+    counts the matches): a screen or guard refusing a graph, a declared rule's matcher on a ground
+    term; None when the goal must run.  `screened`: the caller has tested
     the screen."""
     found = forward_plan(rule, screened)(term) if direction == "forward" else None
     if found is None:
@@ -443,11 +443,9 @@ def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any
         for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None))
         if g is not None
     )
-    relation = getattr(rule, "relation", rule)
     sides = getattr(rule, "sides", None)
     matches = partial(forward_matches, sides) if sides is not None else None
     names = {v: n for n, v in sides.lhs.names.items() if not n.startswith("*")} if sides is not None else None
-    direct = getattr(relation, "forward_values", None)
 
     def plan(term: Any) -> tuple | None:
         if guards and isinstance(term, Variable):
@@ -456,8 +454,7 @@ def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any
                     return None, None, ()
         if matches is not None and not is_logic_variable(term) and is_ground(term):
             return names, matches(term), None  # the goal's own ground branch, without kanren states
-        values = direct(term) if direct is not None else None  # a goal whose forward run is a call
-        return None if values is None else (None, None, values)
+        return None
 
     return plan
 

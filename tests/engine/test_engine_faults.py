@@ -554,6 +554,7 @@ import warnings
 
 from relwrite import FunctionGraph, add, exp, float64, log, sin
 from relwrite.engine import EquilibriumRewriter, KanrenRelationSub, PatternSub, RewriteWarning
+from relwrite.relations import rule
 
 
 def loops_in_its_goal(lhs, rhs):
@@ -565,28 +566,25 @@ def loops_in_its_goal(lhs, rhs):
     return goal
 
 
-def loops_in_its_direct_answer(lhs, rhs):
-    raise AssertionError("the engine answers forward through forward_values")
-
-
-def endless_values(term):
+def endless(x):
     while True:
         pass
 
 
-loops_in_its_direct_answer.forward_values = endless_values
+loops_in_its_computed_value = rule("loops_in_its_computed_value", (exp, "x"), "y", compute={"y": endless})
 
-for relation in (loops_in_its_goal, loops_in_its_direct_answer):
-    rule = KanrenRelationSub(relation, tracks=[exp], name=relation.__name__, max_seconds=0.2)
+LOOPING = [(loops_in_its_goal, "loops_in_its_goal"), (loops_in_its_computed_value, "loops_in_its_computed_value")]
+for relation, name in LOOPING:
+    sub = KanrenRelationSub(relation, tracks=[exp], name=name, max_seconds=0.2)
     x = float64("x")
     fgraph = FunctionGraph([x], [add(exp(x), sin(exp(log(x))))])
-    engine = EquilibriumRewriter([rule, PatternSub((exp, (log, "a")), "a", name="exp_log")])
+    engine = EquilibriumRewriter([sub, PatternSub((exp, (log, "a")), "a", name="exp_log")])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         profile = engine.rewrite(fgraph)
     fgraph.check_integrity()
     print(repr(fgraph))
-    print(profile.rules[relation.__name__].budget_exceeded)
+    print(profile.rules[name].budget_exceeded)
     for w in caught:
         if issubclass(w.category, RewriteWarning):
             print(w.message)
@@ -594,7 +592,7 @@ for relation in (loops_in_its_goal, loops_in_its_direct_answer):
 
 
 def test_a_relation_looping_in_plain_python_is_interrupted_and_named():
-    """A goal (or a direct forward answer) that loops without yielding hung the engine for good: the
+    """A goal (or a declared rule's computed value) that loops without yielding hung the engine for good: the
     step count never moves.  The clock interrupts it; the engine warns naming the rule and goes on.
     Run in a subprocess so that a hang fails the test instead of the suite (the guard is generous)."""
     done = subprocess.run(
@@ -603,7 +601,7 @@ def test_a_relation_looping_in_plain_python_is_interrupted_and_named():
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     for name, (graph, exceeded, message) in zip(
-        ("loops_in_its_goal", "loops_in_its_direct_answer"), (lines[:3], lines[3:6])
+        ("loops_in_its_goal", "loops_in_its_computed_value"), (lines[:3], lines[3:6])
     ):
         assert graph == "FunctionGraph(add(exp(x), sin(x)))"  # exp_log applied, the looping rule skipped
         assert int(exceeded) >= 1
