@@ -573,7 +573,10 @@ def endless(x):
 
 loops_in_its_computed_value = rule("loops_in_its_computed_value", (exp, "x"), "y", compute={"y": endless})
 
-LOOPING = [(loops_in_its_goal, "loops_in_its_goal"), (loops_in_its_computed_value, "loops_in_its_computed_value")]
+LOOPING = [
+    (loops_in_its_goal, "loops_in_its_goal"),
+    (loops_in_its_computed_value, "loops_in_its_computed_value"),
+]
 for relation, name in LOOPING:
     sub = KanrenRelationSub(relation, tracks=[exp], name=name, max_seconds=0.2)
     x = float64("x")
