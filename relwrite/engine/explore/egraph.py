@@ -128,6 +128,9 @@ class EGraph:
         self.classes: dict[int, EClass] = {}
         self.node_count = 0
         self.unions = 0
+        self.changed: list[int] = []
+        """Classes in the order they changed (created, merged: the class kept, or `mark_changed`), for
+        incremental readers: a search remembers how far it has read."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -192,6 +195,25 @@ class EGraph:
                 stack.extend(k for k in self.children(n) if k not in seen)
         return order
 
+    def mark_changed(self, classes: Iterable[int]) -> None:
+        """Note `classes` as changed for a reader's own reason (a search: they became reachable)."""
+        self.changed.extend(classes)
+
+    def near(self, classes: Iterable[int], levels: int) -> set[int]:
+        """The classes of `classes` (found) and those up to `levels` parent links above them: where an
+        e-match reading that deep can see them."""
+        found = {self.find(c) for c in classes}
+        frontier = found
+        for _ in range(levels):
+            above = set()
+            for c in frontier:
+                above.update(self.find(n) for _, n in self.classes[c].parents)
+            frontier = above - found
+            if not frontier:
+                break
+            found |= frontier
+        return found
+
     def lookup_node(self, op: Op, children: Iterable[int]) -> int | None:
         """The class of the e-node `op(*children)` (children: term nodes or classes), None when absent.
 
@@ -240,6 +262,7 @@ class EGraph:
         self._leaves[value] = i
         self.classes[i] = EClass(i, value.type, value)
         self.node_count += 1
+        self.changed.append(i)
         return i
 
     def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType) -> int:
@@ -267,6 +290,7 @@ class EGraph:
         self._memo[canon] = i
         self.classes[i] = EClass(i, type_, None)
         self.node_count += 1
+        self.changed.append(i)
         for c in set(canon[1]):
             self.classes[c].parents.append((canon, i))
         self._fold(i)
@@ -426,6 +450,7 @@ class EGraph:
         if kept.type.is_super(gone.type):
             kept.type = gone.type
         self._pending.append(big)
+        self.changed.append(big)
         self.unions += 1
         return True
 
