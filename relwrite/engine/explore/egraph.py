@@ -253,6 +253,10 @@ class EGraph:
 
     # -- adding terms ----------------------------------------------------------------------------
 
+    def leaf_node(self, value: Variable) -> int | None:
+        """The term node of a graph input or constant (None when it is not in the e-graph)."""
+        return self._leaves.get(value)
+
     def add_leaf(self, value: Variable) -> int:
         """The term node of a graph input or constant, created (in a class of its own) when new."""
         found = self._leaves.get(value)

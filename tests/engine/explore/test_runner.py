@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 
 from relwrite import matrix, parse, scalar, vector
+from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.runner import BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
@@ -320,23 +321,50 @@ def egraph_state(g: EGraph) -> tuple:
     return g.node_count, g.class_count, g.unions, classes, links
 
 
+def run_state(exprs, rules, direction, seminaive=True, **limits):
+    """The e-graph state, stop reason, iterations and rule statistics a run leaves."""
+    g = EGraph()
+    roots = [g.intern(e) for e in exprs]
+    report = Runner(g, rules, direction, Limits(**{**WORK, **limits}), seminaive=seminaive).run(roots)
+    stats = {name: (r.answers, r.unions) for name, r in report.rules.items()}
+    return egraph_state(g), report.stop_reason, report.iterations, stats
+
+
 def both_searches(exprs, rules, direction, **limits):
-    """The e-graph state, report and forms of a semi-naive run and of a full-search run."""
-    found = []
-    for seminaive in (True, False):
-        g = EGraph()
-        roots = [g.intern(e) for e in exprs]
-        runner = Runner(g, rules, direction, Limits(**{**WORK, **limits}), seminaive=seminaive)
-        report = runner.run(roots)
-        stats = {name: (r.answers, r.unions) for name, r in report.rules.items()}
-        found.append((egraph_state(g), report.stop_reason, report.iterations, stats))
-    return found
+    """The run states of a semi-naive and of a full-search run."""
+    return [run_state(exprs, rules, direction, seminaive, **limits) for seminaive in (True, False)]
 
 
 PLUS = type("Plus", (o.Elemwise,), {"nin": 2, "dtype_rule": np.add, "__module__": __name__})()
 TIMES = type("Times", (o.Elemwise,), {"nin": 2, "dtype_rule": np.multiply, "__module__": __name__})()
 DIV = type("Div", (o.Elemwise,), {"nin": 2, "dtype_rule": np.true_divide, "__module__": __name__})()
 """Binary ops that are only themselves to the e-graph (not associative or commutative)."""
+
+
+SEED = [  # the seed's proof of z + (y*x/y)*(z/x) = 2*z, with assumptions
+    rule("comm_mul", (TIMES, "a", "b"), (TIMES, "b", "a")),
+    rule("assoc_mul", (TIMES, "a", (TIMES, "b", "c")), (TIMES, (TIMES, "a", "b"), "c")),
+    rule("mul_div", (DIV, (TIMES, "a", "b"), "c"), (TIMES, "a", (DIV, "b", "c"))),
+    rule("div_self", (DIV, "a", "a"), 1, assumptions=("a != 0",)),
+    rule("mul_one", (TIMES, "a", 1), "a"),
+    rule("div_mul", (TIMES, (DIV, "a", "b"), "b"), "a", assumptions=("b != 0",)),
+    rule("add_self", (PLUS, "a", "a"), (TIMES, 2, "a")),
+]
+
+
+def test_sides_built_by_their_plans_are_built_as_their_patterns_build_them(monkeypatch):
+    """A side compiled to a plan (fixed non-AC ops, variables, numbers) adds the same term nodes in the
+    same order as the pattern built as a tree."""
+    x, y, z = scalar("x"), scalar("y"), scalar("z")
+    cases = [([PLUS(z, TIMES(DIV(TIMES(y, x), y), DIV(z, x))), TIMES(2.0, z)], SEED, "forward", 8)]
+    for text in ("(x - y) / (x - y) * exp(log(z))", "log(1 + exp(x)) - log(sigmoid(x)) * (y - y)"):
+        cases.append(([parse(text, types={"x": x, "y": y, "z": z})], DEFAULT, "both", 5))
+    planned = [
+        run_state(exprs, rules, direction, iterations=n, nodes=2_000) for exprs, rules, direction, n in cases
+    ]
+    monkeypatch.setattr(machine._Plan, "compile", staticmethod(lambda pattern: None))
+    for (exprs, rules, direction, n), found in zip(cases, planned):
+        assert run_state(exprs, rules, direction, iterations=n, nodes=2_000) == found
 
 
 def test_the_seminaive_search_finds_what_a_full_search_finds():
@@ -357,17 +385,8 @@ def test_the_seminaive_search_finds_what_a_full_search_finds():
     )
     assert seminaive == full
     x, y, z = scalar("x"), scalar("y"), scalar("z")
-    seed = [  # the seed's proof of z + (y*x/y)*(z/x) = 2*z, with assumptions
-        rule("comm_mul", (TIMES, "a", "b"), (TIMES, "b", "a")),
-        rule("assoc_mul", (TIMES, "a", (TIMES, "b", "c")), (TIMES, (TIMES, "a", "b"), "c")),
-        rule("mul_div", (DIV, (TIMES, "a", "b"), "c"), (TIMES, "a", (DIV, "b", "c"))),
-        rule("div_self", (DIV, "a", "a"), 1, assumptions=("a != 0",)),
-        rule("mul_one", (TIMES, "a", 1), "a"),
-        rule("div_mul", (TIMES, (DIV, "a", "b"), "b"), "a", assumptions=("b != 0",)),
-        rule("add_self", (PLUS, "a", "a"), (TIMES, 2, "a")),
-    ]
     lhs = PLUS(z, TIMES(DIV(TIMES(y, x), y), DIV(z, x)))
-    seminaive, full = both_searches([lhs, TIMES(2.0, z)], seed, "forward", iterations=8)
+    seminaive, full = both_searches([lhs, TIMES(2.0, z)], SEED, "forward", iterations=8)
     assert seminaive == full
     for text in (
         "(x*y)*(z*x) + (y*x)*z",
