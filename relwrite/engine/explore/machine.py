@@ -131,6 +131,43 @@ class _Plan:
         return _Plan(tuple(steps))
 
 
+class _Matcher:
+    """A side that reads only fixed ops that are not add or mul, applied to variables, numbers and
+    each other (no constraints), compiled for e-matching without the general matcher.  `root` is
+    ``(op, arity, equal, pairs)``: `equal` the operand positions that must hold one class, `pairs`
+    ``(position, kind, x)`` in the order `Pattern.matches` tries them, `kind` 0 for a variable, 1 for
+    a number, 2 for an application (`x` its own tuple)."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: tuple):
+        self.root = root
+
+    @staticmethod
+    def compile(pattern: Pattern) -> _Matcher | None:
+        def node(apply: Any) -> tuple | None:
+            if not isinstance(apply, _Apply) or not isinstance(apply.op, Op) or apply.op in AC_OPS:
+                return None
+            if apply.multiset or apply.sequence is not None or not apply.args:
+                return None
+            pairs = []
+            for position in apply.order:
+                arg = apply.args[position]
+                if isinstance(arg, _Named):
+                    pairs.append((position, 0, arg.var))
+                elif isinstance(arg, _Number):
+                    pairs.append((position, 1, arg.value))
+                else:
+                    inner = node(arg)  # patterns are small: recursion over the pattern, not a graph
+                    if inner is None:
+                        return None
+                    pairs.append((position, 2, inner))
+            return (apply.op, len(apply.args), apply.equal, tuple(pairs))
+
+        root = node(pattern.root)
+        return None if root is None else _Matcher(root)
+
+
 class _Planned:
     """A side built by its plan under a substitution (nothing added yet): each step's operands (graph
     variables: classes' proxies and constants; `_Step`: earlier steps) and type."""
@@ -156,6 +193,7 @@ class EClasses:
         self._types: dict[tuple, TensorType] = {}
         self._typed: dict[TensorType, Variable] = {}
         self._plans: dict[Pattern, _Plan | None] = {}
+        self._matchers: dict[Pattern, _Matcher | None] = {}
 
     def refresh(self) -> None:
         """Forget the e-nodes read so far (the e-graph changed)."""
@@ -222,6 +260,49 @@ class EClasses:
 
     def shared(self, value: Any) -> bool:
         return False
+
+    # -- compiled e-matching
+
+    def matcher(self, pattern: Pattern) -> _Matcher | None:
+        """`pattern` compiled for `match` (None when it has parts only `Pattern.matches` reads)."""
+        if pattern not in self._matchers:
+            self._matchers[pattern] = _Matcher.compile(pattern)
+        return self._matchers[pattern]
+
+    def match(self, matcher: _Matcher, cls: int) -> list[dict]:
+        """The substitutions `Pattern.matches` gives at class `cls`, in its order."""
+        return self._match(matcher.root, ClassRef(cls), {})
+
+    def _match(self, node: tuple, value: ClassRef, s: dict) -> list[dict]:
+        op_, arity, equal, pairs = node
+        find = self.egraph.find
+        found: list[dict] = []
+        for op, operands in self.applications(value):
+            if (op is not op_ and op != op_) or len(operands) != arity:
+                continue
+            if equal and not all(find(operands[i]) == find(operands[j]) for i, j in equal):
+                continue
+            states = [s]
+            for position, kind, x in pairs:
+                operand = operands[position]
+                if kind == 0:
+                    grown = []
+                    for state in states:
+                        bound = state.get(x)
+                        if bound is None:
+                            grown.append({**state, x: operand})
+                        elif find(bound) == find(operand):
+                            grown.append(state)
+                    states = grown
+                elif kind == 1:
+                    if not self.literal(operand, x):
+                        states = []
+                else:
+                    states = [done for state in states for done in self._match(x, operand, state)]
+                if not states:
+                    break
+            found.extend(states)
+        return found
 
     # -- proxies
 

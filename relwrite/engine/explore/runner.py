@@ -419,6 +419,12 @@ class Runner:
         machine, stats = self.machine, self.report.rules[rule.name]
         side = rule.lhs if direction == "forward" else rule.rhs
         seen: set[Any] = set()
+        sides = rule.sides
+        if sides is not None and not (sides.where or sides.computed or rule.lhs.guards()):
+            matcher = machine.matcher(side)
+            if matcher is not None:  # nothing to complete: each match is a class substitution as it is
+                self._match_classes(rule, direction, matcher, candidates, found)
+                return
         for c in candidates:
             stats.runs += 1
             for s in side.matches(ClassRef(c), target=machine):
@@ -430,6 +436,31 @@ class Runner:
                         continue
                     seen.add(key)
                     found.append(_Match(rule, direction, c, done, key))
+
+    def _match_classes(
+        self, rule: Rule, direction: str, matcher: Any, candidates: list[int], found: list
+    ) -> None:
+        """`_match` by a compiled matcher, for a rule without constraints or computed values: its
+        matches bind classes only (keys as `_key` makes them)."""
+        machine, stats, applied, find = (
+            self.machine,
+            self.report.rules[rule.name],
+            self._applied,
+            self.egraph.find,
+        )
+        needed = rule.sides.lhs_variables if direction == "backward" else frozenset()
+        seen: set[Any] = set()
+        for c in candidates:
+            stats.runs += 1
+            root = find(c)
+            for s in machine.match(matcher, c):
+                if needed and not needed <= s.keys():
+                    continue
+                key = (rule.name, direction, root, frozenset([(v, ("class", find(x))) for v, x in s.items()]))
+                if key in applied or key in seen:
+                    continue
+                seen.add(key)
+                found.append(_Match(rule, direction, c, s, key))
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""

@@ -352,17 +352,21 @@ SEED = [  # the seed's proof of z + (y*x/y)*(z/x) = 2*z, with assumptions
 ]
 
 
-def test_sides_built_by_their_plans_are_built_as_their_patterns_build_them(monkeypatch):
-    """A side compiled to a plan (fixed non-AC ops, variables, numbers) adds the same term nodes in the
-    same order as the pattern built as a tree."""
+def test_compiled_sides_match_and_build_as_their_patterns_do(monkeypatch):
+    """A side compiled to a matcher and a plan (fixed non-AC ops, variables, numbers) finds the same
+    matches in the same order, and adds the same term nodes in the same order, as the pattern."""
     x, y, z = scalar("x"), scalar("y"), scalar("z")
     cases = [([PLUS(z, TIMES(DIV(TIMES(y, x), y), DIV(z, x))), TIMES(2.0, z)], SEED, "forward", 8)]
+    factor = rule("factor", (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c")), (TIMES, "a", (PLUS, "b", "c")))
+    terms = PLUS(TIMES(x, PLUS(y, z)), TIMES(PLUS(z, y), x))
+    cases.append(([terms], [*SEED[:2], factor, rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a"))], "both", 4))
     for text in ("(x - y) / (x - y) * exp(log(z))", "log(1 + exp(x)) - log(sigmoid(x)) * (y - y)"):
         cases.append(([parse(text, types={"x": x, "y": y, "z": z})], DEFAULT, "both", 5))
     planned = [
         run_state(exprs, rules, direction, iterations=n, nodes=2_000) for exprs, rules, direction, n in cases
     ]
     monkeypatch.setattr(machine._Plan, "compile", staticmethod(lambda pattern: None))
+    monkeypatch.setattr(machine._Matcher, "compile", staticmethod(lambda pattern: None))
     for (exprs, rules, direction, n), found in zip(cases, planned):
         assert run_state(exprs, rules, direction, iterations=n, nodes=2_000) == found
 
