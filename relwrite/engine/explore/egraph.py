@@ -46,6 +46,10 @@ from relwrite.relations.registry import Rule
 AC_OPS: frozenset[Op] = frozenset({ops.add, ops.mul})
 """Ops whose e-nodes hold sorted operand multisets (associative and commutative)."""
 
+_AC_KINDS = frozenset(type(op) for op in AC_OPS)
+"""Their classes: they have no props, so an op is one of them exactly when its class is (a faster test
+on the hot paths than hashing the op)."""
+
 CONGRUENCE = "congruence"
 """Reason of a union of two applications of one op to equivalent operands."""
 
@@ -219,8 +223,9 @@ class EGraph:
 
         Between rebuilds the hash-cons may miss an e-node whose operands were merged since.
         """
-        classes = tuple(self.find(c) for c in children)
-        if op in AC_OPS:
+        find = self.find
+        classes = tuple([find(c) for c in children])
+        if type(op) in _AC_KINDS:
             classes = tuple(sorted(classes))
         found = self._memo.get((op, classes))
         return None if found is None else self.find(found)
@@ -276,7 +281,7 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        if op in AC_OPS:
+        if type(op) in _AC_KINDS:
             children = tuple(sorted(children))
         key = (op, children)
         found = self._exact.get(key)
@@ -429,8 +434,9 @@ class EGraph:
         op = self._op[node]
         if op is None:
             return (None, (), node)
-        classes = tuple(self.find(c) for c in self._children[node])
-        return (op, tuple(sorted(classes)) if op in AC_OPS else classes)
+        find = self.find
+        classes = tuple([find(c) for c in self._children[node]])
+        return (op, tuple(sorted(classes)) if type(op) in _AC_KINDS else classes)
 
     # -- merging ---------------------------------------------------------------------------------
 

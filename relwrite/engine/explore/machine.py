@@ -448,7 +448,7 @@ class EClasses:
         return value
 
     def _type(self, op: Op, inputs: list[Variable]) -> TensorType:
-        key = (op, tuple(i if isinstance(i, Constant) else i.type for i in inputs))
+        key = (op, tuple([i if isinstance(i, Constant) else i.type for i in inputs]))
         found = self._types.get(key)
         if found is None:
             try:
@@ -483,7 +483,7 @@ class EClasses:
         if type(built) is _Planned:
             nodes: list[int] = []
             for (op, _), operands, type_ in zip(built.plan.steps, built.operands, built.types):
-                children = tuple(nodes[v] if type(v) is _Step else self._add_variable(v) for v in operands)
+                children = tuple([nodes[v] if type(v) is _Step else self._add_variable(v) for v in operands])
                 nodes.append(egraph.add_node(op, children, type_))
             return nodes[-1]
         if not isinstance(built, _Built):
@@ -542,7 +542,9 @@ class EClasses:
             classes: list[int | None] = []
             operands: tuple[int | None, ...] = ()
             for (op, _), values in zip(built.plan.steps, built.operands):
-                operands = tuple(classes[v] if type(v) is _Step else self._variable_class(v) for v in values)
+                operands = tuple(
+                    [classes[v] if type(v) is _Step else self._variable_class(v) for v in values]
+                )
                 inside.update(c for c in operands if c is not None)
                 classes.append(None if None in operands else egraph.lookup_node(op, operands))
             return classes[-1], inside, operands
