@@ -46,6 +46,10 @@ from relwrite.relations.registry import Rule
 AC_OPS: frozenset[Op] = frozenset({ops.add, ops.mul})
 """Ops whose e-nodes hold sorted operand multisets (associative and commutative)."""
 
+_AC_KINDS = frozenset(type(op) for op in AC_OPS)
+"""Their classes: they have no props, so an op is one of them exactly when its class is (a faster test
+on the hot paths than hashing the op)."""
+
 CONGRUENCE = "congruence"
 """Reason of a union of two applications of one op to equivalent operands."""
 
@@ -128,6 +132,9 @@ class EGraph:
         self.classes: dict[int, EClass] = {}
         self.node_count = 0
         self.unions = 0
+        self.changed: list[int] = []
+        """Classes in the order they changed (created, merged: the class kept, or `mark_changed`), for
+        incremental readers: a search remembers how far it has read."""
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -192,13 +199,33 @@ class EGraph:
                 stack.extend(k for k in self.children(n) if k not in seen)
         return order
 
+    def mark_changed(self, classes: Iterable[int]) -> None:
+        """Note `classes` as changed for a reader's own reason (a search: they became reachable)."""
+        self.changed.extend(classes)
+
+    def near(self, classes: Iterable[int], levels: int) -> set[int]:
+        """The classes of `classes` (found) and those up to `levels` parent links above them: where an
+        e-match reading that deep can see them."""
+        found = {self.find(c) for c in classes}
+        frontier = found
+        for _ in range(levels):
+            above = set()
+            for c in frontier:
+                above.update(self.find(n) for _, n in self.classes[c].parents)
+            frontier = above - found
+            if not frontier:
+                break
+            found |= frontier
+        return found
+
     def lookup_node(self, op: Op, children: Iterable[int]) -> int | None:
         """The class of the e-node `op(*children)` (children: term nodes or classes), None when absent.
 
         Between rebuilds the hash-cons may miss an e-node whose operands were merged since.
         """
-        classes = tuple(self.find(c) for c in children)
-        if op in AC_OPS:
+        find = self.find
+        classes = tuple([find(c) for c in children])
+        if type(op) in _AC_KINDS:
             classes = tuple(sorted(classes))
         found = self._memo.get((op, classes))
         return None if found is None else self.find(found)
@@ -231,6 +258,10 @@ class EGraph:
 
     # -- adding terms ----------------------------------------------------------------------------
 
+    def leaf_node(self, value: Variable) -> int | None:
+        """The term node of a graph input or constant (None when it is not in the e-graph)."""
+        return self._leaves.get(value)
+
     def add_leaf(self, value: Variable) -> int:
         """The term node of a graph input or constant, created (in a class of its own) when new."""
         found = self._leaves.get(value)
@@ -240,6 +271,7 @@ class EGraph:
         self._leaves[value] = i
         self.classes[i] = EClass(i, value.type, value)
         self.node_count += 1
+        self.changed.append(i)
         return i
 
     def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType) -> int:
@@ -249,7 +281,7 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        if op in AC_OPS:
+        if type(op) in _AC_KINDS:
             children = tuple(sorted(children))
         key = (op, children)
         found = self._exact.get(key)
@@ -267,6 +299,7 @@ class EGraph:
         self._memo[canon] = i
         self.classes[i] = EClass(i, type_, None)
         self.node_count += 1
+        self.changed.append(i)
         for c in set(canon[1]):
             self.classes[c].parents.append((canon, i))
         self._fold(i)
@@ -401,8 +434,9 @@ class EGraph:
         op = self._op[node]
         if op is None:
             return (None, (), node)
-        classes = tuple(self.find(c) for c in self._children[node])
-        return (op, tuple(sorted(classes)) if op in AC_OPS else classes)
+        find = self.find
+        classes = tuple([find(c) for c in self._children[node]])
+        return (op, tuple(sorted(classes)) if type(op) in _AC_KINDS else classes)
 
     # -- merging ---------------------------------------------------------------------------------
 
@@ -426,6 +460,7 @@ class EGraph:
         if kept.type.is_super(gone.type):
             kept.type = gone.type
         self._pending.append(big)
+        self.changed.append(big)
         self.unions += 1
         return True
 

@@ -33,7 +33,17 @@ from relwrite.engine.explore.egraph import AC_OPS, EGraph
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import GraphETuple
 from relwrite.graph.types import TensorType
-from relwrite.relations.pattern import Pattern, Unbuildable, matched_term, same_value, to_graph
+from relwrite.relations.pattern import (
+    Pattern,
+    Unbuildable,
+    _Apply,
+    _Guarded,
+    _Named,
+    _Number,
+    matched_term,
+    same_value,
+    to_graph,
+)
 from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable
 
 
@@ -57,6 +67,117 @@ class _Built:
         self.node: int | None = None
 
 
+class _Step(int):
+    """An operand that is an earlier step of a plan (its index), distinct from a number."""
+
+    __slots__ = ()
+
+
+class _Plan:
+    """A side of a rule compiled for building into the e-graph, when it is only applications of fixed
+    ops that are not add or mul, to variables, numbers and each other: its applications (`steps`)
+    in the order `EClasses.add` makes them, the root last; an operand of a step is ``(0, var)``,
+    ``(1, number)`` or ``(2, _Step(k))``, the k-th step.  A side that is one variable has no steps."""
+
+    __slots__ = ("steps", "var")
+
+    def __init__(self, steps: tuple[tuple[Op, tuple[tuple[int, Any], ...]], ...], var: Any = None):
+        self.steps, self.var = steps, var
+
+    @staticmethod
+    def compile(pattern: Pattern) -> _Plan | None:
+        """The plan of `pattern`, None when it has other parts (they build through `Pattern.instantiate`)."""
+
+        def bare(node: Any) -> Any:
+            while isinstance(node, _Guarded):
+                node = node.inner
+            return node
+
+        root = bare(pattern.root)
+        if isinstance(root, _Named):
+            return _Plan((), root.var)
+        order: list[_Apply] = []  # as `add` makes them: operands last to first, each before its user
+        stack, made = [root], set()
+        while stack:
+            node = stack[-1]
+            if (
+                not isinstance(node, _Apply)
+                or not isinstance(node.op, Op)
+                or node.op in AC_OPS
+                or not node.args
+            ):
+                return None
+            waiting = [a for a in map(bare, node.args) if isinstance(a, _Apply) and id(a) not in made]
+            if waiting:
+                stack.extend(waiting)
+                continue
+            stack.pop()
+            made.add(id(node))
+            order.append(node)
+        index = {id(node): k for k, node in enumerate(order)}
+        steps = []
+        for node in order:
+            operands = []
+            for a in map(bare, node.args):
+                if isinstance(a, _Named):
+                    operands.append((0, a.var))
+                elif isinstance(a, _Number):
+                    operands.append((1, a.value))
+                elif isinstance(a, _Apply):
+                    operands.append((2, _Step(index[id(a)])))
+                else:
+                    return None
+            steps.append((node.op, tuple(operands)))
+        return _Plan(tuple(steps))
+
+
+class _Matcher:
+    """A side that reads only fixed ops that are not add or mul, applied to variables, numbers and
+    each other (no constraints), compiled for e-matching without the general matcher.  `root` is
+    ``(op, arity, equal, pairs)``: `equal` the operand positions that must hold one class, `pairs`
+    ``(position, kind, x)`` in the order `Pattern.matches` tries them, `kind` 0 for a variable, 1 for
+    a number, 2 for an application (`x` its own tuple)."""
+
+    __slots__ = ("root",)
+
+    def __init__(self, root: tuple):
+        self.root = root
+
+    @staticmethod
+    def compile(pattern: Pattern) -> _Matcher | None:
+        def node(apply: Any) -> tuple | None:
+            if not isinstance(apply, _Apply) or not isinstance(apply.op, Op) or apply.op in AC_OPS:
+                return None
+            if apply.multiset or apply.sequence is not None or not apply.args:
+                return None
+            pairs = []
+            for position in apply.order:
+                arg = apply.args[position]
+                if isinstance(arg, _Named):
+                    pairs.append((position, 0, arg.var))
+                elif isinstance(arg, _Number):
+                    pairs.append((position, 1, arg.value))
+                else:
+                    inner = node(arg)  # patterns are small: recursion over the pattern, not a graph
+                    if inner is None:
+                        return None
+                    pairs.append((position, 2, inner))
+            return (apply.op, len(apply.args), apply.equal, tuple(pairs))
+
+        root = node(pattern.root)
+        return None if root is None else _Matcher(root)
+
+
+class _Planned:
+    """A side built by its plan under a substitution (nothing added yet): each step's operands (graph
+    variables: classes' proxies and constants; `_Step`: earlier steps) and type."""
+
+    __slots__ = ("operands", "plan", "types")
+
+    def __init__(self, plan: _Plan, operands: list[list[Any]], types: list[TensorType]):
+        self.plan, self.operands, self.types = plan, operands, types
+
+
 class EClasses:
     """The pattern-matching target over the classes of `egraph` (see the module docstring).
 
@@ -71,6 +192,8 @@ class EClasses:
         self._classes: dict[Variable, int] = {}
         self._types: dict[tuple, TensorType] = {}
         self._typed: dict[TensorType, Variable] = {}
+        self._plans: dict[Pattern, _Plan | None] = {}
+        self._matchers: dict[Pattern, _Matcher | None] = {}
 
     def refresh(self) -> None:
         """Forget the e-nodes read so far (the e-graph changed)."""
@@ -138,6 +261,49 @@ class EClasses:
     def shared(self, value: Any) -> bool:
         return False
 
+    # -- compiled e-matching
+
+    def matcher(self, pattern: Pattern) -> _Matcher | None:
+        """`pattern` compiled for `match` (None when it has parts only `Pattern.matches` reads)."""
+        if pattern not in self._matchers:
+            self._matchers[pattern] = _Matcher.compile(pattern)
+        return self._matchers[pattern]
+
+    def match(self, matcher: _Matcher, cls: int) -> list[dict]:
+        """The substitutions `Pattern.matches` gives at class `cls`, in its order."""
+        return self._match(matcher.root, ClassRef(cls), {})
+
+    def _match(self, node: tuple, value: ClassRef, s: dict) -> list[dict]:
+        op_, arity, equal, pairs = node
+        find = self.egraph.find
+        found: list[dict] = []
+        for op, operands in self.applications(value):
+            if (op is not op_ and op != op_) or len(operands) != arity:
+                continue
+            if equal and not all(find(operands[i]) == find(operands[j]) for i, j in equal):
+                continue
+            states = [s]
+            for position, kind, x in pairs:
+                operand = operands[position]
+                if kind == 0:
+                    grown = []
+                    for state in states:
+                        bound = state.get(x)
+                        if bound is None:
+                            grown.append({**state, x: operand})
+                        elif find(bound) == find(operand):
+                            grown.append(state)
+                    states = grown
+                elif kind == 1:
+                    if not self.literal(operand, x):
+                        states = []
+                else:
+                    states = [done for state in states for done in self._match(x, operand, state)]
+                if not states:
+                    break
+            found.extend(states)
+        return found
+
     # -- proxies
 
     def proxy(self, cls: int) -> Variable:
@@ -173,13 +339,62 @@ class EClasses:
     # -- building sides
 
     def instantiate(self, pattern: Pattern, s: Mapping, splice: bool = True) -> Any:
-        """`pattern` built under `s` as a tree (nothing added yet): a `ClassRef`, a `_Built`, or a graph
-        variable.  Raises `Unbuildable` when it does not build (an unbound variable, a type error)."""
+        """`pattern` built under `s` as a tree (nothing added yet): a `ClassRef`, a `_Built` (a
+        `_Planned` when the pattern has a plan), or a graph variable.  Raises `Unbuildable` when it
+        does not build (an unbound variable, a type error)."""
+        if pattern in self._plans:
+            plan = self._plans[pattern]
+        else:
+            plan = self._plans[pattern] = _Plan.compile(pattern)
+        if plan is not None:
+            planned = self._planned(plan, s)
+            if planned is not None:
+                return planned
 
         def apply(op: Op, operands: list) -> _Built:
             return self._apply(op, operands, splice)
 
         return self._operand(pattern.instantiate(s, apply))
+
+    def _planned(self, plan: _Plan, s: Mapping) -> Any:
+        """`plan` built under `s` as `instantiate` builds its pattern (None when a variable is bound to
+        something other than a class: the pattern then builds the general way)."""
+        if not plan.steps:
+            value = s.get(plan.var)
+            return value if type(value) is ClassRef else None
+        operands: list[list[Any]] = []
+        types: list[TensorType] = []
+        for op, spec in plan.steps:
+            values: list[Any] = []
+            numbers = False
+            for kind, x in spec:
+                if kind == 0:
+                    value = s.get(x)
+                    if type(value) is not ClassRef:
+                        return None
+                    values.append(self.proxy(value))
+                elif kind == 2:
+                    values.append(x)
+                else:
+                    values.append(x)
+                    numbers = True
+            inputs = [self._typed_variable(types[v]) if type(v) is _Step else v for v in values]
+            if numbers:
+                try:
+                    inputs = op.as_inputs(inputs)
+                except (TypeError, ValueError, OverflowError) as exc:
+                    raise Unbuildable(f"{op} of {inputs}: {exc}") from exc
+                values = [v if type(v) is _Step else i for v, i in zip(values, inputs)]
+            types.append(self._type(op, inputs))
+            operands.append(values)
+        return _Planned(plan, operands, types)
+
+    def _typed_variable(self, type_: TensorType) -> Variable:
+        """The input variable standing for a built application of type `type_` (type inference only)."""
+        typed = self._typed.get(type_)
+        if typed is None:
+            typed = self._typed[type_] = Variable(type_)
+        return typed
 
     def _operand(self, value: Any) -> Any:
         if type(value) is ClassRef or isinstance(value, (_Built, Variable)):
@@ -193,15 +408,27 @@ class EClasses:
         raise Unbuildable(f"{value!r} is not a class, a graph or a number")
 
     def _apply(self, op: Op, operands: list, splice: bool) -> _Built:
-        if is_logic_variable(op) or not isinstance(op, Op):
+        if not isinstance(op, Op) or is_logic_variable(op):
             raise Unbuildable(f"{op!r} is not an op")
-        values = [self._operand(v) for v in operands]
-        proxies = [self._proxy_of(v) for v in values]
-        try:
-            inputs = op.as_inputs(proxies)
-        except (TypeError, ValueError, OverflowError) as exc:
-            raise Unbuildable(f"{op} of {proxies}: {exc}") from exc
-        values = [i if isinstance(v, NUMBER) else v for v, i in zip(values, inputs)]
+        values = []
+        numbers = False
+        for v in operands:
+            kind = type(v)
+            if kind is ClassRef:
+                v = self.proxy(v)  # the class as its proxy: interned back to the class (or its leaf)
+            elif kind is not _Built and not isinstance(v, Variable):
+                v = self._operand(v)
+                numbers = numbers or isinstance(v, NUMBER)
+            values.append(v)
+        if numbers:
+            proxies = [self._proxy_of(v) for v in values]
+            try:
+                inputs = op.as_inputs(proxies)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise Unbuildable(f"{op} of {proxies}: {exc}") from exc
+            values = [i if isinstance(v, NUMBER) else v for v, i in zip(values, inputs)]
+        else:  # Variables only: as_inputs would return them as they are
+            inputs = [self._proxy_of(v) if type(v) is _Built else v for v in values]
         type_ = self._type(op, inputs)
         if splice and op in AC_OPS and all(i.dtype == type_.dtype for i in inputs):
             flat: list[Any] = []
@@ -217,14 +444,11 @@ class EClasses:
         if type(value) is ClassRef:
             return self.proxy(value)
         if isinstance(value, _Built):
-            typed = self._typed.get(value.type)
-            if typed is None:
-                typed = self._typed[value.type] = Variable(value.type)
-            return typed
+            return self._typed_variable(value.type)
         return value
 
     def _type(self, op: Op, inputs: list[Variable]) -> TensorType:
-        key = (op, tuple(i if isinstance(i, Constant) else i.type for i in inputs))
+        key = (op, tuple([i if isinstance(i, Constant) else i.type for i in inputs]))
         found = self._types.get(key)
         if found is None:
             try:
@@ -240,6 +464,8 @@ class EClasses:
         """The static type of a built tree (a number takes class `like`'s dtype)."""
         if type(built) is ClassRef:
             return self.egraph.classes[self.egraph.find(built)].type
+        if isinstance(built, _Planned):
+            return built.types[-1]
         if isinstance(built, _Built):
             return built.type
         if isinstance(built, Variable):
@@ -253,7 +479,13 @@ class EClasses:
         if type(built) is ClassRef:
             return egraph.find(built)
         if isinstance(built, Variable):
-            return egraph.intern(built, self.placeholder_class)
+            return self._add_variable(built)
+        if type(built) is _Planned:
+            nodes: list[int] = []
+            for (op, _), operands, type_ in zip(built.plan.steps, built.operands, built.types):
+                children = tuple([nodes[v] if type(v) is _Step else self._add_variable(v) for v in operands])
+                nodes.append(egraph.add_node(op, children, type_))
+            return nodes[-1]
         if not isinstance(built, _Built):
             return egraph.add_leaf(to_graph(built, like=self.proxy(like)))
         stack = [built]
@@ -265,9 +497,33 @@ class EClasses:
                 continue
             stack.pop()
             if b.node is None:
-                children = tuple(o.node if isinstance(o, _Built) else self.add(o, like) for o in b.operands)
+                children = tuple(
+                    o.node
+                    if type(o) is _Built
+                    else self._add_variable(o)
+                    if isinstance(o, Variable)
+                    else self.add(o, like)
+                    for o in b.operands
+                )
                 b.node = egraph.add_node(b.op, children, b.type)
         return built.node
+
+    def _add_variable(self, v: Variable) -> int:
+        """`egraph.intern(v, placeholder_class)`, directly for a placeholder or a leaf."""
+        if v.owner is None:
+            cls = self._classes.get(v)
+            return self.egraph.add_leaf(v) if cls is None else self.egraph.find(cls)
+        return self.egraph.intern(v, self.placeholder_class)
+
+    def _variable_class(self, v: Variable) -> int | None:
+        """`egraph.lookup(v, placeholder_class).cls`, directly for a placeholder or a leaf."""
+        egraph = self.egraph
+        if v.owner is None:
+            cls = self._classes.get(v)
+            if cls is None:
+                cls = egraph.leaf_node(v)
+            return None if cls is None else egraph.find(cls)
+        return egraph.lookup(v, self.placeholder_class).cls
 
     def classes_inside(self, built: Any) -> tuple[int | None, set[int], tuple[int | None, ...]]:
         """Where a built tree already is, adding nothing: its class (None: absent), the classes of its
@@ -279,9 +535,19 @@ class EClasses:
             if type(v) is ClassRef:
                 return egraph.find(v)
             if isinstance(v, Variable):
-                return egraph.lookup(v, self.placeholder_class).cls
+                return self._variable_class(v)
             return None
 
+        if type(built) is _Planned:
+            classes: list[int | None] = []
+            operands: tuple[int | None, ...] = ()
+            for (op, _), values in zip(built.plan.steps, built.operands):
+                operands = tuple(
+                    [classes[v] if type(v) is _Step else self._variable_class(v) for v in values]
+                )
+                inside.update(c for c in operands if c is not None)
+                classes.append(None if None in operands else egraph.lookup_node(op, operands))
+            return classes[-1], inside, operands
         if not isinstance(built, _Built):
             return leaf_class(built), inside, ()
         found: dict[int, int | None] = {}

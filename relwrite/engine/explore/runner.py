@@ -21,6 +21,20 @@ An answer that would hold the class it is merged into as a proper subterm
 sub-multiset of its operands (``x + y -> 0 + x + y``), only wraps the class
 in itself and would grow it without end: it is not added.
 
+The search is semi-naive, as egglog's: every match it finds anew reads a
+class that changed since the last search of its (rule, direction) (created,
+merged, or newly reachable), within the pattern's depth below the match's
+root, or binds one a level further down (a merge makes a new match key).  So
+after its first, full, search a (rule, direction) visits only the classes
+that many parent links above a changed class (`EGraph.changed`,
+`EGraph.near`) and finds the same new matches as a full search.  A (rule,
+direction) the scheduler banned or held back keeps its place, and so do all
+when a run stops mid-iteration; rules with computed values (a computed graph
+is a new object each time, so its match is never applied before, and it may
+be looked up deeper than the pattern) and matches whose keys do not hash are
+searched in full every time.  `Runner(..., seminaive=False)` searches in full
+throughout: the reference it agrees with.
+
 Limits: iterations, e-nodes, classes and seconds (`StopReason` says which
 stopped the run).  The e-node and class limits are checked before every
 application (counted as added, before the iteration's rebuild merges
@@ -49,7 +63,7 @@ from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
 from relwrite.graph.basic import Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
-from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Guarded, _Named
+from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import completions
 
@@ -202,7 +216,8 @@ class _OutOfTime(Exception):
 class Runner:
     """Apply `rules` to `egraph` in `direction` ("forward", "backward" or "both") within `limits`.
 
-    `progress(report)` is called after every iteration.
+    `progress(report)` is called after every iteration; `seminaive=False` searches every reachable
+    class every iteration (see the module docstring).
     """
 
     def __init__(
@@ -213,6 +228,7 @@ class Runner:
         limits: Limits | None = None,
         scheduler: BackoffScheduler | None = None,
         progress: Callable[[Report], None] | None = None,
+        seminaive: bool = True,
     ):
         if direction not in ("forward", "backward", "both"):
             raise ValueError(f"direction must be 'forward', 'backward' or 'both', got {direction!r}")
@@ -231,6 +247,15 @@ class Runner:
         self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
         self._refused = False  # whether the scheduler held back matches this iteration
+        # (rule name, direction) -> parent levels above a changed class its search visits (None: all)
+        self._levels = {
+            (r.name, d): _levels(r, d) if seminaive else None
+            for r in self.rules
+            for d, _ in self._directions[r.name]
+        }
+        self._searched: dict[tuple[str, str], int] = {}  # how far into `egraph.changed` each has searched
+        self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
+        self._reached: set[int] = set()  # the classes reachable at the last search
 
     def run(
         self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
@@ -260,6 +285,8 @@ class Runner:
             before = (egraph.unions, egraph.node_count)
             matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
             stop = self._apply(matches, iteration, deadline) or stop
+            if stop is None:
+                self._searched.update(self._searching)
             egraph.rebuild()
             iteration += 1
             self._note(report, iteration, started)
@@ -304,8 +331,13 @@ class Runner:
     ) -> tuple[list[_Match | _Answer], StopReason | None]:
         """Every admitted match of every (rule, direction) on `classes`; TIME_LIMIT when the deadline
         cut the search (the matches found until then are kept)."""
-        machine = self.machine
+        machine, egraph = self.machine, self.egraph
         machine.refresh()
+        egraph.mark_changed(c for c in classes if c not in self._reached)
+        self._reached = set(classes)
+        end = len(egraph.changed)
+        near: dict[tuple[int, int], set[int]] = {}
+        self._searching = {}
         by_op: dict[Op, list[int]] = {}
         for c in classes:
             for op, _ in machine.applications(ClassRef(c)):
@@ -321,7 +353,15 @@ class Runner:
                 if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
                     continue
                 candidates = classes if heads is None else _holding(heads, by_op, position)
+                arm = (rule.name, direction)
+                since, levels = self._searched.get(arm), self._levels[arm]
+                if since is not None and levels is not None:
+                    if (since, levels) not in near:
+                        near[since, levels] = egraph.near(egraph.changed[since:end], levels)
+                    changed = near[since, levels]
+                    candidates = [c for c in candidates if c in changed]
                 if not candidates:
+                    self._searching[arm] = end
                     continue
                 try:
                     found, runs = self._search_rule(rule, direction, candidates, deadline)
@@ -334,6 +374,7 @@ class Runner:
                     matches.extend(found)
                     self._runs[rule.name, direction] = len(found)
                     self._applied.update(runs)
+                    self._searching[arm] = end
                 else:
                     self._refused = True
         return matches, None
@@ -378,15 +419,48 @@ class Runner:
         machine, stats = self.machine, self.report.rules[rule.name]
         side = rule.lhs if direction == "forward" else rule.rhs
         seen: set[Any] = set()
+        sides = rule.sides
+        if sides is not None and not (sides.where or sides.computed or rule.lhs.guards()):
+            matcher = machine.matcher(side)
+            if matcher is not None:  # nothing to complete: each match is a class substitution as it is
+                self._match_classes(rule, direction, matcher, candidates, found)
+                return
         for c in candidates:
             stats.runs += 1
             for s in side.matches(ClassRef(c), target=machine):
                 for done in completions(rule, s, direction, machine):
                     key = self._key(rule, direction, c, done)
-                    if key is not None and (key in self._applied or key in seen):
+                    if key is None:
+                        self._levels[rule.name, direction] = None  # never known applied: search in full
+                    elif key in self._applied or key in seen:
                         continue
                     seen.add(key)
                     found.append(_Match(rule, direction, c, done, key))
+
+    def _match_classes(
+        self, rule: Rule, direction: str, matcher: Any, candidates: list[int], found: list
+    ) -> None:
+        """`_match` by a compiled matcher, for a rule without constraints or computed values: its
+        matches bind classes only (keys as `_key` makes them)."""
+        machine, stats, applied, find = (
+            self.machine,
+            self.report.rules[rule.name],
+            self._applied,
+            self.egraph.find,
+        )
+        needed = rule.sides.lhs_variables if direction == "backward" else frozenset()
+        seen: set[Any] = set()
+        for c in candidates:
+            stats.runs += 1
+            root = find(c)
+            for s in machine.match(matcher, c):
+                if needed and not needed <= s.keys():
+                    continue
+                key = (rule.name, direction, root, frozenset([(v, ("class", find(x))) for v, x in s.items()]))
+                if key in applied or key in seen:
+                    continue
+                seen.add(key)
+                found.append(_Match(rule, direction, c, s, key))
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -549,6 +623,29 @@ def _directions(rule: Rule, direction: str) -> list[tuple[str, tuple | None]]:
             lone = isinstance(root, _Apply) and root.multiset and root.sequence is not None
             found.append(("backward", None if lone else _heads(rule.rhs)))
     return found
+
+
+def _levels(rule: Rule, direction: str) -> int | None:
+    """How many parent levels above a changed class a search of (rule, direction) must visit to find
+    every new match (None: every class, see the module docstring).
+
+    A match reads e-nodes down to the pattern's depth and binds classes one level below; a goal rule
+    reads one e-node and its operands' proxies."""
+    if rule.lhs is None:
+        return 1
+    if rule.sides is not None and rule.sides.computed:
+        return None
+    side = rule.lhs if direction == "forward" else rule.rhs
+    stack = [side.root]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, _Guarded):
+            stack.append(item.inner)
+        elif isinstance(item, _Apply):
+            stack.extend(item.args)
+        elif isinstance(item, _Exactly) and isinstance(item.value, Variable) and item.value.owner is not None:
+            return None  # a graph given in the pattern is looked up as deep as it goes
+    return side.depth() + 1
 
 
 def _heads(pattern: Pattern) -> tuple | None:

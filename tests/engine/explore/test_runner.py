@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 
 from relwrite import matrix, parse, scalar, vector
+from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.runner import BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
@@ -292,3 +294,117 @@ def test_every_union_a_rule_makes_is_justified_by_its_substitution(graph):
         matched, _, _ = machine.classes_inside(machine.instantiate(read, m.subst, splice=False))
         built, _, _ = machine.classes_inside(machine.instantiate(write, m.subst))
         assert matched is not None and matched == built == g.find(m.cls), (m.rule.name, m.direction)
+
+
+def egraph_state(g: EGraph) -> tuple:
+    """Everything a run leaves in an e-graph that forms and explanations read: every class's e-nodes and
+    term nodes, and every term node's proof-forest link and spare links (rules by name)."""
+
+    def reason(why):
+        return (
+            why
+            if isinstance(why, str)
+            else (why.rule.name, why.direction, why.source, why.result, why.bindings)
+        )
+
+    links = {}
+    for eclass in g.classes.values():
+        for t in eclass.terms:
+            link = g.forest_link(t)
+            links[t] = (
+                None if link is None else (link[0], reason(link[1]), link[2]),
+                [(other, reason(why)) for other, why in g.spare_links(t)],
+            )
+    classes = {
+        c: ([g.canonical(n) for n in e.nodes], list(e.terms), str(e.type)) for c, e in g.classes.items()
+    }
+    return g.node_count, g.class_count, g.unions, classes, links
+
+
+def run_state(exprs, rules, direction, seminaive=True, **limits):
+    """The e-graph state, stop reason, iterations and rule statistics a run leaves."""
+    g = EGraph()
+    roots = [g.intern(e) for e in exprs]
+    report = Runner(g, rules, direction, Limits(**{**WORK, **limits}), seminaive=seminaive).run(roots)
+    stats = {name: (r.answers, r.unions) for name, r in report.rules.items()}
+    return egraph_state(g), report.stop_reason, report.iterations, stats
+
+
+def both_searches(exprs, rules, direction, **limits):
+    """The run states of a semi-naive and of a full-search run."""
+    return [run_state(exprs, rules, direction, seminaive, **limits) for seminaive in (True, False)]
+
+
+PLUS = type("Plus", (o.Elemwise,), {"nin": 2, "dtype_rule": np.add, "__module__": __name__})()
+TIMES = type("Times", (o.Elemwise,), {"nin": 2, "dtype_rule": np.multiply, "__module__": __name__})()
+DIV = type("Div", (o.Elemwise,), {"nin": 2, "dtype_rule": np.true_divide, "__module__": __name__})()
+"""Binary ops that are only themselves to the e-graph (not associative or commutative)."""
+
+
+SEED = [  # the seed's proof of z + (y*x/y)*(z/x) = 2*z, with assumptions
+    rule("comm_mul", (TIMES, "a", "b"), (TIMES, "b", "a")),
+    rule("assoc_mul", (TIMES, "a", (TIMES, "b", "c")), (TIMES, (TIMES, "a", "b"), "c")),
+    rule("mul_div", (DIV, (TIMES, "a", "b"), "c"), (TIMES, "a", (DIV, "b", "c"))),
+    rule("div_self", (DIV, "a", "a"), 1, assumptions=("a != 0",)),
+    rule("mul_one", (TIMES, "a", 1), "a"),
+    rule("div_mul", (TIMES, (DIV, "a", "b"), "b"), "a", assumptions=("b != 0",)),
+    rule("add_self", (PLUS, "a", "a"), (TIMES, 2, "a")),
+]
+
+
+def test_compiled_sides_match_and_build_as_their_patterns_do(monkeypatch):
+    """A side compiled to a matcher and a plan (fixed non-AC ops, variables, numbers) finds the same
+    matches in the same order, and adds the same term nodes in the same order, as the pattern."""
+    x, y, z = scalar("x"), scalar("y"), scalar("z")
+    cases = [([PLUS(z, TIMES(DIV(TIMES(y, x), y), DIV(z, x))), TIMES(2.0, z)], SEED, "forward", 8)]
+    factor = rule("factor", (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c")), (TIMES, "a", (PLUS, "b", "c")))
+    terms = PLUS(TIMES(x, PLUS(y, z)), TIMES(PLUS(z, y), x))
+    cases.append(([terms], [*SEED[:2], factor, rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a"))], "both", 4))
+    for text in ("(x - y) / (x - y) * exp(log(z))", "log(1 + exp(x)) - log(sigmoid(x)) * (y - y)"):
+        cases.append(([parse(text, types={"x": x, "y": y, "z": z})], DEFAULT, "both", 5))
+    planned = [
+        run_state(exprs, rules, direction, iterations=n, nodes=2_000) for exprs, rules, direction, n in cases
+    ]
+    monkeypatch.setattr(machine._Plan, "compile", staticmethod(lambda pattern: None))
+    monkeypatch.setattr(machine._Matcher, "compile", staticmethod(lambda pattern: None))
+    for (exprs, rules, direction, n), found in zip(cases, planned):
+        assert run_state(exprs, rules, direction, iterations=n, nodes=2_000) == found
+
+
+def test_the_seminaive_search_finds_what_a_full_search_finds():
+    xs = [scalar(f"x{k}") for k in range(5)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = PLUS(total, x)
+    comm_assoc = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a"), tags=("explore",)),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c"), tags=("explore",)),
+        rule("distribute", (TIMES, "a", (PLUS, "b", "c")), (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c"))),
+        rule("twice", (PLUS, "a", "a"), (TIMES, 2.0, "a"), tags=("explore",)),
+    ]
+    seminaive, full = both_searches([total], comm_assoc, "forward", iterations=100)
+    assert seminaive == full and full[1] == StopReason.SATURATED and full[0][0] > 100
+    seminaive, full = both_searches(
+        [TIMES(xs[0], total), PLUS(xs[1], xs[1])], comm_assoc, "both", iterations=5
+    )
+    assert seminaive == full
+    x, y, z = scalar("x"), scalar("y"), scalar("z")
+    lhs = PLUS(z, TIMES(DIV(TIMES(y, x), y), DIV(z, x)))
+    seminaive, full = both_searches([lhs, TIMES(2.0, z)], SEED, "forward", iterations=8)
+    assert seminaive == full
+    for text in (
+        "(x*y)*(z*x) + (y*x)*z",
+        "log(1 + exp(x)) - log(sigmoid(x)) * (y - y)",
+        "x / x + exp(log(y))",
+    ):
+        expr = parse(text, types={"x": x, "y": y, "z": z})
+        seminaive, full = both_searches([expr], DEFAULT, "both", iterations=6, nodes=2_000)
+        assert seminaive == full, text
+
+
+@settings(max_examples=10, deadline=None)
+@given(expression_graphs(max_nodes=6))
+def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
+    _, output = graph
+    seminaive, full = both_searches([output], DEFAULT, "both", iterations=4, nodes=600)
+    assert seminaive == full
