@@ -45,7 +45,7 @@ useless_assert = rule(
 
 remove_all_assert = rule(
     "remove_all_assert",
-    (o.Assert.pattern(), "x", "*conditions"),
+    (o.Assert.pattern(), "x", "c", "*conditions"),
     "x",
     (*CANON, "unsafe"),
     keeps_type=True,

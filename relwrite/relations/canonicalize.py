@@ -53,6 +53,8 @@ from relwrite.relations.goals import (
 )
 from relwrite.relations.operands import (
     cancelled,
+    cancelled_factor,
+    collected_base,
     constant_result,
     divided_out,
     folded_constants,
@@ -488,7 +490,7 @@ mul_cancel = rule(
     UNSAFE,
     assumptions=("x != 0",),
     examples=("x * (z / x)", "mul(x, reciprocal(x), z)", "mul(y, z / x, x)"),
-    compute={"kept": partial(rebuilt, o.mul, cancelled)},
+    compute={"x": cancelled_factor, "kept": partial(rebuilt, o.mul, cancelled)},
     keeps_type=True,
     doc="""x * (z / x) -> z and x * reciprocal(x) * z -> z, anywhere in a flat product.  Floats; unsafe:
     at x = 0 or x = inf the left side is NaN, so valid for finite x != 0.  Ones shaped like x stay where x
@@ -560,7 +562,7 @@ collect_factors_general = rule(
     UNSAFE,
     assumptions=("x > 0",),
     examples=("mul(x ** 0.5, x ** 0.5)", "mul(x ** y, x)", "mul(x ** -1, x ** 3)"),
-    compute={"collected": partial(rebuilt, o.mul, partial(like_factors, True))},
+    compute={"x": collected_base, "collected": partial(rebuilt, o.mul, partial(like_factors, True))},
     keeps_type=True,
     doc="""x ** a * x -> x ** (a + 1), x ** a * x ** b -> x ** (a + b) for other exponents (floats).
     Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1; for x < 0 a fractional power

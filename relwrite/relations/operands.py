@@ -683,6 +683,33 @@ def cancelled(factors: Any) -> tuple[Variable, ...] | None:
     return None
 
 
+def cancelled_factor(terms: Any) -> Variable | None:
+    """The factor `cancelled` cancels (the divisor of a quotient, or the argument of a reciprocal, that
+    is also a factor): what its assumption ``x != 0`` is about."""
+    graphs = uniform_graphs(terms)
+    if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
+        return None
+    for i, g in enumerate(graphs):
+        for op, k in ((ops.true_div, 1), (ops.reciprocal, 0)):
+            inputs = node_inputs(g, op)
+            if inputs is not None and _position(graphs, inputs[k], skip=i) is not None:
+                return inputs[k]
+    return None
+
+
+def collected_base(terms: Any) -> Variable | None:
+    """The base of the first group `like_factors(True, ...)` gathers: what ``x > 0`` is about."""
+    graphs = uniform_graphs(terms)
+    if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
+        return None
+    powers = [None if isinstance(g, Constant) else _power(g) for g in graphs]
+    for group in _groups([None if p is None else (p[0],) for p in powers]):
+        exponents = [powers[i][1] for i in group]
+        if len(group) > 1 and not all(map(_positive_integer, exponents)):
+            return powers[group[0]][0]
+    return None
+
+
 def divided_out(pair: Any) -> tuple[Variable, ...] | None:
     divisor, graphs = graph_of(pair[0]), uniform_graphs(pair[1])
     if divisor is None or graphs is None or graphs[0].type.numpy_dtype.kind != "f":

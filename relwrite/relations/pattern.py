@@ -134,6 +134,7 @@ class GraphTarget:
 
     same = staticmethod(same_value)
     guarded = staticmethod(as_graph)
+    structured = staticmethod(as_graph)
 
     @staticmethod
     def literal(value: Any, number: Any) -> bool:

@@ -282,6 +282,9 @@ def rule(
         raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
     backward = _backward(lhs_pattern, rhs_pattern, computed, names)
     parsed = [Assumption.parse(a) for a in assumptions]
+    unnamed = sorted({a.name for a in parsed} - {n.lstrip("*") for n in names})
+    if unnamed:
+        raise ValueError(f"rule {name}: assumptions about {unnamed}, which the rule does not name")
     guards = tuple(_where(name, fn, names) for fn in ([where] if callable(where) else where))
     sides = Sides(lhs_pattern, rhs_pattern, guards, computed, keeps_type)
     relation = pattern_relation(name, sides, tuple(a.name for a in parsed))

@@ -102,7 +102,7 @@ class Where:
         except KeyError:
             return bool(self.decided(s))
         if t is not None and t is not GRAPHS:
-            return self._verdict(tuple(t.guarded(v) for v in values))
+            return self._verdict(tuple(t.structured(v) for v in values))
         return self._verdict(values)
 
     def _verdict(self, values: tuple) -> bool:
@@ -151,7 +151,7 @@ class _Compute:
     def value(self, s: Mapping, t: Any) -> Any:
         """The computed value under `s`, or None (unbound parameters, refusal, or a function error)."""
         try:
-            args = [t.guarded(s[v]) for v in self.params]
+            args = [t.structured(s[v]) for v in self.params]
         except KeyError:
             return None
         try:
@@ -162,7 +162,7 @@ class _Compute:
     def preimages(self, s: Mapping, t: Any) -> Iterator[dict]:
         """`s` extended by each candidate of the inverse that the function maps back onto its value."""
         try:
-            args = [t.guarded(s[v]) for v in self.inverse_params]
+            args = [t.structured(s[v]) for v in self.inverse_params]
             candidates = list(self.computed.inverse(*args))
         except KeyError:
             return

@@ -46,6 +46,9 @@ from relwrite.relations.pattern import (
 )
 from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable
 
+VIEW_DEPTH = 2
+"""How many levels of a class code in a rule (a `where` guard, a computed value) sees (`EClasses.view`)."""
+
 
 class ClassRef(int):
     """An e-class (its id) as a matched value, distinct from an op prop that is a plain int."""
@@ -194,10 +197,12 @@ class EClasses:
         self._typed: dict[TensorType, Variable] = {}
         self._plans: dict[Pattern, _Plan | None] = {}
         self._matchers: dict[Pattern, _Matcher | None] = {}
+        self._views: dict[tuple[int, int], Variable] = {}
 
     def refresh(self) -> None:
         """Forget the e-nodes read so far (the e-graph changed)."""
         self._applications = {}
+        self._views = {}
 
     # -- the target protocol of `Pattern.matches`
 
@@ -242,12 +247,8 @@ class EClasses:
         return is_literal(value, number)
 
     def guarded(self, value: Any) -> Any:
-        """What a guard sees of a bound value: a class's proxy, a tuple's elements so, else the value."""
-        if type(value) is ClassRef:
-            return self.proxy(value)
-        if isinstance(value, tuple) and not isinstance(value, ExpressionTuple):
-            return tuple(self.guarded(v) for v in value)
-        return value
+        """What a constraint sees of a bound value: what code in a rule sees (`structured`)."""
+        return self.structured(value)
 
     def guarded_match(self, value: Any, node: Any, s: Mapping) -> Any:
         """What a constraint on an application pattern sees of a class it matched under `s`: the
@@ -305,6 +306,42 @@ class EClasses:
         return found
 
     # -- proxies
+
+    def structured(self, value: Any) -> Any:
+        """What a `where` guard or a computed value reads of a bound value: a class as the graph of its
+        first e-node `VIEW_DEPTH` levels deep over proxies (such code may look inside its values, and
+        one arrangement of each class is what it sees); tuples elementwise; other values as they are."""
+        if type(value) is ClassRef:
+            return self.view(value, VIEW_DEPTH)
+        if isinstance(value, tuple) and not isinstance(value, ExpressionTuple):
+            return tuple(self.structured(v) for v in value)
+        return value
+
+    def view(self, cls: int, depth: int) -> Variable:
+        """Class `cls` as the graph of its first e-node that builds, `depth` levels deep, its operands in
+        the order that e-node was made with; a proxy at depth 0 or for a class holding a leaf."""
+        cls = self.egraph.find(cls)
+        key = (cls, depth)
+        found = self._views.get(key)
+        if found is not None:
+            return found
+        egraph, found = self.egraph, None
+        if depth > 0 and egraph.classes[cls].leaf is None:
+            for n in egraph.nodes(cls):
+                op = egraph.op(n)
+                if op is None:
+                    continue
+                operands = [self.view(c, depth - 1) for c in egraph.exact_children(n)]
+                try:
+                    node = op.make_node(*operands)
+                except (TypeError, ValueError):
+                    continue
+                if len(node.outputs) == 1:
+                    found = node.outputs[0]
+                    break
+        found = self.proxy(cls) if found is None else found
+        self._views[key] = found
+        return found
 
     def proxy(self, cls: int) -> Variable:
         """The graph variable standing for class `cls`: its constant or input, else its placeholder."""

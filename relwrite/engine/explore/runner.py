@@ -29,9 +29,9 @@ after its first, full, search a (rule, direction) visits only the classes
 that many parent links above a changed class (`EGraph.changed`,
 `EGraph.near`) and finds the same new matches as a full search.  A (rule,
 direction) the scheduler banned or held back keeps its place, and so do all
-when a run stops mid-iteration; rules with computed values (a computed graph
-is a new object each time, so its match is never applied before, and it may
-be looked up deeper than the pattern) and matches whose keys do not hash are
+when a run stops mid-iteration; rules with computed values or `where` guards
+(a computed graph is a new object each time, so its match is never applied
+before, and code reads classes deeper than the pattern) and matches whose keys do not hash are
 searched in full every time.  `Runner(..., seminaive=False)` searches in full
 throughout: the reference it agrees with.
 
@@ -633,8 +633,8 @@ def _levels(rule: Rule, direction: str) -> int | None:
     reads one e-node and its operands' proxies."""
     if rule.lhs is None:
         return 1
-    if rule.sides is not None and rule.sides.computed:
-        return None
+    if rule.sides is not None and (rule.sides.computed or rule.sides.where):
+        return None  # code reads `VIEW_DEPTH` levels below what it is given: any change may matter
     side = rule.lhs if direction == "forward" else rule.rhs
     stack = [side.root]
     while stack:

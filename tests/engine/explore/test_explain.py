@@ -4,7 +4,6 @@ import json
 import math
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 
 from relwrite import parse, scalar
@@ -21,14 +20,8 @@ WORK = Limits(seconds=math.inf, rule_seconds=math.inf)
 """Searches whose findings are asserted are bounded by work, never by seconds (the default is 5 s)."""
 
 SEED = "add(z, mul(true_div(mul(y, x), y), true_div(z, x)))"
-SEED_RULES = pytest.mark.xfail(
-    strict=True,
-    reason="mul_div_cancel, mul_cancel and collect_terms are goals that read two levels: exploration runs "
-    "goals one level deep until they are patterns (issue 25, 1.)",
-)
 
 
-@SEED_RULES
 def test_the_seed_proof_assumes_exactly_what_it_cancels():
     a = parse(SEED)
     proof = prove(a, parse("2 * z"), unsafe=True, limits=WORK)
@@ -45,7 +38,6 @@ def test_the_seed_proof_assumes_exactly_what_it_cancels():
     assert "assumptions: x != 0, y != 0" in str(proof)
 
 
-@SEED_RULES
 def test_every_step_expression_computes_the_input():
     a = parse(SEED)
     proof = prove(a, parse("2 * z"), unsafe=True, limits=WORK)
@@ -86,7 +78,6 @@ def _inputs(graph):
     return [v for v in graph_inputs([graph]) if not isinstance(v, Constant)]
 
 
-@SEED_RULES
 def test_explanations_as_plain_data():
     proof = prove(parse(SEED), parse("2 * z"), unsafe=True, limits=WORK)
     data = json.loads(json.dumps(proof.to_dict()))
@@ -102,7 +93,6 @@ def test_explanations_as_plain_data():
     }
 
 
-@SEED_RULES
 def test_past_the_congruence_bound_chains_follow_the_proof_forest_and_stay_sound(monkeypatch):
     """Classes too big to pair every congruent node use the forest's links: still a valid derivation."""
     from relwrite.engine.explore import explain
