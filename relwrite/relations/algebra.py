@@ -87,7 +87,7 @@ dot_distribute = rule(
     where=lambda A, x, ys: same_full_shape((x, *ys)) and one_dtype(A, x, ys),
     keeps_type=True,
     examples=("A @ (x + y)",),
-    types={"A": "(3, 4)", "x": "(4,)", "y": "(4,)"},
+    types={"A": "(3, 4)", "x": "(4,)", "y": "(4,)", "z": "(4,)"},
     doc="A @ (x + y + ...) -> A @ x + A @ (y + ...) (the seed's dot_distributeo); backward it gathers. "
     "Only where static shapes prove every term has the sum's full shape (a term that broadcasts would "
     "not multiply on its own): equal over the reals.",
