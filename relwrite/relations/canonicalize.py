@@ -38,19 +38,10 @@ from functools import partial
 from typing import Any
 
 import numpy as np
-from unification import var
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
-from relwrite.relations.goals import (
-    Goal,
-    along,
-    conj,
-    mappingo,
-    operandso,
-    replaceableo,
-)
 from relwrite.relations.operands import (
     cancelled,
     cancelled_factor,
@@ -83,11 +74,10 @@ from relwrite.relations.predicates import (
     is_float,
     is_zero_dimensional,
     node_inputs,
-    regroupable,
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import relation, rule
+from relwrite.relations.registry import rule
 from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -843,62 +833,3 @@ sum_scalar_mul_general = rule(
     keeps_type=True,
     doc="sum(c * t) -> c * sum(t) for any 0-d factor c (unsafe: at c = inf, a zero in t makes NaN inf).",
 )
-
-
-# -- exploration -----------------------------------------------------------------------------------
-
-
-@relation(
-    ("canonicalize", "explore", "unsafe"),
-    tracks=(o.dot,),
-    examples=("A @ (x + y)", "A @ add(x, y, z)"),
-    types={"A": "(3, 4)", "x": "(4,)", "y": "(4,)", "z": "(4,)"},
-)
-def dot_distribute(lhs: Any, rhs: Any) -> Goal:
-    """A @ (x + y + ...) -> A @ x + A @ y + ... (the seed's dot_distributeo); backward it gathers.
-
-    Only where static shapes prove every term has the sum's full shape (a
-    term that broadcasts would not multiply on its own).  Tagged `explore`:
-    it grows graphs, so it stays out of the default pipeline; and `unsafe`:
-    an infinite entry of A meeting a zero in one term and a finite value in
-    another gives NaN on the right but inf on the left.
-    """
-    matrix, total, terms, products = (
-        var(prefix="A"),
-        var(prefix="total"),
-        var(prefix="terms"),
-        var(prefix="dots"),
-    )
-    return conj(
-        along(
-            lhs,
-            operandso(lhs, o.dot, (matrix, total)),
-            operandso(total, o.add, terms),
-            mappingo((matrix, terms), products, distributed_dots, gathered_dots),
-            operandso(rhs, o.add, products),
-        ),
-        replaceableo(lhs, rhs),
-    )
-
-
-def distributed_dots(parts: tuple) -> tuple | None:
-    matrix, terms = parts
-    if not isinstance(matrix, Variable) or not all(isinstance(t, Variable) for t in terms):
-        return None
-    if not regroupable((matrix, *terms)):  # a narrower sum would wrap around or round first
-        return None
-    if not all(broadcasts_into(u, t) for t in terms for u in terms):
-        return None
-    try:
-        return tuple(o.dot(matrix, t) for t in terms)
-    except TypeError:
-        return None
-
-
-def gathered_dots(products: Any) -> list[tuple]:
-    if not isinstance(products, tuple) or not all(isinstance(p, Variable) for p in products):
-        return []
-    pairs = [p.owner.inputs if p.owner is not None and p.owner.op == o.dot else None for p in products]
-    if None in pairs or len({id(pair[0]) for pair in pairs}) != 1:
-        return []
-    return [(pairs[0][0], tuple(pair[1] for pair in pairs))]

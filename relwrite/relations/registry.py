@@ -62,6 +62,7 @@ RULE_MODULES = (
     "relwrite.relations.special_functions",
     "relwrite.relations.specialize",
     "relwrite.relations.blas",
+    "relwrite.relations.algebra",
 )
 
 _COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "!=": operator.ne}

@@ -35,7 +35,7 @@ from relwrite.engine.explore.costs import COSTS, Accuracy, Flops, NodeCount, par
 from relwrite.engine.explore.deadline import PROOF_SHARE, SEARCH_SHARE, Deadline, TimeLimitReached
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
-from relwrite.engine.explore.extract import CostFunction, Trees, best_tree, enumerate_trees
+from relwrite.engine.explore.extract import CostFunction, Trees, best_dag_tree, enumerate_trees, ranked_trees
 from relwrite.engine.explore.runner import Limits, Report, Runner
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
@@ -269,8 +269,8 @@ class Exploration:
         root, deadline = self.roots[index], self.deadline
         if isinstance(scored, CostFunction):
             trees = Trees(scored)
-            found = enumerate_trees(self.egraph, root, trees, most=most, deadline=deadline)
-            ranked: Iterable[tuple[int, float]] = ((t, trees.cost[t]) for t in found)
+            found = ranked_trees(self.egraph, root, trees, most=most, deadline=deadline)
+            ranked: Iterable[tuple[int, float]] = ((t, trees.dag_cost(t)) for t in found)
         else:
             trees = Trees(NodeCount())
             pool = list(enumerate_trees(self.egraph, root, trees, CANDIDATES, CANDIDATES, deadline))
@@ -281,21 +281,29 @@ class Exploration:
             yield self._form(index, trees, t, value, check, examples)
 
     def _input_form(self, index: int, scored: CostFunction | Callable[[Variable], float]) -> Form:
-        """Expression `index` itself as a form: priced bottom-up by a CostFunction (linear in its size),
-        NaN under a whole-form cost (measuring it may take longer than the deadline leaves)."""
+        """Expression `index` itself as a form: priced bottom-up by a CostFunction (linear in its size;
+        as a DAG, each node once, when the cost is additive), NaN under a whole-form cost (measuring it
+        may take longer than the deadline leaves)."""
         expr = self.exprs[index]
         if not isinstance(scored, CostFunction):
             return Form(expr, math.nan)
         costs: dict[Variable, float] = {}
+        shared = 0.0
 
         def cost_of(v: Variable) -> float:
             return costs[v] if v in costs else scored.leaf(v)
 
         for node in io_toposort([], [expr]):
             operands = [cost_of(i) for i in node.inputs]
+            types = [i.type for i in node.inputs]
             for out in node.outputs:
-                costs[out] = scored.node(node.op, out.type, [i.type for i in node.inputs], operands)
-        return Form(expr, float(cost_of(expr)))
+                costs[out] = scored.node(node.op, out.type, types, operands)
+            if scored.additive:
+                shared += scored.node(node.op, node.outputs[0].type, types, [0.0] * len(types))
+        if not scored.additive:
+            return Form(expr, float(cost_of(expr)))
+        leaves = {v for v in graph_inputs([expr])}
+        return Form(expr, shared + sum(scored.leaf(v) for v in leaves))
 
     def best(
         self,
@@ -317,8 +325,8 @@ class Exploration:
             )
         trees = Trees(scored)
         try:
-            t = best_tree(self.egraph, self.roots[index], trees, self.deadline)
-            return self._form(index, trees, t, trees.cost[t], check, check_examples)
+            t = best_dag_tree(self.egraph, self.roots[index], trees, CANDIDATES, self.deadline)
+            return self._form(index, trees, t, trees.dag_cost(t), check, check_examples)
         except TimeLimitReached:
             return self._input_form(index, scored)
 
@@ -492,7 +500,7 @@ def pareto(
             )
         )
         bits = exploration._scores(accuracy, trees, pool)
-        points = [(b, trees.cost[t]) for b, t in zip(bits, pool)]
+        points = [(b, trees.dag_cost(t)) for b, t in zip(bits, pool)]
         for k in pareto_front(points):
             form = exploration._form(0, trees, pool[k], points[k][0], check, CHECK_EXAMPLES)
             front.append(ParetoPoint(form, points[k][0], points[k][1]))
@@ -548,9 +556,9 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
     """Check numerically that `form.expr` computes what `expr` does, within the form's assumptions.
 
     Uses `relwrite.testing.check_relation` on the relation expr <-> form.
-    Where an assumption does not hold, or, for derivations through unsafe
-    or stabilizing rules, where a value is not finite, the values are not
-    compared.  Raises `UnsoundFormError` naming the first step that fails
+    Where an assumption does not hold, or, for derivations through unsafe,
+    stabilizing or explore rules (identities over the reals), where a value
+    is not finite, the values are not compared.  Raises `UnsoundFormError` naming the first step that fails
     on its own.
     """
     if not form.steps:
@@ -585,7 +593,7 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
 def _check_pair(
     expr: Variable, other: Variable, steps: Sequence[Step], tags: frozenset[str], examples: int, name: str
 ) -> None:
-    finite_only = bool(tags & {"unsafe", "stabilize"})
+    finite_only = bool(tags & {"unsafe", "stabilize", "explore"})  # explore: identities over the reals
     checked = other
     for term, op, value in (c for s in steps for c in s.conditions):
         holds = _everywhere(_COMPARISONS[op](term, np.asarray(value, dtype=term.dtype)), expr)

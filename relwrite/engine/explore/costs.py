@@ -69,6 +69,7 @@ class NodeCount(CostFunction):
     """The number of nodes of a form, leaves (inputs and constants) included."""
 
     name = "nodes"
+    additive = True
 
     def leaf(self, value: Variable) -> float:
         return 1.0
@@ -105,6 +106,7 @@ class Flops(CostFunction):
     """
 
     name = "flops"
+    additive = True
 
     def leaf(self, value: Variable) -> float:
         return 0.0

@@ -175,6 +175,11 @@ class EGraph:
         """The e-nodes of a class (one term node for each)."""
         return self.classes[self.find(cls)].nodes
 
+    def constant(self, cls: int) -> int | None:
+        """The term node of the constant a class holds (a leaf, or what folding computed), else None."""
+        leaf = self.classes[self.find(cls)].leaf
+        return self._leaves.get(leaf) if isinstance(leaf, Constant) else None
+
     def terms(self, cls: int) -> list[int]:
         """Every term node of a class."""
         return self.classes[self.find(cls)].terms

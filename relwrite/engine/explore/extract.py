@@ -7,6 +7,14 @@ id equal for trees that differ only by associativity and commutativity of
 add and mul (nested sums spliced, operands as a multiset), which is what
 "distinct" means when forms are listed.
 
+A form is priced as a DAG (`Trees.dag_cost`: a subterm used twice is
+counted once, and is one node of the form's graph) when its cost is
+additive; `best_dag_tree` and `ranked_trees` choose and order forms so.
+A class holding a constant (constant folding put it there) is extracted
+as that constant alone, and the constant operands of an add or mul count
+folded in a form's identity (``1.0 * x`` is a form of ``x``): listings
+differ in structure, not in folded constants.
+
 `best_tree` finds a class's cheapest tree by fixpoint iteration over the
 e-nodes (costs only decrease).  `enumerate_trees` lists distinct forms
 cheapest first, lazily: it keeps the `k` best distinct trees of every
@@ -20,10 +28,14 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator, Sequence
+from functools import reduce
+
+import numpy as np
 
 from relwrite.engine.explore.deadline import Deadline
 from relwrite.engine.explore.egraph import AC_OPS, EGraph
-from relwrite.graph.basic import Op, Variable
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.types import TensorType
 from relwrite.relations.operands import canonical_key
 
@@ -32,10 +44,14 @@ class CostFunction:
     """A cost computed bottom-up, from an e-node's op, its type, and its operands' types and costs.
 
     A cost must exceed every operand's cost (so cycles never pay); the
-    built-in costs add at least a small amount per node.
+    built-in costs add at least a small amount per node.  An `additive`
+    cost is a node's own cost (`node` with operands costing 0) plus its
+    operands' costs: then a form is priced as a DAG, each distinct subterm
+    counted once (`Trees.dag_cost`).
     """
 
     name = "cost"
+    additive = False
 
     def leaf(self, value: Variable) -> float:
         """The cost of a graph input or constant."""
@@ -62,8 +78,10 @@ class Trees:
         self.type: list[TensorType] = []
         self.cost: list[float] = []
         self.size: list[int] = []
+        self.own: list[float] = []
         self.form: list[int] = []
         self._parts: dict[int, tuple[int, ...]] = {}
+        self._constants: dict[int, tuple[Constant, ...]] = {}
         self._exact: dict[tuple, int] = {}
         self._forms: dict[tuple, int] = {}
         self._graphs: dict[int, Variable] = {}
@@ -73,8 +91,10 @@ class Trees:
         found = self._exact.get(key)
         if found is not None:
             return found
-        t = self._new(None, (), value, value.type, self.cost_function.leaf(value), 1)
-        self.form.append(self._forms.setdefault(key, len(self._forms)))
+        cost = self.cost_function.leaf(value)
+        t = self._new(None, (), value, value.type, cost, cost, 1)
+        form_key = _constant_key(value.data) if isinstance(value, Constant) else key
+        self.form.append(self._forms.setdefault(form_key, len(self._forms)))
         self._exact[key] = t
         return t
 
@@ -85,20 +105,31 @@ class Trees:
         found = self._exact.get(key)
         if found is not None:
             return found
-        cost = self.cost_function.node(
-            op, type_, [self.type[c] for c in children], [self.cost[c] for c in children]
-        )
-        t = self._new(op, children, None, type_, cost, 1 + sum(self.size[c] for c in children))
+        function = self.cost_function
+        operand_types = [self.type[c] for c in children]
+        cost = function.node(op, type_, operand_types, [self.cost[c] for c in children])
+        own = function.node(op, type_, operand_types, [0.0] * len(children)) if function.additive else cost
+        t = self._new(op, children, None, type_, cost, own, 1 + sum(self.size[c] for c in children))
         if op in AC_OPS:
             parts: list[int] = []
+            constants: list[Constant] = []
             for c in children:
                 spliced = self._parts.get(c)
                 if spliced is not None and self.op[c] == op and self.type[c].dtype == type_.dtype:
                     parts.extend(spliced)
+                    constants.extend(self._constants[c])
+                elif isinstance(self.leaf[c], Constant):
+                    constants.append(self.leaf[c])
                 else:
                     parts.append(self.form[c])
             if all(self.type[c].dtype == type_.dtype for c in children):
                 self._parts[t] = tuple(parts)
+                self._constants[t] = tuple(constants)
+            parts.extend(self._folded_form(op, constants, bool(parts)))
+            if len(parts) == 1:  # x * 1.0 is a form of x
+                self.form.append(parts[0])
+                self._exact[key] = t
+                return t
             form_key: tuple = (op, tuple(sorted(parts)))
         else:
             form_key = (op, tuple(self.form[c] for c in children))
@@ -106,14 +137,49 @@ class Trees:
         self._exact[key] = t
         return t
 
+    def _folded_form(self, op: Op, constants: list[Constant], others: bool) -> list[int]:
+        """The form of the constant operands of an add or mul folded into one: none when they fold to
+        the op's neutral element (0-d 0 or 1) among other operands, so ``1.0 * x`` is a form of ``x``."""
+        if not constants:
+            return []
+        with np.errstate(all="ignore"):
+            value = reduce(np.add if op == ops.add else np.multiply, [c.data for c in constants])
+        value = np.asarray(value)
+        if others and value.ndim == 0 and value == (0 if op == ops.add else 1):
+            return []
+        return [self._forms.setdefault(_constant_key(value), len(self._forms))]
+
+    def dag_cost(self, tree: int) -> float:
+        """The cost of `tree` as a DAG, each distinct subtree counted once (its tree cost unless the
+        cost function is `additive`)."""
+        if not self.cost_function.additive:
+            return self.cost[tree]
+        seen, stack, total = {tree}, [tree], 0.0
+        while stack:
+            t = stack.pop()
+            total += self.own[t]
+            for c in self.children[t]:
+                if c not in seen:
+                    seen.add(c)
+                    stack.append(c)
+        return total
+
     def _new(
-        self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType, cost, size
+        self,
+        op: Op | None,
+        children: tuple[int, ...],
+        leaf: Variable | None,
+        type_: TensorType,
+        cost: float,
+        own: float,
+        size: int,
     ) -> int:
         self.op.append(op)
         self.children.append(children)
         self.leaf.append(leaf)
         self.type.append(type_)
         self.cost.append(cost)
+        self.own.append(own)
         self.size.append(size)
         return len(self.op) - 1
 
@@ -142,11 +208,24 @@ class Trees:
         return graphs[tree]
 
 
+def _constant_key(value: np.ndarray) -> tuple:
+    """The form of a constant: its value (a constant leaf and constant operands folding to it are one)."""
+    value = np.asarray(value)
+    return ("constant", value.dtype.str, value.shape, value.tobytes())
+
+
 def _node_tree(egraph: EGraph, trees: Trees, node: int, operand_trees: Sequence[int]) -> int:
     leaf = egraph.leaf(node)
     if leaf is not None:
         return trees.of_leaf(leaf)
     return trees.of_node(egraph.op(node), tuple(operand_trees), egraph.type(node))
+
+
+def _choices(egraph: EGraph, cls: int) -> list[int]:
+    """The e-nodes a class is extracted as: its constant alone when it holds one (so ``sqr(1.0)`` and
+    ``abs(-1.0)``, folded into the class of 1.0, are never listed beside it), else every e-node."""
+    constant = egraph.constant(cls)
+    return egraph.nodes(cls) if constant is None else [constant]
 
 
 def best_tree(egraph: EGraph, root: int, trees: Trees, deadline: Deadline | None = None) -> int:
@@ -162,7 +241,7 @@ def best_tree(egraph: EGraph, root: int, trees: Trees, deadline: Deadline | None
         for c in reversed(classes):
             if deadline is not None:
                 deadline.check("extraction")
-            for n in egraph.nodes(c):
+            for n in _choices(egraph, c):
                 operands = egraph.children(n)
                 if any(k not in best for k in operands):
                     continue
@@ -171,6 +250,37 @@ def best_tree(egraph: EGraph, root: int, trees: Trees, deadline: Deadline | None
                     best[c] = t
                     changed = True
     return best[egraph.find(root)]
+
+
+def best_dag_tree(
+    egraph: EGraph, root: int, trees: Trees, candidates: int = 32, deadline: Deadline | None = None
+) -> int:
+    """The cheapest tree of `root`'s class priced as a DAG (`Trees.dag_cost`), among the `candidates`
+    cheapest distinct forms by tree cost (finding the cheapest DAG outright is NP-hard); `best_tree`
+    when the cost is not additive (a DAG then costs what its tree does)."""
+    if not trees.cost_function.additive:
+        return best_tree(egraph, root, trees, deadline)
+    pool = enumerate_trees(egraph, root, trees, k=candidates, most=candidates, deadline=deadline)
+    return min(pool, key=lambda t: _dag_rank(trees, t))
+
+
+def ranked_trees(
+    egraph: EGraph, root: int, trees: Trees, most: int = 4096, deadline: Deadline | None = None
+) -> Iterator[int]:
+    """Up to `most` trees of `root`'s class of distinct forms, cheapest first as DAGs (`Trees.dag_cost`).
+
+    Lazily (`enumerate_trees`) when the cost is not additive; else the `most` cheapest by tree cost are
+    found first, then ordered by their DAG cost (which a tree's cost does not bound from below).
+    """
+    found = enumerate_trees(egraph, root, trees, most=most, deadline=deadline)
+    if not trees.cost_function.additive:
+        yield from found
+        return
+    yield from sorted(found, key=lambda t: _dag_rank(trees, t))
+
+
+def _dag_rank(trees: Trees, t: int) -> tuple[float, float, int, int]:
+    return (trees.dag_cost(t), *_rank(trees, t))
 
 
 def _rank(trees: Trees, t: int) -> tuple[float, int, int]:
@@ -204,7 +314,7 @@ def _k_best(egraph: EGraph, root: int, trees: Trees, k: int, deadline: Deadline 
     classes = egraph.reachable([root])
     parents: dict[int, set[int]] = {c: set() for c in classes}
     for c in classes:
-        for n in egraph.nodes(c):
+        for n in _choices(egraph, c):
             for operand in egraph.children(n):
                 parents[operand].add(c)
     lists: dict[int, list[int]] = {c: [] for c in classes}
@@ -218,7 +328,7 @@ def _k_best(egraph: EGraph, root: int, trees: Trees, k: int, deadline: Deadline 
         c = queue.pop()
         queued.discard(c)
         candidates = list(lists[c])
-        for n in egraph.nodes(c):
+        for n in _choices(egraph, c):
             operands = egraph.children(n)
             key = tuple(versions[o] for o in operands)
             known = made.get(n)

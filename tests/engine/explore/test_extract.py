@@ -2,11 +2,11 @@
 
 import math
 
-from relwrite import matrix, scalar, vector
+from relwrite import constant, matrix, scalar, vector
 from relwrite.engine.explore.costs import Depth, Flops, NodeCount
 from relwrite.engine.explore.dot import egraph_dot
 from relwrite.engine.explore.egraph import EGraph
-from relwrite.engine.explore.extract import Trees, best_tree, enumerate_trees
+from relwrite.engine.explore.extract import Trees, best_dag_tree, best_tree, enumerate_trees, ranked_trees
 from relwrite.engine.explore.runner import Limits, Runner
 from relwrite.graph import ops as o
 from relwrite.graph.printing import pprint
@@ -117,3 +117,68 @@ def test_the_egraph_picture_has_a_cluster_per_class():
     assert text.startswith('digraph "egraph"')
     assert text.count("subgraph cluster_") == len(g.reachable([root]))
     assert 'label="softplus"' in text and "lhead=cluster_" in text
+
+
+def test_a_dag_counts_a_shared_subterm_once():
+    x = scalar("x")
+    g = EGraph()
+    root = g.intern(o.exp(x) * o.exp(x) + o.exp(x))
+    trees = Trees(NodeCount())
+    t = best_tree(g, root, trees)
+    assert trees.cost[t] == 8 and trees.dag_cost(t) == 4  # x, exp(x), the product, the sum
+    graph = trees.graph(t)
+    exps = {v for v in graph.owner.inputs if v.owner.op == o.exp}
+    exps |= {i for v in graph.owner.inputs if v.owner.op == o.mul for i in v.owner.inputs}
+    assert len(exps) == 1  # one exp(x) node, used three times
+    depth = Trees(Depth())
+    assert depth.dag_cost(best_tree(g, root, depth)) == depth.cost[best_tree(g, root, depth)]
+
+
+def test_a_shared_subterm_beats_an_unshared_one_of_equal_tree_cost():
+    x = scalar("x")
+    g = EGraph()
+    unshared = g.intern(o.exp(x) * o.log(x))  # interned first: the tie-break by form would pick it
+    shared = g.intern(o.exp(x) * o.exp(x))
+    g.union(unshared, shared, "test")
+    g.rebuild()
+    for cost in (NodeCount(), Flops()):
+        trees = Trees(cost)
+        assert trees.cost[best_tree(g, unshared, trees)] == trees.cost[_tree_of(g, trees, shared)]
+        t = best_dag_tree(g, unshared, trees)
+        assert pprint(trees.graph(t)) == "(exp(x) * exp(x))"
+        assert [pprint(trees.graph(t)) for t in ranked_trees(g, unshared, trees)] == [
+            "(exp(x) * exp(x))",
+            "(exp(x) * log(x))",
+        ]
+
+
+def _tree_of(g, trees, node):
+    """The tree of a term node as interned (its exact term)."""
+    leaf = g.leaf(node)
+    if leaf is not None:
+        return trees.of_leaf(leaf)
+    children = tuple(_tree_of(g, trees, c) for c in g.exact_children(node))
+    return trees.of_node(g.op(node), children, g.type(node))
+
+
+def test_a_class_holding_a_constant_is_extracted_as_that_constant():
+    x = scalar("x")
+    for folded in (o.sqr(constant(1.0)), o.abs(constant(-1.0))):
+        g = EGraph()
+        root = g.intern(x * folded)
+        trees = Trees(NodeCount())
+        assert [pprint(trees.graph(t)) for t in enumerate_trees(g, root, trees)] == ["(1.0 * x)"]
+
+
+def test_forms_differ_in_structure_not_in_neutral_or_folded_constant_factors():
+    x, y = scalar("x"), scalar("y")
+    g, root = grown(x * y * o.sqr(constant(1.0)), [get_rule("mul_one"), get_rule("fold_mul_constants")])
+    trees = Trees(NodeCount())
+    assert [pprint(trees.graph(t)) for t in enumerate_trees(g, root, trees)] == ["(x * y)"]
+    g = EGraph()
+    two = g.intern(o.mul(2.0, x))
+    halves = g.intern(o.mul(constant(4.0), constant(0.5), x), flatten=False)
+    g.union(two, halves, "test")
+    g.rebuild()
+    trees = Trees(NodeCount())
+    assert [pprint(trees.graph(t)) for t in enumerate_trees(g, two, trees)] == ["(2.0 * x)"]
