@@ -61,8 +61,8 @@ RULE_MODULES = (
     "relwrite.relations.stabilize",
     "relwrite.relations.special_functions",
     "relwrite.relations.specialize",
-    "relwrite.relations.blas",
     "relwrite.relations.algebra",
+    "relwrite.relations.blas",
 )
 
 _COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "!=": operator.ne}
