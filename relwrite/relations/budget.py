@@ -30,6 +30,7 @@ import signal
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -125,7 +126,7 @@ class Meter:
         if self.installed:
             self.installed = False
             _clock.uninstall()
-        elif _clock.installed and not _clock.scopes and not _meters():
+        elif _clock.installed and not _clock.held() and not _meters():
             _clock.uninstall()  # left installed by an exit an interrupt cut short: nothing holds it now
 
     def tick(self) -> None:
@@ -286,11 +287,17 @@ class _Clock:
 
     def __init__(self) -> None:
         self.installed = False
-        self.scopes = 0  # `budget_clock` blocks holding the installation
+        self.holders: list[weakref.ref] = []  # the `budget_clock` blocks holding the installation
         self.previous: Any = None
         self.outer: float | None = None  # when someone else's timer falls due
         self.outer_interval = 0.0
         self.armed: float | None = None  # when our timer fires
+
+    def held(self) -> bool:
+        """Whether a `budget_clock` block holds the installation (one whose exit an interrupt cut short is
+        gone with its frame: it holds nothing)."""
+        self.holders = [ref for ref in self.holders if ref() is not None]
+        return bool(self.holders)
 
     def active(self) -> bool:
         """Whether the handler is installed and still SIGALRM's: someone may have set theirs since, and an
@@ -399,13 +406,22 @@ _HAS_TIMER = hasattr(signal, "setitimer") and hasattr(signal, "SIGALRM")
 def budget_clock() -> Iterator[None]:
     """Keep the handler that interrupts overlong runs installed for the block (a loop running many timed
     runs saves a system call pair per run); without it the outermost timed block installs it itself."""
+    if _clock.installed and not _clock.held() and not _meters():
+        _clock.uninstall()  # left installed by an exit an interrupt cut short: nothing holds it now
     if _clock.installed or not _can_interrupt():
         yield
         return
+    holder = _Holder()
     _clock.install()
-    _clock.scopes += 1
+    _clock.holders.append(weakref.ref(holder))
     try:
         yield
     finally:
-        _clock.scopes -= 1
+        _clock.holders = [ref for ref in _clock.holders if ref() not in (None, holder)]
         _clock.uninstall()
+
+
+class _Holder:
+    """A `budget_clock` block's token: it lives as long as the block's frame."""
+
+    __slots__ = ("__weakref__",)

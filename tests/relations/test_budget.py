@@ -219,6 +219,21 @@ def test_a_clock_left_installed_by_an_interrupted_exit_still_interrupts_and_is_r
     assert not budget._clock.installed  # released by the block: nothing held it
 
 
+def test_a_clock_block_whose_exit_was_cut_short_holds_nothing(no_timer_left):
+    """An interrupt at the line of a `budget_clock` block's exit that gives the clock back left it held for
+    good (a count never decremented): later tests that set their own SIGALRM handler found it installed,
+    and the suite died of "Alarm clock".  A block holds the clock only while its frame lives."""
+    from relwrite.relations import budget
+
+    with budget.budget_clock():
+        assert budget._clock.held()
+    budget._clock.install()  # what a cut-short exit leaves: installed, held by no living block
+    assert not budget._clock.held()
+    with budget.budget_clock():
+        assert budget._clock.held() and budget._clock.active()
+    assert not budget._clock.installed and signal.getsignal(signal.SIGALRM) == signal.SIG_DFL
+
+
 def test_someone_elses_handler_set_over_the_clock_is_not_taken_for_it(no_timer_left):
     """A handler set over an installed clock is left in charge: a budget arms no timer whose alarm would
     go to it, and stops its block by reading the clock at the block's steps."""
