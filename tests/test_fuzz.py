@@ -198,9 +198,9 @@ def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories)
 def test_an_index_the_static_shape_rules_out_is_a_refusal_not_a_crash():
     """x[0] of a value of static length 0 raises IndexError as NumPy would: the type system refusing the
     step, like a TypeError (seed 89 reported the graph's constructor as crashed)."""
-    recipe, _ = CASES[89, 86]
-    _, _, rejected, crash = fuzz.draw_graph(89, 86)
-    assert crash is None and rejected >= 1
+    draws = [fuzz.draw_graph(89, index) for index in range(200)]  # the op tables shift which draw it is
+    assert all(crash is None for *_, crash in draws)
+    assert sum(rejected for _, _, rejected, _ in draws) >= 1
 
 
 def test_a_declared_reassociation_is_not_a_bug():

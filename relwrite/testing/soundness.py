@@ -994,7 +994,7 @@ def check_relation(
         max_examples=max_examples or settings.default.max_examples,
         deadline=None,
         report_multiple_bugs=False,
-        phases=[phase for phase in settings.default.phases if phase != Phase.explain],
+        phases=[phase for phase in Phase if phase != Phase.explain],  # whatever profile a caller loaded
         suppress_health_check=list(HealthCheck),
         **({} if seed is None and example_database else {"database": None}),
         **({} if example_database else {"verbosity": Verbosity.quiet}),  # a run-time check prints nothing
