@@ -452,7 +452,7 @@ def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]
 
 
 def _coefficient(term: Variable, dtype: str) -> tuple[Any, tuple[Variable, ...]]:
-    """(c, factors) with `term` = c * factors..., looking through one neg and a leading constant;
+    """(c, factors) with `term` = c * factors..., looking through one neg and a product's one constant;
     c is exact (`exact_value`): an integer coefficient's negation need not fit `dtype`, only the total.
 
     A product of factors of several dtypes stays one factor: its fold may wrap around in a narrow
@@ -465,8 +465,11 @@ def _coefficient(term: Variable, dtype: str) -> tuple[Any, tuple[Variable, ...]]
     factors = node_inputs(term, ops.mul)
     if factors is None or not regroupable(factors):
         factors = (term,)
-    elif len(factors) > 1 and isinstance(factors[0], Constant) and factors[0].dtype == dtype:
-        coefficient, factors = factors[0].data, factors[1:]
+    elif len(factors) > 1:
+        constants = [k for k, f in enumerate(factors) if isinstance(f, Constant) and f.dtype == dtype]
+        if len(constants) == 1:  # anywhere: an e-class's product lists its operands in any order
+            k = constants[0]
+            coefficient, factors = factors[k].data, factors[:k] + factors[k + 1 :]
     if negated is not None:
         coefficient = operator.neg(exact_value(coefficient))
     return coefficient, factors

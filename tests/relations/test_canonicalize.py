@@ -194,6 +194,7 @@ REWRITES = [
     ("collect_terms", "add(mul(2, x), mul(3, x))", "mul(5.0, x)"),
     ("collect_terms", "add(x, y, mul(2, x))", "add(mul(3.0, x), y)"),
     ("collect_terms", "add(neg(x), neg(x))", "mul(-2.0, x)"),
+    ("collect_terms", "add(mul(x, 3), mul(2, x))", "mul(5.0, x)"),  # a coefficient anywhere in its product
     ("collect_terms", "add(mul(x, y), mul(2, x, y))", "mul(3.0, x, y)"),
     ("collect_terms_cancelling", "add(x, neg(x))", "fill(x, 0.0)"),
     ("collect_terms_cancelling", "add(mul(3, x), neg(x))", "mul(2.0, x)"),

@@ -37,7 +37,7 @@ from unification.variable import Var, isvar
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, OpPattern, Variable, clone_get_equiv
+from relwrite.graph.basic import Constant, OpPattern, Variable, clone_get_equiv, io_toposort
 from relwrite.graph.printing import pprint
 from relwrite.graph.terms import GraphETuple
 from relwrite.relations.pattern import Pattern, as_graph
@@ -108,6 +108,12 @@ def left_sides(r: Rule) -> st.SearchStrategy[Variable]:
     if bindings is None:
         return generic
     return st.one_of(_with_subexpressions(bindings), _with_subexpressions(bindings), generic)
+
+
+def folds_nothing(graph: Variable) -> bool:
+    """Whether no node of `graph` applies to constants alone: the e-graph folds such a node to its value,
+    and code in a rule reads the folded constant where a graph shows the node (by design)."""
+    return not any(all(isinstance(i, Constant) for i in n.inputs) for n in io_toposort([], [graph]))
 
 
 # -- comparing ----------------------------------------------------------------------------------------
@@ -253,6 +259,8 @@ def _keys(found: Iterator[dict], egraph: EGraph, target: EClasses) -> set:
 
 
 READS_STRUCTURE_IN_A_GUARD = {
+    "add_zeros_like",
+    "mul_ones_like",
     "sort_add",
     "sort_mul",
     "neg_mul_constant",
@@ -266,8 +274,10 @@ READS_STRUCTURE_IN_A_GUARD = {
     "shape_i_promotion",
 }
 """Rules whose code looks inside its values deeper, or in another arrangement, than what it sees of an
-e-class (`EClasses.view`: the class's first e-node, two levels deep): on a generated graph the e-class
-target may miss a match the graph target finds (exploration has those forms by AC and its other rules)."""
+e-class (`EClasses.view`: the class's first e-node, `VIEW_DEPTH` levels deep), or finds one value inside
+another (a fill's shape among the terms: seen at two depths, the two views differ): on a generated graph
+the e-class target may miss a match the graph target finds (exploration has those forms by AC and its
+other rules)."""
 
 READS_STRUCTURE_IN_A_COMPUTE = {
     "shape_promotion",
@@ -297,7 +307,7 @@ add operand's increment of zeros, the lifted operands' common index): on an e-cl
 )
 def test_the_matcher_finds_on_e_classes_what_it_finds_on_graphs(r: Rule):
     @TARGETS
-    @given(left_sides(r))
+    @given(left_sides(r).filter(folds_nothing))
     def check(g: Variable):
         egraph = EGraph()
         root = egraph.intern(g, flatten=False)
@@ -307,7 +317,9 @@ def test_the_matcher_finds_on_e_classes_what_it_finds_on_graphs(r: Rule):
         target = EClasses(egraph)
         on_graph = _keys(_substitutions(r.sides.lhs, r, g, "forward"), egraph, target)
         on_classes = _keys(_substitutions(r.sides.lhs, r, ClassRef(root), "forward", target), egraph, target)
-        assert on_graph <= on_classes, f"{r.name} on {g}: the e-class target missed {on_graph - on_classes}"
+        assert on_graph <= on_classes, (
+            f"{r.name} on {pprint(g)}: the e-class target missed {on_graph - on_classes}"
+        )
         for right, right_root in zip(rights, right_roots):
             on_graph = _keys(_substitutions(r.sides.rhs, r, right, "backward"), egraph, target)
             on_classes = _keys(

@@ -594,13 +594,21 @@ def _check_pair(
     expr: Variable, other: Variable, steps: Sequence[Step], tags: frozenset[str], examples: int, name: str
 ) -> None:
     finite_only = bool(tags & {"unsafe", "stabilize", "explore"})  # explore: identities over the reals
-    checked = other
-    for term, op, value in (c for s in steps for c in s.conditions):
-        holds = _everywhere(_COMPARISONS[op](term, np.asarray(value, dtype=term.dtype)), expr)
-        checked = ops.switch(holds, checked, expr)
-    if finite_only and checked.type.numpy_dtype.kind == "f":
-        checked = ops.switch(ops.lt(ops.abs(other), np.inf), checked, expr)
-    lhs = _template(expr)
+    conditions = [
+        _everywhere(_COMPARISONS[op](term, np.asarray(value, dtype=term.dtype)), expr)
+        for term, op, value in (c for s in steps for c in s.conditions)
+    ]
+    checked, compared = other, expr
+    if finite_only and expr.type.numpy_dtype.kind == "f":
+        # Compared only where the conditions hold and `other` is finite: elsewhere the left side is
+        # NaN, which a finite-only check skips (and an example compared nowhere is drawn again).
+        nan = np.asarray(np.nan, dtype=expr.dtype)
+        for holds in (ops.lt(ops.abs(other), np.inf), *conditions):
+            compared = ops.switch(holds, compared, nan)
+    else:
+        for holds in conditions:
+            checked = ops.switch(holds, checked, expr)
+    lhs = _template(compared)
     rhs = (
         GraphETuple.of(checked) if checked.owner is not None and len(checked.owner.outputs) == 1 else checked
     )

@@ -46,7 +46,7 @@ from relwrite.relations.pattern import (
 )
 from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable
 
-VIEW_DEPTH = 2
+VIEW_DEPTH = 3
 """How many levels of a class code in a rule (a `where` guard, a computed value) sees (`EClasses.view`)."""
 
 
