@@ -122,7 +122,9 @@ default pipeline (`rewrite_graph(g, include=["canonicalize", "stabilize",
 "specialize"])`) runs the phases in that order, each to a fixed point, and
 takes the rules whose tags the query includes; rules tagged `unsafe` (valid
 only under their assumptions) or `explore` run only when the query names that
-tag.
+tag.  Exploration runs the `explore` identities by default, and the search for
+the most accurate form (`best_form(cost="accuracy")`, `pareto`) the
+`accuracy` identities too.
 
 - **semantics**: how the right side's values relate to the left side's, one
   of `exact`, `reassociates` (equal over the reals, may round differently),

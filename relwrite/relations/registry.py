@@ -39,7 +39,7 @@ from relwrite.relations.pattern import Pattern
 from relwrite.relations.runtime import Answer, Computed, Sides, Where, _Compute, answers, pattern_relation
 
 PHASES = ("canonicalize", "stabilize", "specialize")
-OPT_IN_TAGS = frozenset({"unsafe", "explore"})
+OPT_IN_TAGS = frozenset({"unsafe", "explore", "accuracy"})
 SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 """How a rule's right side computes its left side's values (docs/rule-safety.md):
 
@@ -62,6 +62,7 @@ RULE_MODULES = (
     "relwrite.relations.special_functions",
     "relwrite.relations.specialize",
     "relwrite.relations.algebra",
+    "relwrite.relations.identities",
     "relwrite.relations.blas",
 )
 

@@ -190,6 +190,11 @@ class _Subject:
     examples: tuple[str, ...]
 
     @property
+    def real_only(self) -> bool:
+        """Whether the rule is an identity over the reals: compared where no value overflows."""
+        return self.rule is not None and bool(self.rule.tags & REAL_ONLY_TAGS)
+
+    @property
     def compares_non_finite(self) -> bool:
         if self.rule is None:
             return True
@@ -598,6 +603,7 @@ class _Evaluated:
     value: np.ndarray
     magnitude: float  # the largest finite magnitude among the graph's intermediate values
     underflow: bool  # whether some intermediate value is subnormal (and so has lost precision)
+    overflow: bool  # whether some value computed from finite inputs is not finite
 
 
 def _evaluate(graph: Variable, binding: Binding) -> _Evaluated:
@@ -605,9 +611,18 @@ def _evaluate(graph: Variable, binding: Binding) -> _Evaluated:
     outputs = [graph, *(v for v in ancestors([graph]) if v.owner is not None and v is not graph)]
     with np.errstate(all="ignore"):
         results = function(list(binding.inputs), outputs)(*binding.values)
+    finite_inputs = all(_finite(v) for v in binding.values)
     return _Evaluated(
-        np.asarray(results[0]), max(_magnitude(r) for r in results), any(_subnormal(r) for r in results)
+        np.asarray(results[0]),
+        max(_magnitude(r) for r in results),
+        any(_subnormal(r) for r in results),
+        finite_inputs and not all(_finite(r) for r in results),
     )
+
+
+def _finite(array: np.ndarray) -> bool:
+    array = np.asarray(array)
+    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
 
 
 def _magnitude(array: np.ndarray) -> float:
@@ -888,6 +903,8 @@ class _Checker:
         right: _Evaluated,
         problem: str | None,
     ) -> None:
+        if self.subject.real_only and left.overflow != right.overflow:
+            _reject(self.rejections, "a value overflowed on one side only: not a comparison over the reals")
         if problem is None:
             scale = max(1.0, left.magnitude, right.magnitude, *(_magnitude(v) for v in binding.values))
             problem = _difference(

@@ -141,6 +141,12 @@ class UnsoundFormError(AssertionError):
         self.form, self.step, self.error = form, step, error
 
 
+def _with_accuracy_rules(include: Iterable[str]) -> Iterable[str]:
+    """`include` with the `accuracy` identities (relwrite.relations.identities), which a search for the
+    most accurate form runs by default (a string is passed on for `select_rules` to refuse)."""
+    return include if isinstance(include, str) else (*include, "accuracy")
+
+
 def select_rules(
     rules: Iterable[Rule | str] | None = None, include: Iterable[str] = (), unsafe: bool = False
 ) -> list[Rule]:
@@ -434,6 +440,8 @@ def best_form(
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
     cost NaN, when no form was measured, explained and checked within the time limit."""
+    if cost == "accuracy":
+        include = _with_accuracy_rules(include)
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
     scored = exploration.resolve_cost(cost, 0, ranges)
     if scored is None:
@@ -481,7 +489,7 @@ def pareto(
 
     Within the time limit: the front of the forms measured, explained and checked by then.
     """
-    exploration = Exploration([expr], rules, direction, limits, include, unsafe)
+    exploration = Exploration([expr], rules, direction, limits, _with_accuracy_rules(include), unsafe)
     accuracy = exploration.resolve_cost("accuracy", 0, ranges)
     if accuracy is None:
         return []

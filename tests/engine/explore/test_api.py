@@ -324,7 +324,10 @@ def test_default_rules_leave_out_opt_in_tags_unless_asked():
     names = {r.name for r in select_rules()}
     assert "softplus" in names and "mul_div_cancel" not in names and "dot_distribute" in names
     assert "mul_div_cancel" in {r.name for r in select_rules(unsafe=True)}
-    everything = {r.name for r in select_rules(include=("explore", "unsafe"))}
+    assert "sqrt_difference" not in names and "sqrt_difference" in {
+        r.name for r in select_rules(include=["accuracy"])
+    }
+    everything = {r.name for r in select_rules(include=("explore", "unsafe", "accuracy"))}
     assert everything == {r.name for r in catalogue()}
 
 

@@ -1,0 +1,319 @@
+"""Identities for accurate forms: the algebra an accuracy search runs backward, as Herbie's rules.
+
+Each rule is equal over the real numbers under its assumptions, and
+rounds differently in floating point: that difference is what the search
+is for.  ``sqrt(a) - sqrt(b)`` loses every digit when a is close to b;
+run forward, `sqrt_difference` gives ``(a - b) / (sqrt(a) + sqrt(b))``,
+where the subtraction is of the arguments (exact, or nearly, once the
+e-graph has simplified a - b) and nothing cancels.  Run backward the same
+rule introduces the conjugate into a quotient.  The e-graph holds both
+sides, and the accuracy cost picks.
+
+They are tagged `accuracy` (opt-in): `best_form(cost="accuracy")` and
+`pareto` use them; a plain `explore` includes them with
+``include=["accuracy"]``.  No rewriting pipeline runs them.  Sums are flat
+and sorted, so a difference is a sum holding a negated term, and
+``"*rest"`` lets a rule act on a pair among the terms of a wider sum.
+Every rule regroups operands of one floating dtype only.
+"""
+
+from __future__ import annotations
+
+from relwrite.graph import ops as o
+from relwrite.relations.algebra import one_float_dtype
+from relwrite.relations.registry import rule
+
+TAGS = ("stabilize", "explore", "accuracy")
+REAL = "reassociates"
+"""Equal over the reals (docs/rule-safety.md), within the rule's assumptions."""
+
+SCALARS = {"a": "scalar", "b": "scalar", "c": "scalar", "x": "scalar"}
+
+
+def _difference(minuend: object, subtrahend: object) -> tuple:
+    """The pattern minuend - subtrahend among the terms of a sum (the sum's other terms: `rest`)."""
+    return (o.add, minuend, (o.neg, subtrahend), "*rest")
+
+
+# -- conjugates: differences of squares and cubes ---------------------------------------------------
+
+sqrt_difference = rule(
+    "sqrt_difference",
+    _difference((o.sqrt, "a"), (o.sqrt, "b")),
+    (o.add, (o.true_div, (o.add, "a", (o.neg, "b")), (o.add, (o.sqrt, "a"), (o.sqrt, "b"))), "*rest"),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a > 0",),
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(sqrt(a), neg(sqrt(b)))", "add(sqrt(x + 1), neg(sqrt(x)), c)"),
+    types=SCALARS,
+    doc="sqrt(a) - sqrt(b) -> (a - b) / (sqrt(a) + sqrt(b)) (the conjugate: nothing cancels when a is "
+    "close to b); backward it takes a quotient by a sum of roots apart.  For a > 0.",
+)
+
+squares_difference = rule(
+    "squares_difference",
+    _difference((o.pow, "a", 2), (o.pow, "b", 2)),
+    (o.add, (o.mul, (o.add, "a", "b"), (o.add, "a", (o.neg, "b"))), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(a ** 2, neg(b ** 2))",),
+    types=SCALARS,
+    doc="a**2 - b**2 -> (a + b) * (a - b): the difference taken before squaring loses no digits to "
+    "the squares' rounding; backward it multiplies out.",
+)
+
+cubes_difference = rule(
+    "cubes_difference",
+    _difference((o.pow, "a", 3), (o.pow, "b", 3)),
+    (
+        o.add,
+        (o.mul, (o.add, "a", (o.neg, "b")), (o.add, (o.pow, "a", 2), (o.mul, "a", "b"), (o.pow, "b", 2))),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(a ** 3, neg(b ** 3))",),
+    types=SCALARS,
+    doc="a**3 - b**3 -> (a - b) * (a**2 + a*b + b**2), the cube's conjugate; backward it multiplies out.",
+)
+
+neg_quotient = rule(
+    "neg_quotient",
+    (o.neg, (o.true_div, "a", "b")),
+    (o.true_div, (o.neg, "a"), "b"),
+    TAGS,
+    semantics="exact",
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("-(a / b)",),
+    types=SCALARS,
+    doc="-(a / b) -> (-a) / b, exactly (rounding is symmetric): a difference of fractions becomes a "
+    "sum of them, which add_fractions puts over one denominator.",
+)
+
+# -- exp and log ------------------------------------------------------------------------------------
+
+exp_difference = rule(
+    "exp_difference",
+    _difference((o.exp, "a"), (o.exp, "b")),
+    (o.add, (o.mul, (o.exp, "b"), (o.expm1, (o.add, "a", (o.neg, "b")))), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(exp(a), neg(exp(b)))", "add(exp(a), neg(exp(b)), c)"),
+    types=SCALARS,
+    doc="exp(a) - exp(b) -> exp(b) * expm1(a - b): no cancellation when a is close to b; backward it "
+    "multiplies out.",
+)
+
+log_quotient = rule(
+    "log_quotient",
+    (o.log, (o.true_div, "a", "b")),
+    (o.add, (o.log, "a"), (o.neg, (o.log, "b"))),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a > 0", "b > 0"),
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("log(a / b)",),
+    types=SCALARS,
+    doc="log(a / b) -> log(a) - log(b) for a, b > 0 (log((1 + x) / (1 - x)) becomes a difference of "
+    "log1p's); backward it takes one log of a quotient.",
+)
+
+pow_as_exp = rule(
+    "pow_as_exp",
+    (o.pow, "a", "b"),
+    (o.exp, (o.mul, "b", (o.log, "a"))),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a > 0",),
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("a ** b",),
+    types=SCALARS,
+    doc="a ** b -> exp(b * log(a)) for a > 0, so exp and log laws (and expm1, log1p) apply to powers; "
+    "backward it gathers an exp of a product with a log into a power.",
+)
+
+tanh_expm1 = rule(
+    "tanh_expm1",
+    (o.tanh, "x"),
+    (o.true_div, (o.expm1, (o.mul, 2, "x")), (o.add, 2, (o.expm1, (o.mul, 2, "x")))),
+    TAGS,
+    semantics=REAL,
+    where=lambda x: one_float_dtype(x),
+    keeps_type=True,
+    examples=("tanh(x)",),
+    types=SCALARS,
+    doc="tanh(x) -> expm1(2x) / (expm1(2x) + 2): tanh through expm1, accurate near 0 where "
+    "(exp(2x) - 1) / (exp(2x) + 1) cancels; backward it recognises that quotient as tanh.",
+)
+
+# -- roots ------------------------------------------------------------------------------------------
+
+sqrt_product = rule(
+    "sqrt_product",
+    (o.sqrt, (o.mul, "a", "b")),
+    (o.mul, (o.sqrt, "a"), (o.sqrt, "b")),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a >= 0", "b >= 0"),
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("sqrt(a * b)",),
+    types=SCALARS,
+    doc="sqrt(a * b) -> sqrt(a) * sqrt(b) for a, b >= 0 (the product may overflow where the roots do "
+    "not); backward one root of the product.",
+)
+
+sqrt_quotient = rule(
+    "sqrt_quotient",
+    (o.sqrt, (o.true_div, "a", "b")),
+    (o.true_div, (o.sqrt, "a"), (o.sqrt, "b")),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a >= 0", "b > 0"),
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("sqrt(a / b)",),
+    types=SCALARS,
+    doc="sqrt(a / b) -> sqrt(a) / sqrt(b) for a >= 0, b > 0; backward one root of the quotient.",
+)
+
+# -- trigonometry -----------------------------------------------------------------------------------
+
+sin_sum = rule(
+    "sin_sum",
+    (o.sin, (o.add, "a", "*bs")),
+    (o.add, (o.mul, (o.sin, "a"), (o.cos, (o.add, "*bs"))), (o.mul, (o.cos, "a"), (o.sin, (o.add, "*bs")))),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, bs: bool(bs) and one_float_dtype(a, bs),
+    keeps_type=True,
+    examples=("sin(a + b)",),
+    types=SCALARS,
+    doc="sin(a + b) -> sin(a) cos(b) + cos(a) sin(b); backward it gathers the sum of products.",
+)
+
+cos_sum = rule(
+    "cos_sum",
+    (o.cos, (o.add, "a", "*bs")),
+    (
+        o.add,
+        (o.mul, (o.cos, "a"), (o.cos, (o.add, "*bs"))),
+        (o.neg, (o.mul, (o.sin, "a"), (o.sin, (o.add, "*bs")))),
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, bs: bool(bs) and one_float_dtype(a, bs),
+    keeps_type=True,
+    examples=("cos(a + b)",),
+    types=SCALARS,
+    doc="cos(a + b) -> cos(a) cos(b) - sin(a) sin(b); backward it gathers the difference of products.",
+)
+
+sin_difference = rule(
+    "sin_difference",
+    _difference((o.sin, "a"), (o.sin, "b")),
+    (
+        o.add,
+        (
+            o.mul,
+            2,
+            (o.cos, (o.mul, 0.5, (o.add, "a", "b"))),
+            (o.sin, (o.mul, 0.5, (o.add, "a", (o.neg, "b")))),
+        ),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(sin(a), neg(sin(b)))",),
+    types=SCALARS,
+    doc="sin(a) - sin(b) -> 2 cos((a + b) / 2) sin((a - b) / 2): the difference of arguments instead "
+    "of values (sin(x + e) - sin(x) keeps its digits); backward the product becomes a difference.",
+)
+
+cos_difference = rule(
+    "cos_difference",
+    _difference((o.cos, "a"), (o.cos, "b")),
+    (
+        o.add,
+        (
+            o.mul,
+            -2,
+            (o.sin, (o.mul, 0.5, (o.add, "a", "b"))),
+            (o.sin, (o.mul, 0.5, (o.add, "a", (o.neg, "b")))),
+        ),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(cos(a), neg(cos(b)))",),
+    types=SCALARS,
+    doc="cos(a) - cos(b) -> -2 sin((a + b) / 2) sin((a - b) / 2); backward the product becomes a difference.",
+)
+
+one_minus_cos = rule(
+    "one_minus_cos",
+    (o.add, 1, (o.neg, (o.cos, "x")), "*rest"),
+    (o.add, (o.mul, 2, (o.pow, (o.sin, (o.mul, 0.5, "x")), 2)), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda x, rest: one_float_dtype(x, rest),
+    keeps_type=True,
+    examples=("add(1, neg(cos(x)))", "add(1, neg(cos(x)), a)"),
+    types=SCALARS,
+    doc="1 - cos(x) -> 2 sin(x/2)**2 (the half angle: no cancellation near 0); backward the square "
+    "becomes the difference.",
+)
+
+sin_double = rule(
+    "sin_double",
+    (o.sin, (o.mul, 2, "x")),
+    (o.mul, 2, (o.sin, "x"), (o.cos, "x")),
+    TAGS,
+    semantics=REAL,
+    where=lambda x: one_float_dtype(x),
+    keeps_type=True,
+    examples=("sin(2 * x)",),
+    types=SCALARS,
+    doc="sin(2x) -> 2 sin(x) cos(x), the double angle; backward the product of sine and cosine.",
+)
+
+cos_double = rule(
+    "cos_double",
+    (o.cos, (o.mul, 2, "x")),
+    (o.add, 1, (o.neg, (o.mul, 2, (o.pow, (o.sin, "x"), 2)))),
+    TAGS,
+    semantics=REAL,
+    where=lambda x: one_float_dtype(x),
+    keeps_type=True,
+    examples=("cos(2 * x)",),
+    types=SCALARS,
+    doc="cos(2x) -> 1 - 2 sin(x)**2, the double angle; backward it halves the angle.",
+)
+
+sin_cos_squares = rule(
+    "sin_cos_squares",
+    (o.add, (o.pow, (o.sin, "x"), 2), (o.pow, (o.cos, "x"), 2), "*rest"),
+    (o.add, (o.fill, "x", 1), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda x, rest: one_float_dtype(x, rest),
+    keeps_type=True,
+    examples=("sin(x) ** 2 + cos(x) ** 2", "sin(x) ** 2 + cos(x) ** 2 + a"),
+    types=SCALARS,
+    doc="sin(x)**2 + cos(x)**2 -> ones shaped like x (fill(x, 1)); backward such ones become the sum.",
+)

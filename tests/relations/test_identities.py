@@ -1,0 +1,90 @@
+"""Identities for accurate forms (relwrite.relations.identities): opt-in, run by the accuracy search.
+
+Their soundness both ways on generated types and values is checked catalogue-wide in test_catalogue.py
+(identities over the reals: finite inputs within their assumptions, no value overflowing on one side
+only); here, what they match, that only the accuracy search runs them, and what it finds with them.
+"""
+
+import math
+
+import pytest
+
+from relwrite import scalar
+from relwrite.engine import rewrite_graph
+from relwrite.engine.explore.api import best_form, select_rules
+from relwrite.engine.explore.runner import Limits
+from relwrite.graph import ops as o
+from relwrite.graph.printing import pprint
+from relwrite.relations import identities
+from relwrite.relations.registry import Rule
+from relwrite.relations.pattern import to_graph
+
+RULES = [r for r in vars(identities).values() if isinstance(r, Rule)]
+WORK = Limits(iterations=4, nodes=5_000, seconds=math.inf, rule_seconds=math.inf)
+
+
+def forward(rule, graph):
+    return [pprint(to_graph(a.value, like=graph)) for a in rule.answers(graph)]
+
+
+def test_every_identity_is_opt_in_and_equal_over_the_reals():
+    assert len(RULES) >= 15
+    for r in RULES:
+        assert {"explore", "accuracy"} <= r.tags and r.semantics in ("reassociates", "exact"), r.name
+    defaults = {r.name for r in select_rules()}
+    assert not defaults & {r.name for r in RULES}
+    assert {r.name for r in RULES} <= {r.name for r in select_rules(include=["accuracy"])}
+
+
+def test_no_rewriting_pipeline_takes_a_conjugate():
+    x = scalar("x")
+    for mode in ("fast_run", "stabilize", "o4"):
+        assert "sqrt" in pprint(rewrite_graph(o.sqrt(x + 1) - o.sqrt(x), include=[mode])), mode
+
+
+@pytest.mark.parametrize(
+    ("name", "expr", "expected"),
+    [
+        (
+            "sqrt_difference",
+            lambda a, b: o.add(o.sqrt(a), o.neg(o.sqrt(b))),
+            "((a + -b) / (sqrt(a) + sqrt(b)))",
+        ),
+        ("exp_difference", lambda a, b: o.add(o.exp(a), o.neg(o.exp(b))), "(exp(b) * expm1((a + -b)))"),
+        ("sin_difference", lambda a, b: o.add(o.sin(a), o.neg(o.sin(b))), "sin((0.5 * (a + -b)))"),
+        ("log_quotient", lambda a, b: o.log(a / b), "(log(a) + -log(b))"),
+        ("neg_quotient", lambda a, b: o.neg(a / b), "(-a / b)"),
+    ],
+)
+def test_forward_forms(name, expr, expected):
+    a, b = scalar("a"), scalar("b")
+    found = forward(getattr(identities, name), expr(a, b))
+    assert any(expected in f for f in found), found
+
+
+def test_sin_cos_squares_gives_ones_shaped_like_x():
+    x = scalar("x")
+    assert forward(identities.sin_cos_squares, o.add(o.pow(o.sin(x), 2), o.pow(o.cos(x), 2))) == [
+        "fill(x, 1.0)"
+    ]
+
+
+def test_a_wider_sum_keeps_its_other_terms():
+    a, b, c = scalar("a"), scalar("b"), scalar("c")
+    (found,) = forward(identities.sqrt_difference, o.add(o.sqrt(a), o.neg(o.sqrt(b)), c))
+    assert "c" in found and "sqrt(a) + sqrt(b)" in found
+
+
+def test_integer_operands_are_left_alone():
+    i, j = scalar("i", dtype="int64"), scalar("j", dtype="int64")
+    assert forward(identities.squares_difference, o.add(o.pow(i, 2), o.neg(o.pow(j, 2)))) == []
+
+
+def test_the_accuracy_search_finds_the_conjugate():
+    x = scalar("x")
+    form = best_form(
+        o.sqrt(x + 1) - o.sqrt(x), cost="accuracy", ranges={"x": (1.0, 1e15)}, limits=WORK, unsafe=True
+    )
+    assert form.cost < 1 and "sqrt_difference" in form.derivation, form
+    plain = best_form(o.sqrt(x + 1) - o.sqrt(x), cost="nodes", limits=WORK, unsafe=True)
+    assert "sqrt_difference" not in plain.derivation
