@@ -16,8 +16,8 @@ from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
 from relwrite.graph.printing import pprint
 from relwrite.relations import identities
-from relwrite.relations.registry import Rule
 from relwrite.relations.pattern import to_graph
+from relwrite.relations.registry import Rule
 
 RULES = [r for r in vars(identities).values() if isinstance(r, Rule)]
 WORK = Limits(iterations=4, nodes=5_000, seconds=math.inf, rule_seconds=math.inf)
