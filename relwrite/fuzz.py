@@ -456,6 +456,19 @@ _SPECIAL_UNARY = {
 """Unary ops drawn in place of exp, log1p or tanh from a side stream, so that adding them kept every
 earlier graph of every seed as it was (the main stream draws exactly as before)."""
 _SPECIAL_STANDS_IN_FOR = ("exp", "log1p", "tanh")
+_ELEMENTARY_UNARY = {
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
+    "cbrt": np.cbrt,
+}
+_ELEMENTARY_BINARY = {"hypot": np.hypot, "atan2": np.arctan2}
+"""FPBench's elementary functions, drawn in place of sin, cos or sqrt (unary) and maximum or minimum
+(binary) from a second side stream: the main stream and the first side stream draw as before."""
+_ELEMENTARY_STANDS_IN_FOR = ("sin", "cos", "sqrt", "maximum", "minimum")
 
 
 def _make_ctors() -> dict[str, _Ctor]:
@@ -469,7 +482,7 @@ def _make_ctors() -> dict[str, _Ctor]:
                 lambda a, p, u=ufunc: u(*a),
                 lambda a, p, _, s=symbol: f"{a[0]} {s} {a[1]}",
             )
-    for name, ref in {**_UNARY, **_SPECIAL_UNARY}.items():
+    for name, ref in {**_UNARY, **_SPECIAL_UNARY, **_ELEMENTARY_UNARY, **_ELEMENTARY_BINARY}.items():
         fn = getattr(rw, name)
         ctors[name] = _Ctor(lambda a, p, fn=fn: fn(*a), lambda a, p, r=ref: r(*a), _fn_text(name))
     ctors["op-x"] = _Ctor(lambda a, p: -a[0], lambda a, p: np.negative(a[0]), lambda a, p, _: f"-{a[0]}")
@@ -775,6 +788,15 @@ _NODE_UFUNCS: dict[type, Callable[..., Any]] = {
     ops.Sin: np.sin,
     ops.Cos: np.cos,
     ops.Tanh: np.tanh,
+    ops.Tan: np.tan,
+    ops.Asin: np.arcsin,
+    ops.Acos: np.arccos,
+    ops.Atan: np.arctan,
+    ops.Sinh: np.sinh,
+    ops.Cosh: np.cosh,
+    ops.Cbrt: np.cbrt,
+    ops.Hypot: np.hypot,
+    ops.Atan2: np.arctan2,
     ops.Abs: np.absolute,
     ops.Sigmoid: _ref_sigmoid,
     ops.Softplus: _ref_softplus,
@@ -1031,7 +1053,7 @@ def _mp_real(fn: Callable[..., Any]) -> Callable[..., Any]:
     def real(*args: Any) -> Any:
         args = [a if isinstance(a, mp.mpf) else mp.mpf(a) for a in args]
         if any(mp.isnan(a) for a in args):
-            return fn(*args) if fn is _mp_pow else mp.nan
+            return fn(*args) if fn in (_mp_pow, _mp_hypot) else mp.nan
         try:
             value = fn(*args)
         except ZeroDivisionError:
@@ -1073,6 +1095,22 @@ def _mp_pow(a: Any, b: Any) -> Any:
                 return mp.mpf(0)
             return -mp.inf if a < 0 and mp.isint(b) and int(b) % 2 else mp.inf
     return mp.power(a, b)
+
+
+def _mp_hypot(a: Any, b: Any) -> Any:
+    """C99 hypot: infinite where either operand is, even when the other is NaN."""
+    mp = _mpmath()
+    if mp.isinf(a) or mp.isinf(b):
+        return mp.inf
+    if mp.isnan(a) or mp.isnan(b):
+        return mp.nan
+    return mp.hypot(a, b)
+
+
+def _mp_cbrt(x: Any) -> Any:
+    """The real cube root (mpmath's is the principal, complex one, for negative x)."""
+    mp = _mpmath()
+    return -mp.cbrt(-x) if x < 0 else mp.cbrt(x)
 
 
 _HUGE_BITS = 4096
@@ -1137,6 +1175,15 @@ def _mp_elementwise(kind: type) -> Callable[..., Any] | None:
         ops.Sin: _mp_real(_mp_limited(mp.sin, lambda x: mp.nan)),
         ops.Cos: _mp_real(_mp_limited(mp.cos, lambda x: mp.nan)),
         ops.Tanh: _mp_real(_mp_limited(mp.tanh, lambda x: mp.mpf(mp.sign(x)))),
+        ops.Tan: _mp_real(_mp_limited(mp.tan, lambda x: mp.nan)),
+        ops.Asin: _mp_real(mp.asin),
+        ops.Acos: _mp_real(mp.acos),
+        ops.Atan: _mp_real(_mp_limited(mp.atan, lambda x: mp.sign(x) * mp.pi / 2)),
+        ops.Sinh: _mp_real(_mp_limited(mp.sinh, lambda x: mp.sign(x) * mp.inf)),
+        ops.Cosh: _mp_real(_mp_limited(mp.cosh, lambda x: mp.inf)),
+        ops.Cbrt: _mp_real(_mp_cbrt),
+        ops.Hypot: _mp_real(_mp_hypot),
+        ops.Atan2: _mp_real(mp.atan2),
         ops.Sqr: lambda x: x * x,
         ops.Sigmoid: _mp_real(
             _mp_limited(lambda x: 1 / (1 + mp.exp(-x)), lambda x: mp.mpf(1) if x > 0 else mp.mpf(0))
@@ -1948,10 +1995,15 @@ class _Drawer:
     """
 
     def __init__(
-        self, rng: np.random.Generator, max_inputs: int = 6, side: np.random.Generator | None = None
+        self,
+        rng: np.random.Generator,
+        max_inputs: int = 6,
+        side: np.random.Generator | None = None,
+        elementary: np.random.Generator | None = None,
     ):
         self.rng = rng
         self.side = side
+        self.elementary = elementary
         self.max_inputs = max_inputs
         self.lengths = [
             int(n) for n in rng.choice([0, 1, 2, 3, 4, 5], size=3, p=[0.06, 0.14, 0.25, 0.25, 0.15, 0.15])
@@ -2106,6 +2158,7 @@ class _Drawer:
             return None
         name = str(self.rng.choice(list(_BINARY)))
         symbol = _BINARY[name][1]
+        name = self.elementary_stand_in(name, _ELEMENTARY_BINARY)
         if self.rng.random() < 0.25:
             other: Any = self.literal(self.dtype(a))
         else:
@@ -2145,7 +2198,18 @@ class _Drawer:
         name = str(self.rng.choice([*_UNARY, "op-x", "op-abs"]))
         if self.side is not None and name in _SPECIAL_STANDS_IN_FOR and self.side.random() < 0.3:
             name = str(self.side.choice(list(_SPECIAL_UNARY)))
+        name = self.elementary_stand_in(name, _ELEMENTARY_UNARY)
         return self.add(Step("call", name, (Ref(a),)))
+
+    def elementary_stand_in(self, name: str, table: dict[str, Any]) -> str:
+        """`name`, or now and then an elementary function of `table` in its place."""
+        if (
+            self.elementary is not None
+            and name in _ELEMENTARY_STANDS_IN_FOR
+            and self.elementary.random() < 0.3
+        ):
+            return str(self.elementary.choice(list(table)))
+        return name
 
     def call_switch(self) -> int | None:
         cond = self.operand(lambda i: self.dtype(i) == "bool", "bool", self.random_shape())
@@ -2648,7 +2712,9 @@ def draw_graph(
 ) -> tuple[Recipe, list[dict[int, np.ndarray]], int, tuple[Recipe, BaseException] | None]:
     """Graph `index` of run `seed`: its recipe, input sets, rejected steps and any constructor crash."""
     rng = np.random.default_rng([seed, index])
-    drawer = _Drawer(rng, side=np.random.default_rng([seed, index, 1]))
+    drawer = _Drawer(
+        rng, side=np.random.default_rng([seed, index, 1]), elementary=np.random.default_rng([seed, index, 2])
+    )
     for _ in range(int(rng.integers(1, 4))):
         drawer.new_input()
     for _ in range(int(rng.integers(0, 2))):

@@ -63,8 +63,8 @@ class Function:
 
 _ONE_OPERAND = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
 _ONE_OPERAND += ("sigmoid", "softplus", "identity", "neg", "transpose", "ones_like", "zeros_like")
-_ONE_OPERAND += ("erf", "erfc", "log1mexp")
-_TWO_OPERANDS = ("maximum", "minimum", "sub", "true_div", "pow", "fill", "dot")
+_ONE_OPERAND += ("erf", "erfc", "log1mexp", "tan", "asin", "acos", "atan", "sinh", "cosh", "cbrt")
+_TWO_OPERANDS = ("maximum", "minimum", "sub", "true_div", "pow", "fill", "dot", "hypot", "atan2")
 
 FUNCTIONS: dict[str, Function] = {
     **{name: Function(getattr(ops, name), 1) for name in _ONE_OPERAND},

@@ -1,12 +1,15 @@
 """The text front end: what each construct builds, round trips through pprint, and every error."""
 
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, float64, matrix, vector
-from relwrite.graph.parse import parse
+from relwrite.graph.parse import FUNCTIONS, parse
 from relwrite.graph.printing import pprint
 from relwrite.graph.types import TensorType
 
@@ -83,6 +86,8 @@ def test_a_variable_in_types_may_be_a_subexpression():
         ("true_div(x, y)", ops.true_div),
         ("pow(x, y)", ops.pow),
         ("fill(x, y)", ops.fill),
+        ("hypot(x, y)", ops.hypot),
+        ("atan2(x, y)", ops.atan2),
     ],
 )
 def test_binary_operators_and_functions(text, op):
@@ -92,6 +97,7 @@ def test_binary_operators_and_functions(text, op):
 
 
 UNARY_ELEMWISE = ("exp", "log", "log1p", "expm1", "sqrt", "sqr", "reciprocal", "sin", "cos", "tanh", "abs")
+UNARY_ELEMWISE += ("tan", "asin", "acos", "atan", "sinh", "cosh", "cbrt", "erf", "erfc", "log1mexp")
 
 
 @pytest.mark.parametrize("name", (*UNARY_ELEMWISE, "sigmoid", "softplus", "identity", "neg"))
@@ -213,14 +219,17 @@ literals = st.one_of(
 
 @st.composite
 def expression_graphs(draw):
-    """Random graphs of add/mul/sub/true_div/neg/exp/pow over x, y, z and literals, with shared subterms."""
+    """Random graphs of arithmetic and elementwise functions over x, y, z and literals, with shared
+    subterms."""
     pool = list(INPUTS.values())
+    unary = ["neg", "exp", "tan", "asin", "acos", "atan", "sinh", "cosh", "cbrt"]
+    binary = ["sub", "true_div", "pow", "hypot", "atan2"]
     for _ in range(draw(st.integers(1, 8))):
         operand = st.one_of(st.sampled_from(list(pool)), literals)
-        kind = draw(st.sampled_from(["add", "mul", "sub", "true_div", "pow", "neg", "exp"]))
+        kind = draw(st.sampled_from(["add", "mul", *binary, *unary]))
         if kind in ("add", "mul"):
             args = draw(st.lists(operand, min_size=1, max_size=3))
-        elif kind in ("neg", "exp"):
+        elif kind in unary:
             args = [draw(operand)]
         else:
             args = [draw(operand), draw(operand)]
@@ -350,3 +359,11 @@ def test_calls_with_a_static_shape_or_dtype():
     ]:
         with pytest.raises(ValueError, match=message):
             parse(text)
+
+
+def test_the_docs_list_every_function():
+    """docs/expressions.md names every function the language knows (and nothing else)."""
+    text = (Path(__file__).parents[2] / "docs" / "expressions.md").read_text()
+    listing = text[text.index("Functions: ") : text.index("Methods: ")]
+    named = set(re.findall(r"`([a-z_0-9]+)[`(]", listing))
+    assert named == set(FUNCTIONS)

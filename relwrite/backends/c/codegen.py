@@ -59,6 +59,7 @@ from typing import NamedTuple
 import numpy as np
 
 from relwrite.backends.c.blas import BLAS_FUNCTIONS
+from relwrite.backends.c.compiler import BINARY_VECTOR_MATH
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable
 
@@ -325,6 +326,13 @@ _FLOAT_FUNCTIONS = {
     ops.Sin: ("sin", np.sin),
     ops.Cos: ("cos", np.cos),
     ops.Tanh: ("tanh", np.tanh),
+    ops.Tan: ("tan", np.tan),
+    ops.Asin: ("asin", np.arcsin),
+    ops.Acos: ("acos", np.arccos),
+    ops.Atan: ("atan", np.arctan),
+    ops.Sinh: ("sinh", np.sinh),
+    ops.Cosh: ("cosh", np.cosh),
+    ops.Cbrt: ("cbrt", np.cbrt),
 }
 
 
@@ -341,13 +349,25 @@ for _class, (_name, _ufunc) in _FLOAT_FUNCTIONS.items():
     )
 
 
-@c_expression.register
-def _pow(op: ops.Pow, node: Apply, args: list[Value]) -> list[str]:
+_BINARY_FLOAT_FUNCTIONS = {
+    ops.Pow: ("pow", np.power),  # integer powers stay NumPy's: it raises on negative exponents
+    ops.Hypot: ("hypot", np.hypot),
+    ops.Atan2: ("atan2", np.arctan2),
+}
+
+
+def _binary_float_function(name: str, ufunc: np.ufunc, op: Op, node: Apply, args: list[Value]) -> list[str]:
     a, b = args
-    loop = _loop_dtype(np.power, (a.dtype, b.dtype))
-    if not _is_float(loop):  # integer powers raise on negative exponents in numpy
-        raise Unsupported(f"integer power ({loop})")
-    return [f"{_math('pow', loop)}({_as(a, loop)}, {_as(b, loop)})"]
+    loop = _loop_dtype(ufunc, (a.dtype, b.dtype))
+    if not _is_float(loop):
+        raise Unsupported(f"{ufunc.__name__} computes in {loop}")
+    return [f"{_math(name, loop)}({_as(a, loop)}, {_as(b, loop)})"]
+
+
+for _class, (_name, _ufunc) in _BINARY_FLOAT_FUNCTIONS.items():
+    c_expression.register(
+        _class, lambda op, node, args, n=_name, u=_ufunc: _binary_float_function(n, u, op, node, args)
+    )
 
 
 def _float_output(node: Apply) -> str:
@@ -1264,7 +1284,7 @@ def vector_math_declarations(functions: frozenset[str]) -> str:
     lines = []
     for name in sorted(functions):
         for ctype, suffix in (("double", ""), ("float", "f")):
-            params = f"{ctype}, {ctype}" if name == "pow" else ctype
+            params = f"{ctype}, {ctype}" if name in BINARY_VECTOR_MATH else ctype
             lines.append(f'{ctype} {name}{suffix}({params}) __attribute__((simd("notinbranch")));')
     return "\n".join(lines) + "\n"
 

@@ -73,8 +73,14 @@ X86_64_V4_FLAGS = X86_64_V3_FLAGS | frozenset(
     "avx512f avx512bw avx512cd avx512dq avx512vl".split()  # noqa: SIM905
 )
 
-VECTOR_MATH_FUNCTIONS = ("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow")
+VECTOR_MATH_FUNCTIONS = (
+    *("exp", "log", "log1p", "expm1", "sin", "cos", "tanh", "pow"),
+    *("tan", "asin", "acos", "atan", "sinh", "cosh", "cbrt", "hypot", "atan2"),
+)
 """libm functions that generated loops call and that libmvec may provide SIMD variants of."""
+
+BINARY_VECTOR_MATH = frozenset({"pow", "hypot", "atan2"})
+"""The functions of `VECTOR_MATH_FUNCTIONS` taking two arguments."""
 
 _BASE_FLAGS = (
     "-shared",
@@ -292,7 +298,7 @@ def _vector_math(target: str) -> frozenset[str]:
     )
     found = set()
     for name in VECTOR_MATH_FUNCTIONS:
-        params = "vv" if name == "pow" else "v"
+        params = "vv" if name in BINARY_VECTOR_MATH else "v"
         symbols = [f"_ZGV{isa}N{lanes}{params}_{name}" for isa, lanes in variants]
         symbols += [f"_ZGV{isa}N{2 * lanes}{params}_{name}f" for isa, lanes in variants]
         if all(hasattr(libmvec, symbol) for symbol in symbols):

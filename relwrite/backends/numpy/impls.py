@@ -145,6 +145,15 @@ _UFUNCS: dict[type[Op], np.ufunc] = {
     ops.Sin: np.sin,
     ops.Cos: np.cos,
     ops.Tanh: np.tanh,
+    ops.Tan: np.tan,
+    ops.Asin: np.arcsin,
+    ops.Acos: np.arccos,
+    ops.Atan: np.arctan,
+    ops.Sinh: np.sinh,
+    ops.Cosh: np.cosh,
+    ops.Cbrt: np.cbrt,
+    ops.Hypot: np.hypot,
+    ops.Atan2: np.arctan2,
     ops.Abs: np.absolute,
 }
 

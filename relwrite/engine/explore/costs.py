@@ -205,6 +205,18 @@ def _erfc(x: mpmath.mpf) -> mpmath.mpf:
     return mpmath.erfc(x)
 
 
+def _cbrt(x: mpmath.mpf) -> mpmath.mpf:
+    """The real cube root (mpmath's is the principal, complex one, for negative x)."""
+    return -mpmath.cbrt(-x) if x < 0 else mpmath.cbrt(x)
+
+
+def _hypot(x: mpmath.mpf, y: mpmath.mpf) -> mpmath.mpf:
+    """sqrt(x**2 + y**2); infinite where either is, NaN in the other included (C99's hypot)."""
+    if mpmath.isinf(x) or mpmath.isinf(y):
+        return mpmath.inf
+    return mpmath.hypot(x, y)
+
+
 def _extremum(pick: Callable) -> Callable:
     def f(a, b):
         if mpmath.isnan(a) or mpmath.isnan(b):
@@ -230,6 +242,15 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
     ops.Sin: mpmath.sin,
     ops.Cos: mpmath.cos,
     ops.Tanh: mpmath.tanh,
+    ops.Tan: mpmath.tan,
+    ops.Asin: lambda x: _real(mpmath.asin(x)),
+    ops.Acos: lambda x: _real(mpmath.acos(x)),
+    ops.Atan: mpmath.atan,
+    ops.Sinh: mpmath.sinh,
+    ops.Cosh: mpmath.cosh,
+    ops.Cbrt: _cbrt,
+    ops.Hypot: _hypot,
+    ops.Atan2: mpmath.atan2,
     ops.Abs: abs,
     ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),
     ops.Softplus: lambda x: mpmath.log1p(mpmath.exp(x)),
@@ -252,7 +273,7 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
 }
 _TRANSCENDENTAL = (
     ops.Exp, ops.Expm1, ops.Sin, ops.Cos, ops.Tanh, ops.Sigmoid, ops.Softplus,
-    ops.Erf, ops.Erfc, ops.Log1mexp,
+    ops.Erf, ops.Erfc, ops.Log1mexp, ops.Tan, ops.Sinh, ops.Cosh,
 )  # fmt: skip
 """Ops whose exact value costs time or memory growing with the argument's scale (bounded by `_bounded`)."""
 

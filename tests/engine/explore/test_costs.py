@@ -124,6 +124,15 @@ def test_pareto_front_keeps_the_undominated():
         lambda: o.erfc(scalar("x")),
         lambda: o.log(o.erfc(scalar("x"))),  # erfc of huge x: mpmath's series overflows, not the asymptote
         lambda: o.log1mexp(scalar("x")),
+        lambda: o.tan(scalar("x")),
+        lambda: o.asin(scalar("x")),
+        lambda: o.acos(scalar("x")),
+        lambda: o.atan(scalar("x")),
+        lambda: o.sinh(scalar("x")),
+        lambda: o.cosh(scalar("x")),
+        lambda: o.cbrt(scalar("x")),
+        lambda: o.hypot(scalar("x"), scalar("y")),
+        lambda: o.atan2(scalar("y"), scalar("x")),
         lambda: o.max(vector("x")),  # a 0-d reference of a graph measured point by point
         lambda: o.sum(vector("x")),
         lambda: o.logsumexp(vector("x")),
@@ -134,6 +143,47 @@ def test_ops_beyond_the_arithmetic_have_references(build):
     accuracy = Accuracy(expr, samples=32)
     assert np.isfinite(accuracy(expr))
     assert accuracy.reference.shape == (len(accuracy.points[0]),)
+
+
+ELEMENTARY_RANGES = [
+    (o.tan, {"x": (-1e3, 1e3)}),
+    (o.tan, {"x": (1.5707, 1.5709)}),  # about the pole at pi/2
+    (o.asin, {"x": (-1, 1)}),
+    (o.acos, {"x": (-1, 1)}),
+    (o.atan, {"x": (-1e6, 1e6)}),
+    (o.sinh, {"x": (-700, 700)}),
+    (o.sinh, {"x": (-1e-3, 1e-3)}),
+    (o.cosh, {"x": (-700, 700)}),
+    (o.cbrt, {"x": (-1e300, 1e300)}),
+    (o.cbrt, {"x": (-8, -1e-300)}),
+    (o.hypot, {"x": (-1e300, 1e300), "y": (-1e-300, 1e300)}),
+    (o.atan2, {"x": (-10, 10), "y": (-1e-3, 1e-3)}),
+]
+
+
+@pytest.mark.parametrize(("op", "ranges"), ELEMENTARY_RANGES)
+def test_elementary_references_are_within_an_ulp_of_numpy(op, ranges):
+    """NumPy's libm functions are within an ulp of the exact value: so is the reference (cbrt's real
+    root of a negative, the right branch of atan2, hypot without overflow)."""
+    expr = op(*(scalar(name) for name in ranges))
+    accuracy = Accuracy(expr, samples=200, ranges=ranges)
+    assert accuracy.reference.shape == (200,)  # every point real and finite
+    assert np.max(bits_of_error(accuracy.values(expr), accuracy.reference)) <= 1
+    assert accuracy(expr) < 0.5
+
+
+def test_elementary_references_outside_the_domain_are_not_real():
+    with pytest.raises(AccuracyError, match="not a real number"):
+        Accuracy(o.asin(scalar("x")), ranges={"x": (1.5, 3)})
+    with pytest.raises(AccuracyError, match="not a real number"):
+        Accuracy(o.acos(scalar("x")), ranges={"x": (-3, -1.5)})
+
+
+def test_hypot_is_accurate_where_the_plain_formula_overflows():
+    x, y = scalar("x"), scalar("y")
+    accuracy = Accuracy(o.hypot(x, y), samples=64, ranges={"x": (1e200, 1e300), "y": (1e200, 1e300)})
+    assert accuracy(o.hypot(x, y)) < 0.5
+    assert accuracy(o.sqrt(x * x + y * y)) > 50
 
 
 def test_the_blas_ops_and_alloc_have_references():
