@@ -20,6 +20,7 @@ NaN where C's `fmax`/`fmin` ignore it.
 
 from __future__ import annotations
 
+import itertools
 import keyword
 import math
 import re
@@ -51,6 +52,7 @@ from relwrite.precondition import (
     Var,
     check_call,
     emit,
+    parse_precondition,
 )
 
 
@@ -69,7 +71,43 @@ OPERATIONS: dict[str, str] = {
     "fmin": "minimum",
     **{
         name: name
-        for name in ["pow", "sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "hypot", "fma", "erf", "erfc", "tgamma", "lgamma", "floor", "ceil", "trunc", "fmod", "copysign", "fdim"]
+        for name in [
+            "pow",
+            "sqrt",
+            "cbrt",
+            "exp",
+            "exp2",
+            "expm1",
+            "log",
+            "log2",
+            "log10",
+            "log1p",
+            "sin",
+            "cos",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "atan2",
+            "sinh",
+            "cosh",
+            "tanh",
+            "asinh",
+            "acosh",
+            "atanh",
+            "hypot",
+            "fma",
+            "erf",
+            "erfc",
+            "tgamma",
+            "lgamma",
+            "floor",
+            "ceil",
+            "trunc",
+            "fmod",
+            "copysign",
+            "fdim",
+        ]
     },
 }
 """FPCore's operations -> the name of relwrite's op (`-` is `neg` or `sub` by its operand count)."""
@@ -512,7 +550,7 @@ class _BenchmarkReader:
         pairs = (
             [(a, b) for i, a in enumerate(args) for b in args[i + 1 :]]
             if head == "!="
-            else list(zip(args, args[1:]))
+            else list(itertools.pairwise(args))
         )
         tests = [self.apply(op, list(pair), datum, head) for pair in pairs]
         return self.logical("and", tests, datum)
@@ -652,7 +690,29 @@ _NUMPY_NAMES = {
     "erfc": "np.vectorize(math.erfc)",
     **{
         name: f"np.{name}"
-        for name in ["sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "sinh", "cosh", "tanh", "hypot", "floor", "ceil", "trunc", "copysign", "fmod"]
+        for name in [
+            "sqrt",
+            "cbrt",
+            "exp",
+            "exp2",
+            "expm1",
+            "log",
+            "log2",
+            "log10",
+            "log1p",
+            "sin",
+            "cos",
+            "tan",
+            "sinh",
+            "cosh",
+            "tanh",
+            "hypot",
+            "floor",
+            "ceil",
+            "trunc",
+            "copysign",
+            "fmod",
+        ]
     },
 }
 """relwrite's op names -> the NumPy function `to_python` calls."""
@@ -664,13 +724,84 @@ _C_NAMES = {
     "pow": "pow",
     **{
         name: name
-        for name in ["sqrt", "cbrt", "exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "hypot", "fma", "erf", "erfc", "tgamma", "lgamma", "floor", "ceil", "trunc", "fmod", "copysign", "fdim"]
+        for name in [
+            "sqrt",
+            "cbrt",
+            "exp",
+            "exp2",
+            "expm1",
+            "log",
+            "log2",
+            "log10",
+            "log1p",
+            "sin",
+            "cos",
+            "tan",
+            "asin",
+            "acos",
+            "atan",
+            "atan2",
+            "sinh",
+            "cosh",
+            "tanh",
+            "asinh",
+            "acosh",
+            "atanh",
+            "hypot",
+            "fma",
+            "erf",
+            "erfc",
+            "tgamma",
+            "lgamma",
+            "floor",
+            "ceil",
+            "trunc",
+            "fmod",
+            "copysign",
+            "fdim",
+        ]
     },
 }
 """relwrite's op names -> the math.h function `to_c` calls (with an `f` suffix in binary32)."""
 
 _C_KEYWORDS = set(
-    ["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "main"]
+    [
+        "auto",
+        "break",
+        "case",
+        "char",
+        "const",
+        "continue",
+        "default",
+        "do",
+        "double",
+        "else",
+        "enum",
+        "extern",
+        "float",
+        "for",
+        "goto",
+        "if",
+        "inline",
+        "int",
+        "long",
+        "register",
+        "restrict",
+        "return",
+        "short",
+        "signed",
+        "sizeof",
+        "static",
+        "struct",
+        "switch",
+        "typedef",
+        "union",
+        "unsigned",
+        "void",
+        "volatile",
+        "while",
+        "main",
+    ]
 )
 
 
@@ -681,8 +812,6 @@ def _subject(
     precondition: Precondition | str | None,
 ) -> Benchmark:
     """A Benchmark for what the writers were given, checked to be a scalar float expression."""
-    from relwrite.precondition import parse_precondition
-
     if isinstance(subject, Benchmark):
         bench = subject
         name = bench.name if name is None else name

@@ -11,6 +11,7 @@ box its predicate implies (`ranges`, for sampling) and a vectorised mask
 from __future__ import annotations
 
 import ast
+import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -241,9 +242,9 @@ def evaluate(root: Node, values: Mapping[str, Any]) -> Any:
                 result = result & COMPARISONS[op](a, b)
             return result
         if isinstance(node, And):
-            return np.logical_and.reduce([np.bool_(True), *args])
+            return functools.reduce(np.logical_and, args, np.bool_(True))
         if isinstance(node, Or):
-            return np.logical_or.reduce([np.bool_(False), *args])
+            return functools.reduce(np.logical_or, args, np.bool_(False))
         return np.logical_not(args[0])
 
     with np.errstate(all="ignore"):
@@ -729,8 +730,10 @@ def _plan_python(node: ast.AST, text: str) -> tuple[list[ast.AST], Callable[[lis
         if isinstance(node.op, ast.UAdd):
             return [node.operand], lambda args: terms(args)[0]
         if isinstance(node.op, ast.USub):
-            if isinstance(node.operand, ast.Constant) and type(node.operand.value) in (int, float):
-                return [], lambda _: Num(-float(node.operand.value))
+            literal = node.operand.value if isinstance(node.operand, ast.Constant) else None
+            # `-2` is the number -2; `-0` negates 0 (`-0.0` is the number, as `_number_text` writes it)
+            if type(literal) is float or (type(literal) is int and literal != 0):
+                return [], lambda _: Num(-float(literal))
             return [node.operand], lambda args: Call("-", terms(args))
         raise error(f"unsupported operator {type(node.op).__name__!r}")
     if isinstance(node, ast.BinOp):
@@ -760,8 +763,8 @@ _ATOM = 9
 
 def _python_level(node: Node) -> float:
     """Binding strength of a node's text: or 0, and 0.2, not 0.3, comparison 0.5, + 1, * 2, unary 3, ** 4."""
-    while isinstance(node, Call) and node.op in VARIADIC and len(node.args) == 1:
-        node = node.args[0]  # (* x) is written as x
+    while len(children(node)) == 1 and (isinstance(node, (And, Or)) or getattr(node, "op", None) in VARIADIC):
+        node = children(node)[0]  # (* x) is written as x, (and p) as p
     if isinstance(node, Or):
         return 0
     if isinstance(node, And):
@@ -808,6 +811,8 @@ def to_python_text(root: Node) -> str:
             return ["True" if node.value else "False"]
         if isinstance(node, Not):
             return ["not ", *wrapped(node.part, _python_level(node.part) < level)]
+        if isinstance(node, (And, Or)) and len(node.parts) == 1:
+            return [node.parts[0]]
         if isinstance(node, (And, Or)):
             joiner = " and " if isinstance(node, And) else " or "
             pieces: list[Any] = []
