@@ -1,4 +1,4 @@
-"""FPCore in and out (relwrite.fpcore) and preconditions (relwrite.precondition).
+"""FPCore in and out (relwrite.interop.fpcore) and preconditions (relwrite.interop.precondition).
 
 The Hamming benchmarks in tests/data/hamming are Herbie's (MIT license, kept there in LICENSE).
 """
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite.backends.numpy.function import function
-from relwrite.fpcore import (
+from relwrite.interop.fpcore import (
     Benchmark,
     FPCoreError,
     read_data,
@@ -29,7 +29,7 @@ from relwrite.fpcore import (
 from relwrite.graph import ops
 from relwrite.graph.basic import scalar
 from relwrite.graph.printing import graph_repr
-from relwrite.precondition import (
+from relwrite.interop.precondition import (
     And,
     Call,
     Compare,

@@ -27,10 +27,11 @@ ELEMENTARY = ("tan", "asin", "acos", "atan", "sinh", "cosh", "cbrt", "hypot", "a
 NAMES = SPECIAL + ELEMENTARY
 BINARY = ("hypot", "atan2")
 DTYPES = ("float64", "float32")
-ULPS = {"erf": 2, "erfc": 2, "log1mexp": 8, **dict.fromkeys(ELEMENTARY, 5)}
+ULPS = {"erf": 3, "erfc": 3, "log1mexp": 8, **dict.fromkeys(ELEMENTARY, 5)}
 """How many ulps C may be from NumPy.  Vectorized loops call libmvec's SIMD variants, within 4 ulps of
 the exact value (glibc's bound), where NumPy's are within 1 (elementary: 3 measured, at tan's poles);
-log1mexp composes two of them (6 measured, float32 near x = -1)."""
+log1mexp composes two of them (6 measured, float32 near x = -1); float32 erfc measured 3 at 5 points
+in a million."""
 EDGES = [
     -np.inf,
     -1e300,

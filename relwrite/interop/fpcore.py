@@ -35,7 +35,7 @@ import numpy as np
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
 from relwrite.graph.types import TensorType
-from relwrite.precondition import (
+from relwrite.interop.precondition import (
     CONSTANTS,
     EXACT_CONSTANTS,
     And,

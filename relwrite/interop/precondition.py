@@ -1,6 +1,6 @@
 """Preconditions of benchmarks: predicates over the inputs that a sampler respects.
 
-One representation serves FPCore's `:pre` (read by `relwrite.fpcore`) and the
+One representation serves FPCore's `:pre` (read by `relwrite.interop.fpcore`) and the
 short Python-like text of the command line (`parse_precondition("0 < x < y")`):
 terms (`Num`, `Var`, `Call`, with FPCore's operation names) under predicates
 (`Compare` chains, `And`, `Or`, `Not`, `Truth`).  A `Precondition` gives the
