@@ -697,9 +697,21 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument(
         "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. unsafe)"
     )
+    explore.add_argument(
+        "--where",
+        metavar="PRECONDITION",
+        help="with --cost accuracy: sample the inputs where this holds, e.g. '0 < x < y and x != 1'",
+    )
     explore.add_argument("--prove", metavar="OTHER", help="explain why EXPR equals OTHER, with assumptions")
     explore.add_argument("--limit-nodes", type=int, default=10_000, metavar="N", help="e-node budget")
-    explore.add_argument("--limit-seconds", type=float, default=5.0, metavar="S", help="time budget")
+    explore.add_argument("--limit-iterations", type=int, default=30, metavar="N", help="iteration budget")
+    explore.add_argument(
+        "--limit-seconds",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="time budget ('inf': none, so the outcome depends on the work budgets alone)",
+    )
     explore.add_argument("--json", action="store_true", help="print machine-readable JSON")
     explore.add_argument(
         "--dot", type=_output_path, metavar="DIR", help="write pictures of the forms and the e-graph to DIR"

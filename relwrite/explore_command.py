@@ -8,6 +8,7 @@ and prints the forms (or a proof) as text or JSON.
 from __future__ import annotations
 
 import argparse
+import math
 import shutil
 import subprocess
 import sys
@@ -40,13 +41,24 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
             raise ExploreError(f"--prove shows one proof: {' and '.join(given)} do not apply to it")
     args.n = 10 if args.n is None else args.n
     args.cost = "nodes" if args.cost is None else args.cost
+    if args.where is not None and args.cost != "accuracy":
+        raise ExploreError(f"--where {args.where!r} says where accuracy samples: it needs --cost accuracy")
     if args.n < 1:
         raise ExploreError(f"-n must be at least 1, got {args.n}")
     try:
-        limits = Limits(nodes=args.limit_nodes, seconds=args.limit_seconds)
+        untimed = args.limit_seconds == math.inf  # no rule is cut short by the clock either
+        limits = Limits(
+            iterations=args.limit_iterations,
+            nodes=args.limit_nodes,
+            seconds=args.limit_seconds,
+            **({"rule_seconds": math.inf} if untimed else {}),
+        )
     except ValueError as exc:
         message = (
-            str(exc).replace("Limits.nodes", "--limit-nodes").replace("Limits.seconds", "--limit-seconds")
+            str(exc)
+            .replace("Limits.nodes", "--limit-nodes")
+            .replace("Limits.iterations", "--limit-iterations")
+            .replace("Limits.seconds", "--limit-seconds")
         )
         raise ExploreError(message) from None
     _check_tags(args.include)
@@ -59,12 +71,13 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
     dot_dir = _dot_directory(args.dot) if args.dot is not None else None
     bar = _Progress(limits)
     # the deadline of --limit-seconds starts here: the cost, the search, and every form's check
+    include = [*args.include, "accuracy"] if args.cost == "accuracy" else args.include
     exploration = Exploration(
-        exprs, direction=args.direction, limits=limits, include=args.include, progress=bar.update
+        exprs, direction=args.direction, limits=limits, include=include, progress=bar.update
     )
     if args.prove is None:
         try:
-            cost = exploration.resolve_cost(args.cost)
+            cost = exploration.resolve_cost(args.cost, 0, _precondition(args.where, exprs[0]))
         except AccuracyError as exc:
             raise ExploreError(f"--cost {args.cost}: {exc}") from None
     try:
@@ -97,6 +110,20 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
         for k, form in enumerate(forms, 1):
             _write_dot(dot_dir, f"form{k}", _form_dot(form.expr, f"form {k}"))
     return 0
+
+
+def _precondition(text: str | None, expr: Any) -> Any:
+    """The `--where` text as a precondition over the inputs of `expr`, or None."""
+    if text is None:
+        return None
+    from relwrite.engine.explore.precondition import PreconditionError, parse_precondition
+    from relwrite.graph.basic import Constant, graph_inputs
+
+    names = [v.name for v in graph_inputs([expr]) if not isinstance(v, Constant)]
+    try:
+        return parse_precondition(text, names)
+    except PreconditionError as exc:
+        raise ExploreError(f"--where {text!r}: {exc}") from None
 
 
 def _prove(args: argparse.Namespace, exploration: Any, bar: _Progress, dot_dir: Path | None) -> int:

@@ -45,6 +45,24 @@ def test_identities_over_the_reals_take_part_by_default_and_unsafe_rules_only_wh
     assert "1. 1.0  [cost 1] div_self ; useless_fill  assuming x != 0  (unsafe)" in out
 
 
+def test_the_accuracy_search_takes_a_precondition_and_finds_the_conjugate(capsys):
+    status, out, _ = run(
+        capsys,
+        "sqrt(x + 1) - sqrt(x)",
+        "--cost",
+        "accuracy",
+        "--where",
+        "1 <= x <= 1e15",
+        "-n",
+        "1",
+        "--include",
+        "unsafe",
+        "--limit-iterations",
+        "4",
+    )
+    assert status == 0 and "sqrt_difference" in out and "reciprocal((sqrt((1.0 + x)) + sqrt(x)))" in out, out
+
+
 def test_prove_prints_the_steps_and_the_assumptions(capsys):
     status, out, _ = run(capsys, "exp(log(x)) * y", "--prove", "x * y", "--include", "unsafe")
     assert status == 0
@@ -97,8 +115,16 @@ def test_dot_writes_the_egraph_and_each_form(capsys, tmp_path):
         (["x + y", "--var", "z:vector"], "--var 'z': the expression 'x + y' has no variable 'z'"),
         (["x", "--cost", "speed"], "argument --cost: invalid choice: 'speed'"),
         (["x", "--limit-nodes", "0"], "--limit-nodes must be a positive int, got 0"),
+        (["x", "--limit-iterations", "0"], "--limit-iterations must be a positive int, got 0"),
         (["x", "--limit-seconds", "-1"], "--limit-seconds must be a positive number, got -1.0"),
         (["x", "-n", "0"], "-n must be at least 1, got 0"),
+        (
+            ["log(x)", "--where", "x > 0"],
+            "--where 'x > 0' says where accuracy samples: it needs --cost accuracy",
+        ),
+        (["log(x)", "--cost", "accuracy", "--where", "y > 0"], "--where 'y > 0': the precondition reads 'y'"),
+        (["log(x)", "--cost", "accuracy", "--where", "x >"], "--where 'x >'"),
+        (["log(x)", "--cost", "accuracy", "--where", "x < 0 and x > 1"], "holds nowhere"),
         (["x", "--prove", "x", "--var", "x:vector"], None),
     ],
 )

@@ -1,4 +1,4 @@
-"""FPCore in and out (relwrite.interop.fpcore) and preconditions (relwrite.interop.precondition).
+"""FPCore in and out (relwrite.interop.fpcore) and preconditions (relwrite.engine.explore.precondition).
 
 The Hamming benchmarks in tests/data/hamming are Herbie's (MIT license, kept there in LICENSE).
 """
@@ -16,20 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite.backends.numpy.function import function
-from relwrite.interop.fpcore import (
-    Benchmark,
-    FPCoreError,
-    read_data,
-    read_fpcore,
-    read_fpcores,
-    to_c,
-    to_fpcore,
-    to_python,
-)
-from relwrite.graph import ops
-from relwrite.graph.basic import scalar
-from relwrite.graph.printing import graph_repr
-from relwrite.interop.precondition import (
+from relwrite.engine.explore.precondition import (
     And,
     Call,
     Compare,
@@ -41,6 +28,19 @@ from relwrite.interop.precondition import (
     Truth,
     Var,
     parse_precondition,
+)
+from relwrite.graph import ops
+from relwrite.graph.basic import scalar
+from relwrite.graph.printing import graph_repr
+from relwrite.interop.fpcore import (
+    Benchmark,
+    FPCoreError,
+    read_data,
+    read_fpcore,
+    read_fpcores,
+    to_c,
+    to_fpcore,
+    to_python,
 )
 
 HAMMING = sorted((Path(__file__).parent / "data" / "hamming").glob("*.fpcore"))

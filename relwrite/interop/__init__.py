@@ -1,1 +1,1 @@
-"""Bridges to other languages of expressions: FPBench's FPCore (`fpcore`) and its preconditions."""
+"""Bridges to other languages of expressions: FPBench's FPCore (`fpcore`)."""

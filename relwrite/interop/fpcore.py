@@ -32,10 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
-from relwrite.graph.types import TensorType
-from relwrite.interop.precondition import (
+from relwrite.engine.explore.precondition import (
     CONSTANTS,
     EXACT_CONSTANTS,
     And,
@@ -54,6 +51,9 @@ from relwrite.interop.precondition import (
     emit,
     parse_precondition,
 )
+from relwrite.graph import ops
+from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
+from relwrite.graph.types import TensorType
 
 
 class FPCoreError(ValueError):

@@ -23,7 +23,7 @@ recorded in `Report.phases`.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +31,7 @@ import numpy as np
 from etuples import etuple
 from kanren.core import eq, lall
 
-from relwrite.engine.explore.costs import COSTS, Accuracy, Flops, NodeCount, pareto_front
+from relwrite.engine.explore.costs import COSTS, Accuracy, Domain, Flops, NodeCount, pareto_front
 from relwrite.engine.explore.deadline import PROOF_SHARE, SEARCH_SHARE, Deadline, TimeLimitReached
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
@@ -218,7 +218,7 @@ class Exploration:
         return self.report
 
     def resolve_cost(
-        self, cost: Cost, index: int = 0, ranges: Mapping[str, tuple[float, float]] | None = None
+        self, cost: Cost, index: int = 0, ranges: Domain | None = None
     ) -> CostFunction | Callable[[Variable], float] | None:
         """`resolve_cost` for expression `index`; the accuracy reference (long to compute for a large
         expression) within the deadline: None when it passed first."""
@@ -239,7 +239,7 @@ class Exploration:
         cost: Cost = "nodes",
         check: bool = True,
         check_examples: int = CHECK_EXAMPLES,
-        ranges: Mapping[str, tuple[float, float]] | None = None,
+        ranges: Domain | None = None,
         most: int = MOST_FORMS,
     ) -> Iterator[Form]:
         """Up to `most` distinct forms of expression `index`, cheapest first under `cost`, each checked.
@@ -317,7 +317,7 @@ class Exploration:
         cost: Cost = "nodes",
         check: bool = True,
         check_examples: int = CHECK_EXAMPLES,
-        ranges: Mapping[str, tuple[float, float]] | None = None,
+        ranges: Domain | None = None,
     ) -> Form:
         """The cheapest form of expression `index` under `cost` (checked as `forms` checks); the input
         itself (`_input_form`) when the deadline passed before a form was extracted, explained and
@@ -401,7 +401,7 @@ def explore(
     unsafe: bool = False,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
+    ranges: Domain | None = None,
     most: int = MOST_FORMS,
     progress: Callable[[Report], None] | None = None,
 ) -> Iterator[Form]:
@@ -411,8 +411,9 @@ def explore(
     tagged explore; `include` and `unsafe` add the others) run forward,
     backward or both at every class of an e-graph until saturation or
     `limits`; then forms come out lazily under `cost`: "nodes", "flops",
-    "depth", "accuracy" (bits of error, Herbie's measure, over `ranges` of
-    the inputs), a `CostFunction`, or a callable scoring a form's graph.
+    "depth", "accuracy" (bits of error, Herbie's measure, over `ranges`: a
+    range per input, or a precondition such as "0 < x < y"), a
+    `CostFunction`, or a callable scoring a form's graph.
     Each form is re-checked numerically against `expr` on `check_examples`
     generated inputs (`UnsoundFormError` on a mismatch).  At most `most`
     forms are listed.  A cost that cannot measure `expr` (accuracy of an
@@ -436,7 +437,7 @@ def best_form(
     unsafe: bool = False,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
+    ranges: Domain | None = None,
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
     cost NaN, when no form was measured, explained and checked within the time limit."""
@@ -482,7 +483,7 @@ def pareto(
     include: Iterable[str] = (),
     unsafe: bool = False,
     candidates: int = CANDIDATES,
-    ranges: Mapping[str, tuple[float, float]] | None = None,
+    ranges: Domain | None = None,
     check: bool = True,
 ) -> list[ParetoPoint]:
     """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops.
@@ -518,7 +519,7 @@ def pareto(
 
 
 def resolve_cost(
-    cost: Cost, expr: Variable, ranges: Mapping[str, tuple[float, float]] | None = None
+    cost: Cost, expr: Variable, ranges: Domain | None = None
 ) -> CostFunction | Callable[[Variable], float]:
     """The cost `cost` names for forms of `expr`: a `CostFunction`, or a callable scoring whole forms.
 

@@ -43,10 +43,17 @@ import numpy as np
 from relwrite.backends.numpy.function import function
 from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
+from relwrite.engine.explore.precondition import Precondition, parse_precondition
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
 from relwrite.graph.types import TensorType
+
+Domain = Mapping[str, tuple[float, float]] | Precondition | str
+"""Where accuracy samples inputs: a range per input name, or a precondition (object or text)."""
+
+SAMPLING_ROUNDS = 16
+"""How many rounds of points `Accuracy` draws looking for points where a precondition holds."""
 
 UNKNOWN_LENGTH = 64
 """The length `Flops` assumes for an axis whose static length is unknown."""
@@ -393,8 +400,11 @@ class Accuracy:
 
     `samples` points are drawn with `seed`, each input uniformly over the
     bit patterns of its float type, or of the interval `ranges[name]`;
-    unknown lengths are `length`.  Calling the object on a form (a graph
-    over the same inputs) gives its mean bits of error.
+    `ranges` may instead be a `Precondition` (or its text, "0 < x < y"):
+    inputs are drawn within the box it implies and kept where it holds, as
+    Herbie samples under an FPCore's `:pre`.  Unknown lengths are `length`.
+    Calling the object on a form (a graph over the same inputs) gives its
+    mean bits of error.
     """
 
     name = "accuracy"
@@ -403,7 +413,7 @@ class Accuracy:
         self,
         expr: Variable,
         samples: int = 256,
-        ranges: Mapping[str, tuple[float, float]] | None = None,
+        ranges: Domain | None = None,
         seed: int = 0,
         precision: int = 128,
         length: int = 3,
@@ -416,17 +426,25 @@ class Accuracy:
         for v in self.inputs:
             if v.type.numpy_dtype.kind != "f":
                 raise AccuracyError(f"accuracy needs floating inputs, {v.name or v} is {v.dtype}")
+        names = [v.name for v in self.inputs]
+        precondition = None
+        if isinstance(ranges, str):
+            ranges = parse_precondition(ranges, names)
+        if isinstance(ranges, Precondition):
+            precondition, box = ranges, ranges.ranges
+            empty = sorted(n for n, i in box.items() if i.is_empty)
+            if empty:
+                raise AccuracyError(f"the precondition {precondition} holds nowhere (no value of {empty[0]})")
+            ranges = {n: (i.lo, i.hi) for n, i in box.items() if n in names}
         ranges = dict(ranges or {})
-        unknown = sorted(set(ranges) - {v.name for v in self.inputs})
+        unknown = sorted(set(ranges) - set(names))
         if unknown:
             raise AccuracyError(f"ranges name no input of the expression: {', '.join(unknown)}")
         self.precision = precision
         rng = np.random.default_rng(seed)
         shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
-        points = [
-            _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
-            for v, shape in zip(self.inputs, shapes)
-        ]
+        points = self._points(rng, samples, shapes, ranges, precondition)
+        samples = len(points[0])
         with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
             reference = self._reference(expr, points, samples).astype(expr.type.numpy_dtype)
         keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
@@ -436,6 +454,46 @@ class Accuracy:
             )
         self.points = [p[keep] for p in points]
         self.reference = reference[keep]
+
+    def _points(
+        self,
+        rng: np.random.Generator,
+        samples: int,
+        shapes: list[tuple[int, ...]],
+        ranges: Mapping[str, tuple[float, float]],
+        precondition: Precondition | None,
+    ) -> list[np.ndarray]:
+        """`samples` points, each input within its range, where `precondition` holds at every element:
+        drawn in rounds of `samples` (at most `SAMPLING_ROUNDS`; fewer points if the precondition is rare)."""
+        kept: list[list[np.ndarray]] = [[] for _ in self.inputs]
+        found = 0
+        for _ in range(SAMPLING_ROUNDS if precondition is not None else 1):
+            drawn = [
+                _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
+                for v, shape in zip(self.inputs, shapes)
+            ]
+            if precondition is not None:
+                try:
+                    mask = precondition.holds({v.name: d for v, d in zip(self.inputs, drawn)})
+                except ValueError as error:  # shapes that do not broadcast
+                    raise AccuracyError(
+                        f"the precondition cannot be evaluated on the inputs: {error}"
+                    ) from None
+                holds = np.broadcast_to(
+                    mask, np.broadcast_shapes(mask.shape, (samples,) + (1,) * (mask.ndim - 1))
+                )
+                holds = holds.reshape(samples, -1).all(axis=1)
+                drawn = [d[holds] for d in drawn]
+            for k, d in enumerate(drawn):
+                kept[k].append(d)
+            found += len(drawn[0])
+            if found >= samples:
+                break
+        if found == 0:
+            raise AccuracyError(
+                f"the precondition {precondition} holds at none of {SAMPLING_ROUNDS * samples} points drawn"
+            )
+        return [np.concatenate(k)[:samples] for k in kept]
 
     def _reference(self, expr: Variable, points: list[np.ndarray], samples: int) -> np.ndarray:
         """The exact value at every point, rounded to float64 (NaN where it is not real).
@@ -571,6 +629,7 @@ def _sample(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], b
     low, high = (float(-info.max), float(info.max)) if bounds is None else map(float, bounds)
     if not low <= high:
         raise AccuracyError(f"empty range [{low}, {high}]")
+    low, high = max(low, float(-info.max)), min(high, float(info.max))  # a precondition's box may be open
     ends = _ordinals(np.array([low, high], dtype=dtype))
     ordinals = rng.integers(int(ends[0]), int(ends[1]), size=shape, endpoint=True)
     width = dtype.itemsize * 8

@@ -14,6 +14,7 @@ from relwrite.engine.explore.costs import (
     node_flops,
     pareto_front,
 )
+from relwrite.engine.explore.precondition import PreconditionError, parse_precondition
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant, graph_inputs
 from relwrite.graph.types import TensorType
@@ -89,6 +90,30 @@ def test_ranges_bound_the_samples():
     assert accuracy.points[0].min() >= -1 and accuracy.points[0].max() <= 2
     with pytest.raises(AccuracyError, match="name no input"):
         Accuracy(parse("exp(x)"), ranges={"y": (0, 1)})
+
+
+def test_a_precondition_bounds_and_filters_the_samples():
+    x, y = scalar("x"), scalar("y")
+    accuracy = Accuracy(o.log(y - x), ranges="0 < x < y and y <= 10", samples=200)
+    by_name = {v.name: p for v, p in zip(accuracy.inputs, accuracy.points)}
+    assert len(by_name["x"]) == 200
+    assert (by_name["x"] > 0).all() and (by_name["x"] < by_name["y"]).all() and (by_name["y"] <= 10).all()
+    exact = Accuracy(
+        o.log(y - x), ranges=parse_precondition("0 < x < y and y <= 10", ["x", "y"]), samples=200
+    )
+    assert all((a == b).all() for a, b in zip(accuracy.points, exact.points))  # text or object: one draw
+
+
+def test_a_precondition_that_holds_nowhere_or_reads_no_input_is_refused():
+    with pytest.raises(AccuracyError, match="holds nowhere"):
+        Accuracy(parse("log(x)"), ranges="x > 1 and x < 0")
+    with pytest.raises(PreconditionError, match="'y', not among the inputs x"):
+        Accuracy(parse("log(x)"), ranges="y > 1")
+
+
+def test_a_rare_precondition_gives_the_points_it_finds():
+    accuracy = Accuracy(parse("log(x)"), ranges="x != 0 and abs(x - 1) < 1e-300", samples=50)
+    assert 0 < len(accuracy.points[0]) <= 50
 
 
 def test_float32_forms_are_measured_in_their_precision():
