@@ -52,10 +52,10 @@ def assert_same_values(before: Variable, after: Variable, data: st.DataObject, f
         assert np.array_equal(left, right), (*shown, left, right)
         return
     tolerance = float(np.sqrt(np.finfo(left.dtype).eps))
-    scale = 1 + max(
-        (np.max(np.abs(v[np.isfinite(v)]), initial=0) for v in [left, *computed] if v.dtype.kind in "fiu"),
-        default=0,
-    )
+    magnitudes = [
+        np.abs(v[np.isfinite(v)].astype(np.float64)) for v in [left, *computed] if v.dtype.kind == "f"
+    ]
+    scale = 1 + max((float(np.max(m, initial=0)) for m in magnitudes), default=0)
     agree = np.isclose(left, right, rtol=tolerance, atol=tolerance * scale, equal_nan=True)
     if finite_only:
         agree |= ~np.isfinite(left)
