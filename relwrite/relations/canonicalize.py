@@ -6,7 +6,7 @@ The canonical form these rules produce (stabilize and specialize rules match it)
 - x - y is add(x, neg(y)); division stays true_div;
 - the constants among an add's or mul's operands are folded into one, which
   comes first; the other operands follow in the stable order of
-  `goals.canonical_key` (so 1 + x is add(1, x) and exp(x) - 1 is add(-1, exp(x)));
+  `operands.canonical_key` (so 1 + x is add(1, x) and exp(x) - 1 is add(-1, exp(x)));
   constants whose folding would overflow or underflow stay apart, the first
   leading and the others last (``1e200 * x * 1e200`` is left as it is);
 - x + 0, x * 1, x / 1, -(-x) are gone; like terms are collected (x + x is
@@ -14,9 +14,9 @@ The canonical form these rules produce (stabilize and specialize rules match it)
   is (specialize turns it into neg(x)).
 
 Associativity and commutativity never go through kanren's `eq_assoccomm`:
-the operand-list goals of `relwrite.relations.goals` flatten, sort and
+the operand-list functions of `relwrite.relations.operands` flatten, sort and
 regroup operand tuples in polynomial time, so every rule matches the
-canonical form structurally.  Those goals act on operands of one dtype only
+canonical form structurally.  They act on operands of one dtype only
 (`predicates.regroupable`): regrouping integers of mixed widths would change where
 they wrap around.
 

@@ -1,60 +1,40 @@
-"""Primitive goals the catalogue's relations are composed from.
+"""Relational primitives for writing your own `@relation` goals.
 
-Each is an ordinary kanren goal (a function from a state to a stream of
-states) that works in both directions: given a ground argument it checks or
-computes the other, given a logic variable it produces values.  They walk
-lists with Python loops, never recursion, so long operand lists are fine.
+The catalogue's rules are declarations (`rule(...)`); a relation that a
+declaration cannot express is a function `rel(lhs, rhs) -> goal` composed
+from kanren goals and these primitives.  Each is an ordinary kanren goal (a
+function from a state to a stream of states) that works in both directions:
+given a ground argument it checks or computes the other, given a logic
+variable it produces values.
 
 Terms are graphs whenever they are ground: goals that build a term from
 bound parts build the graph node at once (an etuple only while logic
 variables remain), so a forward run hands the engine ready graph variables.
 Goals that read a term look at its head first and fail at once on another
-op, so a relation tried on a node it does not match costs a few microseconds.
-
-The operand-list goals (`flatteno`, `sortedo`, `foldedo`, `neutralo`,
-`like_termso`, `like_factorso`, `cancelledo`, `divided_outo`) are the
-associative-commutative machinery of the canonical form: each relates two
-tuples of operands as the graph of a function (`mappingo`), whose forward
-run is a polynomial pass over the list and whose backward run checks a
-bounded set of candidate preimages against that function.  `along` chains
-such links between a left and a right side so that a relation written once
-runs from whichever side is known.
+op.  `literalo` and `whereo` test constants and guards; `operandso` and
+`nodeo` read or build a node; `mappingo` relates two terms as the graph of
+a Python function (with its preimages for the backward direction); `conj`
+is a depth-first conjunction, and `along` chains such links between a left
+and a right side so that a relation written once runs from whichever side
+is known.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from typing import Any
 
-from etuples import etuple, etuplize
+from etuples import etuple
 from etuples.core import ExpressionTuple
 from kanren.core import eq
-from unification import reify, unify, var
+from unification import reify, unify
 from unification.core import assoc
-from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Op, Variable
 from relwrite.graph.terms import GraphETuple
 from relwrite.relations.guards import guardo
-from relwrite.relations.operands import (
-    after_literal,
-    cancelled,
-    check_variadic,
-    divided_out,
-    folded_constants,
-    graph_of,
-    like_factors,
-    like_terms,
-    nestings,
-    rotations,
-    same_terms,
-    sorted_terms,
-    spliced,
-    with_neutral,
-    without_neutral,
-)
+from relwrite.relations.operands import graph_of, same_terms
 from relwrite.relations.predicates import NUMBER, is_literal, is_logic_variable, node_inputs
 
 Goal = Callable[[Any], Iterator[Any]]
@@ -68,7 +48,7 @@ def literalo(v: Any, number: Any) -> Goal:
     """
 
     def goal(state):
-        bound = walk(v, state)
+        bound = _walk(v, state)
         if isvar(bound):
             yield from eq(bound, number)(state)
         elif is_literal(bound, number):
@@ -84,17 +64,6 @@ def whereo(v: Any, predicate: Callable[[Any], bool]) -> Goal:
     it still run with their sides unbound.
     """
     return guardo(v, predicate)
-
-
-def operands(term: Any, op: Op) -> list[Any] | None:
-    """The operands of `term` when it applies `op` (looking one level into a graph), else None."""
-    if isinstance(term, Variable):
-        if term.owner is None or term.owner.op != op or len(term.owner.outputs) != 1:
-            return None
-        term = etuplize(term)
-    if isinstance(term, ExpressionTuple) and len(term) > 0 and term[0] == op:
-        return list(term[1:])
-    return None
 
 
 def _has_logic_variables(term: Any) -> bool:
@@ -211,36 +180,6 @@ def along(lhs: Any, *links: Goal) -> Goal:
     return goal
 
 
-def bound_graph(value: Any, state: Any) -> Variable | None:
-    """The graph variable `value` stands for in `state`, or None while it is (partly) unbound."""
-    value = _walk(value, state)
-    if is_logic_variable(value):
-        return None
-    return graph_of(value)
-
-
-def picko(items: Any, chosen: Any, rest: Any, preferred: Callable[[Any], bool] | None = None) -> Goal:
-    """`chosen` is one of the tuple `items` and `rest` the others: pick each in turn, or put one back last.
-
-    Picking tries the items `preferred` accepts first, then the others, each group in order.
-    """
-
-    def goal(state):
-        whole = _resolve(items, state)
-        if isinstance(whole, tuple):
-            order = range(len(whole))
-            if preferred is not None:
-                order = sorted(order, key=lambda k: not preferred(whole[k]))
-            for k in order:
-                yield from _bind((chosen, rest), (whole[k], whole[:k] + whole[k + 1 :]), state)
-            return
-        others = _resolve(rest, state)
-        if isinstance(others, tuple):
-            yield from _bind(items, (*others, reify(chosen, state)), state)
-
-    return goal
-
-
 def operandso(term: Any, op: Op, args: Any) -> Goal:
     """`term` applies `op` to the tuple of terms `args`.
 
@@ -264,36 +203,6 @@ def operandso(term: Any, op: Op, args: Any) -> Goal:
             built = _build(op, a)
             if built is not None:
                 yield from _bind(t, built, state)
-
-    return goal
-
-
-def variadico(term: Any, op: Op, args: Any) -> Goal:
-    """`term` is `applyo(op, args)`: `op` applied to the tuple `args`, or their only element.
-
-    With `term` bound: its operands when `op` heads it with two or more,
-    then the one-element tuple of `term` itself.
-    """
-
-    def goal(state):
-        t = _walk(term, state)
-        if not is_logic_variable(t):
-            found = _arguments(t, op)
-            if found is not None and len(found[1]) > 1:
-                s = _unify(args, found[1], state)
-                if s is not False:
-                    yield s
-            s = _unify(args, (t,), state)
-            if s is not False:
-                yield s
-            return
-        a = _resolve(args, state)
-        if isinstance(a, (tuple, list)) and a:
-            built = a[0] if len(a) == 1 else _build(op, a)
-            if built is not None:
-                s = _unify(t, built, state)
-                if s is not False:
-                    yield s
 
     return goal
 
@@ -355,206 +264,3 @@ def mappingo(
                     yield s
 
     return goal
-
-
-def involutiono(x: Any, y: Any, function: Callable[[Any], Any]) -> Goal:
-    """`y` is `function(x)` for a `function` that is its own inverse: backward, `x` is `function(y)`.
-
-    The backward direction is derived, not written: `mappingo` with the
-    function as its own preimage (checked there: it must map back onto `y`).
-    """
-
-    def preimages(image: Any) -> list[Any]:
-        back = function(image)
-        return [] if back is None else [back]
-
-    return mappingo(x, y, function, preimages)
-
-
-def choiceo(x: Any, options: Callable[[Any], Iterable[Any]], given: Any) -> Goal:
-    """`x` is one of `options(given)` (a finite choice); `given` must be bound.
-
-    With `x` bound this tests membership, otherwise it enumerates the options.
-    """
-
-    def goal(state):
-        g = _resolve(given, state)
-        if _has_logic_variables(g):
-            return
-        for option in options(g):
-            s = _unify(x, option, state)
-            if s is not False:
-                yield s
-
-    return goal
-
-
-def node_mappingo(
-    lhs: Any,
-    rhs: Any,
-    kind: type | tuple[type, ...] | Op,
-    forward: Callable[[Any], Any],
-    preimages: Callable[[Any], Iterable[Any]] | None = None,
-) -> Goal:
-    """`lhs` applies an op of class `kind` (or the op `kind`) to operands, `rhs` is
-    `forward((op, operands))`, and `rhs` may stand for `lhs`; backward (with `preimages`) the
-    (op, operands) pairs mapped onto `rhs` build `lhs`.
-
-    The shape of every rule that computes its right side from the node it matches.
-    """
-    op, operands = var(prefix="op"), var(prefix="operands")
-    link = mappingo((op, operands), rhs, forward, preimages)
-    node = nodeo(lhs, kind, op, operands)
-    run = along(lhs, node, link) if preimages is not None else conj(node, link)
-    chain = conj(run, replaceableo(lhs, rhs))
-
-    def goal(state: Any) -> Iterator[Any]:
-        return chain(state)
-
-    return goal
-
-
-def replaceableo(lhs: Any, rhs: Any) -> Goal:
-    """`rhs` may stand for `lhs` in a graph: same dtype and rank, every static length of `lhs` kept.
-
-    Checked once both are bound; a rule ending with it never proposes a
-    replacement the engine would refuse.
-    """
-
-    def goal(state):
-        old, new = graph_of(_walk(lhs, state)), graph_of(_walk(rhs, state))
-        if old is not None and new is not None and old.type.is_super(new.type):
-            yield state
-
-    return goal
-
-
-def rewrite_operandso(op: Op, lhs: Any, rhs: Any, relate: Callable[[Any, Any], Goal]) -> Goal:
-    """`lhs` applies `op` to a tuple of operands, `rhs` is `applyo(op, other)`, `relate(operands, other)`.
-
-    The shape of every rule on an add's or mul's operand list; the result
-    must be able to replace `lhs` (`replaceableo`).
-    """
-    terms, result = var(prefix="terms"), var(prefix="result")
-    link = relate(terms, result)
-    chain = conj(
-        along(lhs, operandso(lhs, op, terms), link, variadico(rhs, op, result)), replaceableo(lhs, rhs)
-    )
-
-    def goal(state: Any) -> Iterator[Any]:
-        return chain(state)
-
-    return goal
-
-
-def flatteno(op: Op, nested: Any, flat: Any) -> Goal:
-    """`flat` is `nested` with every operand that applies `op` replaced by its operands, at any depth.
-
-    Backward it re-nests one run of two or more consecutive operands (all
-    but the whole list), the shortest runs first.
-    """
-    check_variadic(op)
-    return mappingo(nested, flat, partial(spliced, op), partial(nestings, op))
-
-
-def sortedo(terms: Any, ordered: Any) -> Goal:
-    """`ordered` is `terms` stably sorted by `canonical_key` (constants first), and differs from it.
-
-    Only the first constant leads: others (those `foldedo` left apart because
-    combining them would overflow, underflow or be invalid) go last, so the
-    sort does not make the left-to-right fold combine them first
-    (``1e200 * x * 1e200`` stays as it is).  Backward it proposes the
-    rotations of `ordered` that sort back to it.
-    """
-    return mappingo(terms, ordered, sorted_terms, rotations)
-
-
-def foldedo(op: Op, terms: Any, folded: Any) -> Goal:
-    """`folded` is `terms` with its two or more constants combined by `op` into one, put first.
-
-    The constants are combined in their own dtype (all operands share it:
-    `regroupable`), so integers wrap around exactly as the graph would.  A
-    combination that overflows, underflows (a zero or an inexact subnormal
-    from non-zero floats) or is invalid (inf - inf) is refused and the
-    constants stay apart: ``1e200 * x * 1e200`` never becomes ``inf * x``,
-    which at x = 1e-300 would be inf instead of 1e100.  Not run backward: a
-    folded constant does not say what it came from.
-    """
-    check_variadic(op)
-    return mappingo(terms, folded, partial(folded_constants, op))
-
-
-def neutralo(op: Op, terms: Any, kept: Any) -> Goal:
-    """`kept` is `terms` without the neutral operands that provably do not widen the result, or one lone term.
-
-    A neutral operand is a constant equal to `op`'s neutral element (0 for
-    add, 1 for mul) or a fill of one (zeros or ones shaped like another
-    term, as cancelling rules leave); it goes when every shape it carries
-    broadcasts into the remaining operands' (`broadcasts_into`) or is that
-    of one of them.  One
-    operand always stays, and a lone operand is the whole result
-    (``add(x) -> x``).  Backward it puts a 0-d neutral constant in front.
-    """
-    check_variadic(op)
-    return mappingo(terms, kept, partial(without_neutral, op), partial(with_neutral, op))
-
-
-def like_termso(terms: Any, collected: Any, cancelling: bool = False) -> Goal:
-    """`collected` is the sum `terms` with like terms gathered: ``x + 3*x -> 4*x``, ``x + x -> 2*x``.
-
-    A term is `c * f1 * f2...` (c a leading constant, else 1) or `-(...)`
-    (c negated); terms whose factors are structurally the same form a group,
-    replaced where its first term stood by `total * f1 * f2...`, by the
-    factors alone when the total is 1, and by zeros shaped like them
-    (`fill`) when it is 0.  Exact groups (integers, or floats whose
-    coefficients are finite and nonzero with one sign) are gathered when
-    `cancelling` is false; the others (``3*x - x``, ``x - x``: inf - inf is
-    NaN while 2 * inf is not) only when it is true.  Not run backward: a
-    total does not say how it was split.
-    """
-    return mappingo(terms, collected, partial(like_terms, cancelling))
-
-
-def like_factorso(factors: Any, collected: Any, general: bool = False) -> Goal:
-    """`collected` is the product `factors` with like factors gathered: ``x * x -> x ** 2``.
-
-    A factor is `b ** e` (e its exponent) or `b` (exponent 1); factors with
-    structurally the same base form a group, replaced where its first factor
-    stood by `b ** (e1 + e2 ...)`.  Groups whose exponents are all positive
-    integer constants are exact; the others (``x ** 0.5 * x ** 0.5 -> x``,
-    ``x ** a * x -> x ** (a + 1)``, floats only) need `b > 0` and are gathered
-    only when `general` is true.  Not run backward: a total exponent does not
-    say how it was split.
-    """
-    return mappingo(factors, collected, partial(like_factors, general))
-
-
-def cancelledo(factors: Any, kept: Any) -> Goal:
-    """`kept` is the product `factors` with one factor cancelled against its divisor or reciprocal.
-
-    ``x * (z / x) -> z`` and ``a * reciprocal(a) * b -> b``, anywhere in the
-    list (floats; valid where x != 0).  The cancelled factor leaves ones
-    shaped like it, dropped as `neutralo` would when they cannot widen the
-    result.  Not run backward: what was cancelled is gone.
-    """
-    return mappingo(factors, kept, cancelled)
-
-
-def divided_outo(divisor: Any, factors: Any, kept: Any) -> Goal:
-    """`kept` is the product `factors` divided by `divisor`, one of its factors: ``(x * y) / y -> x``.
-
-    The factor may sit anywhere in the list (floats; valid where y != 0); it
-    leaves ones shaped like it, dropped as `neutralo` would when they cannot
-    widen the result.  Not run backward: the divisor is gone.
-    """
-    return mappingo((divisor, factors), kept, divided_out)
-
-
-def leading_literalo(number: Any, terms: Any, rest: Any) -> Goal:
-    """`terms` is ``(number, *rest)``: a 0-d constant equal to `number`, then at least one term.
-
-    Only a 0-d constant qualifies, so dropping it never changes the shape of
-    the result.  Backward the plain number goes first (it takes the dtype of
-    the terms beside it).
-    """
-    return mappingo(terms, rest, partial(after_literal, number), lambda kept: [(number, *kept)])

@@ -106,12 +106,6 @@ class GuardStore(ConstraintStore):
         return f"GuardStore({len(self.pending)} pending)"
 
 
-def pending_guards(state: Any) -> tuple[tuple[Any, Predicate], ...]:
-    """The guards of `state` not decided yet (the terms are not ground)."""
-    store = state.constraints.get(GuardStore) if isinstance(state, ConstrainedState) else None
-    return store.pending if store is not None else ()
-
-
 def with_guard(state: Any, term: Any, predicate: Predicate) -> Any:
     """`state` with the guard `predicate(term)`: decided now when `term` is ground (False when it fails)."""
     now = reify(term, state)

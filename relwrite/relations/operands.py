@@ -2,10 +2,10 @@
 
 Each is a function of the bound side only (flatten, sort, fold constants,
 drop neutral elements, collect like terms or factors, cancel) and returns
-None where it does not apply; `relwrite.relations.goals` turns them into
-relations (`mappingo`), whose other direction checks bounded candidate
-preimages against them.  They act only on operands of one dtype
-(`predicates.regroupable`).
+None where it does not apply; the canonicalize rules compute their right
+sides with them, and the backward direction, where there is one, checks
+bounded candidate preimages (`nestings`, `rotations`) against them.  They
+act only on operands of one dtype (`predicates.regroupable`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from etuples.core import ExpressionTuple
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.terms import note_read, same_expression, structural_hash
-from relwrite.graph.types import TensorType, broadcast_shapes, upcast
+from relwrite.graph.types import TensorType, broadcast_shapes
 from relwrite.relations.predicates import (
     as_graph,
     equals_everywhere,
@@ -318,6 +318,8 @@ def neutral_like(op: Op, model: Variable, dtype: str) -> Variable:
 
 
 def spliced(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    """`terms` with every operand that applies `op` replaced by its operands, at any depth (operands of
+    the list's one dtype only); None when none does."""
     graphs = uniform_graphs(terms)
     if graphs is None:
         return None
@@ -368,6 +370,8 @@ def operand_candidates(
 
 
 def nestings(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
+    """The preimages of `spliced`: `terms` with one run of two or more consecutive operands (all but
+    the whole list) nested under `op`, the shortest runs first."""
     graphs = graphs_of(terms) or ()
     n = len(graphs)
     for length in range(2, n):
@@ -381,6 +385,13 @@ LAST = (4,)  # after every `canonical_key`
 
 
 def sorted_terms(terms: Any) -> tuple[Variable, ...] | None:
+    """`terms` stably sorted by `canonical_key` (constants first), or None when already sorted.
+
+    Only the first constant leads: others (those `folded_constants` left
+    apart because combining them would overflow, underflow or be invalid)
+    go last, so the sort does not make the left-to-right fold combine them
+    first (``1e200 * x * 1e200`` stays as it is).
+    """
     graphs = uniform_graphs(terms)
     if graphs is None:
         return None
@@ -395,12 +406,20 @@ def sorted_terms(terms: Any) -> tuple[Variable, ...] | None:
 
 
 def rotations(terms: Any) -> Iterator[tuple[Variable, ...]]:
+    """The rotations of `terms` other than itself: candidate preimages of `sorted_terms`."""
     graphs = graphs_of(terms) or ()
     for k in range(1, len(graphs)):
         yield graphs[k:] + graphs[:k]
 
 
 def folded_constants(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    """`terms` with its two or more constants combined by `op` into one, put first; None otherwise.
+
+    The constants are combined in the operands' one dtype, so integers wrap
+    around exactly as the graph would.  A combination that overflows,
+    underflows or is invalid (`constant_result`) is refused and the
+    constants stay apart: ``1e200 * x * 1e200`` never becomes ``inf * x``.
+    """
     graphs = uniform_graphs(terms)
     if graphs is None:
         return None
@@ -423,6 +442,13 @@ def neutral_parts(op: Op, value: Variable) -> list[Variable] | None:
 
 
 def without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
+    """`terms` without the neutral operands that provably do not widen the result; None when none goes.
+
+    A neutral operand is a constant equal to `op`'s neutral element (0 for
+    add, 1 for mul) or a fill of one; it goes when every shape it carries is
+    within the remaining operands' (`shaped_within`).  One operand always
+    stays, and a lone operand is the whole result (``add(x) -> x``).
+    """
     graphs = uniform_graphs(terms)
     if graphs is None:
         return None
@@ -440,14 +466,8 @@ def without_neutral(op: Op, terms: Any) -> tuple[Variable, ...] | None:
     return tuple(graphs[j] for j in kept)
 
 
-def with_neutral(op: Op, terms: Any) -> Iterator[tuple[Variable, ...]]:
-    graphs = graphs_of(terms)
-    if graphs:
-        yield (neutral_constant(op, upcast(*(g.dtype for g in graphs))), *graphs)
-
-
 def dropping_neutral(op: Op, graphs: Sequence[Variable]) -> tuple[Variable, ...]:
-    """`graphs` without the neutral operands `neutralo` would drop."""
+    """`graphs` without the neutral operands `without_neutral` drops (all of them when none goes)."""
     return without_neutral(op, graphs) or tuple(graphs)
 
 
@@ -548,6 +568,16 @@ def _regrouped(graphs: Sequence[Variable], replacements: dict[int, list[int]], b
 
 
 def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
+    """The sum `terms` with like terms gathered (``x + 3*x -> 4*x``), or None.
+
+    A term is `c * f1 * f2...` (c a constant, else 1) or `-(...)` (c
+    negated); terms whose factors are structurally the same form a group,
+    replaced where its first term stood by `total * f1 * f2...`, by the
+    factors alone when the total is 1, and by zeros shaped like them when it
+    is 0.  Exact groups (integers, or floats whose coefficients are finite
+    and nonzero with one sign) are gathered when `cancelling` is false; the
+    others (``3*x - x``, ``x - x``: inf - inf is NaN) only when it is true.
+    """
     graphs = uniform_graphs(terms)
     if graphs is None or graphs[0].type.numpy_dtype.kind not in "iuf":
         return None
@@ -624,6 +654,14 @@ def _positive_integer(exponent: Variable | None) -> bool:
 
 
 def like_factors(general: bool, factors: Any) -> tuple[Variable, ...] | None:
+    """The product `factors` with like factors gathered (``x * x -> x ** 2``), or None.
+
+    A factor is `b ** e` or `b` (exponent 1); factors with structurally the
+    same base form a group, replaced where its first factor stood by
+    `b ** (e1 + e2 ...)`.  Groups of positive integer constant exponents are
+    exact; the others (``x ** 0.5 * x ** 0.5 -> x``, floats only) need
+    `b > 0` and are gathered only when `general` is true.
+    """
     graphs = uniform_graphs(factors)
     if graphs is None or graphs[0].type.numpy_dtype.kind not in ("f" if general else "iuf"):
         return None
@@ -665,6 +703,12 @@ def _position(graphs: Sequence[Variable], target: Variable, skip: int = -1) -> i
 
 
 def cancelled(factors: Any) -> tuple[Variable, ...] | None:
+    """The product `factors` with one factor cancelled against its divisor or reciprocal, or None.
+
+    ``x * (z / x) -> z`` and ``a * reciprocal(a) * b -> b``, anywhere in the
+    list (floats; valid where x != 0); the cancelled factor leaves ones
+    shaped like it, dropped where they cannot widen the result.
+    """
     graphs = uniform_graphs(factors)
     if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
         return None
@@ -714,6 +758,9 @@ def collected_base(terms: Any) -> Variable | None:
 
 
 def divided_out(pair: Any) -> tuple[Variable, ...] | None:
+    """For `pair` = (divisor, factors): the product `factors` divided by `divisor`, one of its factors
+    (``(x * y) / y -> x``; floats, valid where y != 0), or None.  The factor leaves ones shaped like it,
+    dropped where they cannot widen the result."""
     divisor, graphs = graph_of(pair[0]), uniform_graphs(pair[1])
     if divisor is None or graphs is None or graphs[0].type.numpy_dtype.kind != "f":
         return None
@@ -730,11 +777,3 @@ def _cancelled_at(factors: list[Variable], j: int) -> tuple[Variable, ...]:
         return dropping_neutral(ops.mul, others)
     factors[j] = neutral_like(ops.mul, gone, gone.dtype)
     return dropping_neutral(ops.mul, factors)
-
-
-def after_literal(number: Any, terms: Any) -> tuple | None:
-    if isinstance(terms, tuple) and len(terms) >= 2:
-        data = literal_value(terms[0])
-        if data is not None and data.ndim == 0 and bool(data == number):
-            return terms[1:]
-    return None

@@ -1,4 +1,5 @@
-"""The primitive goals relations are built from: both directions, fast failure, and the operand-list goals."""
+"""The relational primitives for `@relation` goals (both directions, fast failure), the predicates, and the
+operand-list functions the canonicalize rules compute with."""
 
 import itertools
 
@@ -11,25 +12,20 @@ from kanren import eq, lall, run, var
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, constant, matrix, scalar, tensor, vector
 from relwrite.graph.printing import graph_repr
-from relwrite.relations.goals import (
-    along,
-    cancelledo,
-    choiceo,
-    conj,
-    divided_outo,
-    flatteno,
-    foldedo,
-    like_factorso,
-    like_termso,
-    mappingo,
-    neutralo,
-    nodeo,
-    operandso,
-    replaceableo,
-    sortedo,
-    variadico,
+from relwrite.relations.goals import along, conj, literalo, mappingo, nodeo, operandso, whereo
+from relwrite.relations.operands import (
+    cancelled,
+    canonical_key,
+    divided_out,
+    folded_constants,
+    like_factors,
+    like_terms,
+    nestings,
+    rotations,
+    sorted_terms,
+    spliced,
+    without_neutral,
 )
-from relwrite.relations.operands import canonical_key
 from relwrite.relations.pattern import as_graph
 from relwrite.relations.predicates import (
     broadcasts_into,
@@ -63,16 +59,6 @@ def test_operandso_keeps_holes_as_an_etuple():
     term, hole = var(), var()
     (partial,) = run(0, term, operandso(term, o.add, (x, hole)))
     assert partial[0] == o.add and partial[1] is x and partial[2] is hole
-
-
-def test_variadico_lets_one_operand_stand_for_itself():
-    term, args = var(), var()
-    assert run(0, term, variadico(term, o.add, (x,))) == (x,)
-    (built,) = run(0, term, variadico(term, o.add, (x, y)))
-    assert built.owner.inputs == [x, y]
-    total = x + y
-    assert run(0, args, variadico(total, o.add, args)) == ((x, y), (total,))
-    assert run(0, args, variadico(x, o.add, args)) == ((x,),)
 
 
 def test_nodeo_matches_op_classes_both_ways():
@@ -110,19 +96,20 @@ def test_mappingo_backward_keeps_only_true_preimages():
     assert run(0, q, mappingo(q, 5, halve)) == ()  # no preimages given: not run backward
 
 
-def test_choiceo_tests_or_enumerates():
+def test_literalo_tests_a_constant_everywhere_or_gives_the_number():
     q = var()
-    assert run(0, q, choiceo(q, lambda n: [n, n + 1], 3)) == (3, 4)
-    assert run(0, q, choiceo(4, lambda n: [n, n + 1], 3)) == (q,)
-    assert run(0, q, choiceo(5, lambda n: [n, n + 1], 3)) == ()
-    assert run(0, q, choiceo(4, lambda n: [n], q)) == ()  # the given side must be known
+    assert run(0, q, literalo(constant([1.0, 1.0]), 1)) == (q,)
+    assert run(0, q, literalo(constant([1.0, 2.0]), 1)) == ()
+    assert run(0, q, literalo(x, 1)) == ()  # an input is no constant
+    assert run(0, q, literalo(q, 0)) == (0,)
 
 
-def test_replaceableo_is_the_engines_type_check():
-    v, fixed = vector("v"), tensor("f", shape=(3,))
-    assert run(0, x, replaceableo(v, fixed)) == (x,)
-    assert run(0, x, replaceableo(fixed, v)) == ()  # would forget the static length
-    assert run(0, x, replaceableo(v, vector("i", dtype="int64"))) == ()
+def test_whereo_decides_at_once_or_once_its_term_is_ground():
+    q = var()
+    assert run(0, q, whereo(x, is_float)) == (q,)
+    assert run(0, q, whereo(vector("i", dtype="int8"), is_float)) == ()
+    assert run(0, q, conj(whereo(q, is_float), eq(q, x))) == (x,)  # waits for q
+    assert run(0, q, conj(whereo(q, is_float), eq(q, vector("i", dtype="int8")))) == ()
 
 
 def test_conj_agrees_with_lall():
@@ -145,133 +132,104 @@ def test_predicates():
     assert equals_everywhere(constant([1.0, 1.0]), 1) and not equals_everywhere(constant(np.zeros(0)), 0)
 
 
-# -- operand lists -------------------------------------------------------------------------------------------
+# -- operand lists: the functions the canonicalize rules compute their right sides with ------------------
 
 
-def forward(goal_of, terms):
-    q = var()
-    found = run(0, q, goal_of(terms, q))
-    return found[0] if found else None
-
-
-def test_flatteno_splices_at_any_depth_and_only_one_dtype():
-    nested = (x, o.add(y, o.add(z, x)))
-    assert shown(forward(lambda a, b: flatteno(o.add, a, b), nested)) == ["x", "y", "z", "x"]
+def test_spliced_flattens_at_any_depth_and_only_one_dtype():
+    assert shown(spliced(o.add, (x, o.add(y, o.add(z, x))))) == ["x", "y", "z", "x"]
     i, j = vector("i", dtype="int8"), vector("j", dtype="int8")
-    assert forward(lambda a, b: flatteno(o.add, a, b), (i, o.add(j, vector("f")))) is None
-    with pytest.raises(ValueError, match="add or mul"):
-        flatteno(o.sub, (), ())
+    assert spliced(o.add, (i, o.add(j, vector("f")))) is None
+    assert spliced(o.add, (x, y)) is None  # nothing to flatten
 
 
 @given(st.permutations(["a", "b", "c", "d"]), st.integers(0, 4))
-def test_sortedo_is_a_stable_sort_whose_rotations_come_back(names, position):
+def test_sorted_terms_is_a_stable_sort_whose_rotations_come_back(names, position):
     variables = {n: scalar(n) for n in "abcd"}
     terms = [variables[n] for n in names]
     terms.insert(position, constant(2.0))
-    ordered = forward(sortedo, tuple(terms))
+    ordered = sorted_terms(tuple(terms))
     expected = sorted(terms, key=canonical_key)
     if expected == terms:
         assert ordered is None
         return
     assert list(ordered) == expected
-    q = var()
-    for candidate in run(0, q, sortedo(q, ordered)):
-        assert forward(sortedo, candidate) == ordered
+    assert any(sorted_terms(candidate) == ordered for candidate in rotations(ordered))  # a preimage
 
 
-def test_flatteno_backward_candidates_flatten_back():
+def test_nestings_flatten_back():
     w = scalar("w")
-    q = var()
-    found = run(0, q, flatteno(o.mul, q, (x, y, z, w)))
+    found = list(nestings(o.mul, (x, y, z, w)))
     assert len(found) == 5  # runs of 2 (three places) and of 3 (two places)
     for candidate in found:
-        assert shown(forward(lambda a, b: flatteno(o.mul, a, b), candidate)) == ["x", "y", "z", "w"]
+        assert shown(spliced(o.mul, candidate)) == ["x", "y", "z", "w"]
 
 
-def test_foldedo_combines_constants_first_and_leaves_overflow_for_run_time():
-    folded = forward(lambda a, b: foldedo(o.mul, a, b), (constant(2.0), x, constant(3.0)))
-    assert shown(folded) == ["6.0", "x"]
+def test_folded_constants_combine_first_and_leave_overflow_for_run_time():
+    assert shown(folded_constants(o.mul, (constant(2.0), x, constant(3.0)))) == ["6.0", "x"]
     big = constant(1e308)
-    assert forward(lambda a, b: foldedo(o.mul, a, b), (big, x, big)) is None
-    assert forward(lambda a, b: foldedo(o.add, a, b), (constant(2.0), x)) is None
+    assert folded_constants(o.mul, (big, x, big)) is None
+    assert folded_constants(o.add, (constant(2.0), x)) is None
 
 
-def test_neutralo_drops_what_cannot_widen_and_adds_zero_backward():
+def test_without_neutral_drops_what_cannot_widen():
     v = vector("v")
     zeros_like_v = o.fill(v, constant(0.0))
-    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (x, constant(0.0), y))) == ["x", "y"]
-    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (v, zeros_like_v))) == ["v"]  # same shape
-    assert forward(lambda a, b: neutralo(o.add, a, b), (x, zeros_like_v)) is None  # v may widen x
-    assert shown(forward(lambda a, b: neutralo(o.add, a, b), (x,))) == ["x"]  # add(x) is x
-    q = var()
-    (candidate,) = run(0, q, neutralo(o.mul, q, (x, y)))
-    assert shown(candidate) == ["1.0", "x", "y"]
+    assert shown(without_neutral(o.add, (x, constant(0.0), y))) == ["x", "y"]
+    assert shown(without_neutral(o.add, (v, zeros_like_v))) == ["v"]  # same shape
+    assert without_neutral(o.add, (x, zeros_like_v)) is None  # v may widen x
+    assert shown(without_neutral(o.add, (x,))) == ["x"]  # add(x) is x
 
 
-def test_like_termso_splits_exact_and_cancelling_groups():
+def test_like_terms_splits_exact_and_cancelling_groups():
     three_x = o.mul(constant(3.0), x)
-    assert shown(forward(like_termso, (x, y, three_x))) == ["mul(4.0, x)", "y"]
-    assert forward(like_termso, (x, o.neg(x))) is None  # inf - inf: not exact
-    cancelled = forward(lambda a, b: like_termso(a, b, cancelling=True), (x, y, o.neg(x)))
-    assert shown(cancelled) == ["y"]  # zeros shaped like x, dropped: x cannot widen y
+    assert shown(like_terms(False, (x, y, three_x))) == ["mul(4.0, x)", "y"]
+    assert like_terms(False, (x, o.neg(x))) is None  # inf - inf: not exact
+    assert shown(like_terms(True, (x, y, o.neg(x)))) == [
+        "y"
+    ]  # zeros shaped like x, dropped: x cannot widen y
     i = vector("i", dtype="uint8")
-    assert shown(forward(like_termso, (i, o.neg(i)))) == ["fill(i, 0)"]  # exact for integers
+    assert shown(like_terms(False, (i, o.neg(i)))) == ["fill(i, 0)"]  # exact for integers
 
 
-def test_like_termso_in_a_wider_sum_adds_no_node():
+def test_like_terms_in_a_wider_sum_adds_no_node():
     """y + x + x stays (y + 2*x is a product more); where the group already spends a node on a
     coefficient or a negation, gathering does not add one and goes ahead."""
-    assert forward(like_termso, (y, x, x)) is None
-    assert shown(forward(like_termso, (x, x))) == ["mul(2.0, x)"]  # the whole sum: the add goes
-    assert shown(forward(like_termso, (y, x, o.mul(constant(2.0), x)))) == ["y", "mul(3.0, x)"]
-    assert shown(forward(like_termso, (y, o.neg(x), o.neg(x)))) == ["y", "mul(-2.0, x)"]
+    assert like_terms(False, (y, x, x)) is None
+    assert shown(like_terms(False, (x, x))) == ["mul(2.0, x)"]  # the whole sum: the add goes
+    assert shown(like_terms(False, (y, x, o.mul(constant(2.0), x)))) == ["y", "mul(3.0, x)"]
+    assert shown(like_terms(False, (y, o.neg(x), o.neg(x)))) == ["y", "mul(-2.0, x)"]
     xy = o.mul(x, y)
-    assert shown(forward(like_termso, (z, xy, xy))) == ["z", "mul(2.0, x, y)"]
+    assert shown(like_terms(False, (z, xy, xy))) == ["z", "mul(2.0, x, y)"]
     i, j = vector("i", dtype="int16"), vector("j", dtype="int16")
-    assert shown(forward(like_termso, (j, i, i, o.neg(i)))) == ["j", "i"]  # the neg goes, exactly
+    assert shown(like_terms(False, (j, i, i, o.neg(i)))) == ["j", "i"]  # the neg goes, exactly
 
 
-def test_like_factorso_gathers_positive_integer_powers_exactly():
-    assert shown(forward(like_factorso, (x, y, o.pow(x, constant(2.0))))) == ["pow(x, 3.0)", "y"]
-    assert forward(like_factorso, (x, y, x)) is None  # in a wider product y * x ** 2 is a node more
-    assert shown(forward(like_factorso, (x, x))) == ["pow(x, 2.0)"]
+def test_like_factors_gathers_positive_integer_powers_exactly():
+    assert shown(like_factors(False, (x, y, o.pow(x, constant(2.0))))) == ["pow(x, 3.0)", "y"]
+    assert like_factors(False, (x, y, x)) is None  # in a wider product y * x ** 2 is a node more
+    assert shown(like_factors(False, (x, x))) == ["pow(x, 2.0)"]
     roots = (o.pow(x, constant(0.5)), o.pow(x, constant(0.5)))
-    assert forward(like_factorso, roots) is None
-    assert shown(forward(lambda a, b: like_factorso(a, b, general=True), roots)) == ["pow(x, 1.0)"]
+    assert like_factors(False, roots) is None
+    assert shown(like_factors(True, roots)) == ["pow(x, 1.0)"]
     i = vector("i", dtype="int8")
-    assert shown(forward(like_factorso, (i, i))) == ["pow(i, 2)"]
-    assert forward(lambda a, b: like_factorso(a, b, general=True), (i, i)) is None
+    assert shown(like_factors(False, (i, i))) == ["pow(i, 2)"]
+    assert like_factors(True, (i, i)) is None
 
 
-def test_cancelling_goals():
+def test_cancelling_factors():
     v = vector("v")
-    assert shown(forward(cancelledo, (x, o.true_div(z, x), y))) == ["z", "y"]
-    assert shown(forward(cancelledo, (v, o.reciprocal(v), y))) == ["fill(v, 1.0)", "y"]
-    assert forward(cancelledo, (x, o.true_div(z, y))) is None
-    q = var()
-    assert shown(run(0, q, divided_outo(y, (x, y, z), q))[0]) == ["x", "z"]
-    assert run(0, q, divided_outo(y, (x, z), q)) == ()
+    assert shown(cancelled((x, o.true_div(z, x), y))) == ["z", "y"]
+    assert shown(cancelled((v, o.reciprocal(v), y))) == ["fill(v, 1.0)", "y"]
+    assert cancelled((x, o.true_div(z, y))) is None
+    assert shown(divided_out((y, (x, y, z)))) == ["x", "z"]
+    assert divided_out((y, (x, z))) is None
     ints = (vector("i", dtype="int64"), vector("j", dtype="int64"))
-    assert run(0, q, divided_outo(ints[1], ints, q)) == ()  # integer products may have wrapped
+    assert divided_out((ints[1], ints)) is None  # integer products may have wrapped
 
 
 def test_constant_is_not_a_term_of_a_group():
     c = Constant(x.type, 2.0)
-    assert forward(like_termso, (c, c, x)) is None
-
-
-def test_involutiono_runs_backward_by_applying_the_function_again():
-    from kanren import run, var
-
-    from relwrite.relations.goals import involutiono
-
-    def flip(pair):
-        return None if not isinstance(pair, tuple) else (pair[1], pair[0])
-
-    q = var()
-    assert run(0, q, involutiono((1, 2), q, flip)) == ((2, 1),)
-    assert run(0, q, involutiono(q, (1, 2), flip)) == ((2, 1),)
-    assert run(0, q, involutiono(q, "not a pair", flip)) == ()
+    assert like_terms(False, (c, c, x)) is None
 
 
 @pytest.mark.parametrize(
