@@ -2206,7 +2206,7 @@ class _Drawer:
         if (
             self.elementary is not None
             and name in _ELEMENTARY_STANDS_IN_FOR
-            and self.elementary.random() < 0.3
+            and self.elementary.random() < 0.5
         ):
             return str(self.elementary.choice(list(table)))
         return name

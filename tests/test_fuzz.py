@@ -52,7 +52,7 @@ def test_graphs_cover_every_op_of_the_language():
         and cls.__module__ in (ops.__name__, subtensor.__name__, shape.__name__)
     } - {ops.Elemwise, ops.Reduce}
     seen: set[type] = set()
-    for index in range(400):
+    for index in range(2000):  # the rarest op (tan) is in about one graph in 200
         recipe, _, _, _ = fuzz.draw_graph(SEED, index)
         seen.update(type(v.owner.op) for v in recipe.build() if v.owner is not None)
         if wanted <= seen:
