@@ -121,14 +121,15 @@ def _read(path: str) -> list[Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ImproveError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from None
     errors: list[FPCoreError] = []
+    file = Path(path).name  # failures are named by the file's name; their errors give its path
     try:
         benchmarks = read_fpcores(text, errors)
     except FPCoreError as exc:
-        return [Improvement.failed(path, f"FPCoreError: {exc}")]
+        return [Improvement.failed(file, f"FPCoreError: {path}: {exc}")]
     if not benchmarks and not errors:
-        return [Improvement.failed(path, "FPCoreError: no FPCore in the file")]
+        return [Improvement.failed(file, f"FPCoreError: {path}: no FPCore in the file")]
     items: list[Any] = [(benchmark_name(b, k), b) for k, b in enumerate(benchmarks, 1)]
-    items += [Improvement.failed(f"{path} (unreadable FPCore)", f"FPCoreError: {e}") for e in errors]
+    items += [Improvement.failed(f"{file} (unreadable)", f"FPCoreError: {path}: {e}") for e in errors]
     return items
 
 
