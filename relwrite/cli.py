@@ -286,6 +286,15 @@ def _explore(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from None
 
 
+def _improve(args: argparse.Namespace) -> int:
+    from relwrite.improve_command import ImproveError, run
+
+    try:
+        return run(args)
+    except ImproveError as exc:
+        raise CommandError(str(exc)) from None
+
+
 def _rewrite(args: argparse.Namespace) -> int:
     from relwrite import FunctionGraph, pprint
     from relwrite.engine import mode_query, optdb, print_profile
@@ -723,6 +732,43 @@ def build_parser() -> argparse.ArgumentParser:
         help="write a self-contained HTML page: forms, derivations, accuracy plot (with --prove: the proof)",
     )
     explore.set_defaults(run=_explore)
+
+    improve = commands.add_parser(
+        "improve", help="the most accurate forms of FPBench benchmarks (FPCore files), as Herbie finds them"
+    )
+    improve.add_argument(
+        "files", nargs="+", metavar="FILE.fpcore", help="FPCore files (every FPCore in each)"
+    )
+    improve.add_argument("--jobs", type=int, default=1, metavar="N", help="benchmarks run in N processes")
+    improve.add_argument(
+        "--limit-nodes", type=int, default=10_000, metavar="N", help="e-node budget per benchmark"
+    )
+    improve.add_argument(
+        "--limit-iterations", type=int, default=30, metavar="N", help="iteration budget per benchmark"
+    )
+    improve.add_argument(
+        "--limit-seconds",
+        type=float,
+        default=5.0,
+        metavar="S",
+        help="time budget per benchmark ('inf': none, so the outcome depends on the work budgets alone)",
+    )
+    improve.add_argument(
+        "--out", type=_output_path, metavar="DIR", help="write the improved benchmarks to DIR (see --format)"
+    )
+    improve.add_argument(
+        "--format",
+        metavar="LIST",
+        help="what --out writes, comma-separated: fpcore (improved.fpcore, the default), python, c",
+    )
+    improve.add_argument(
+        "--report",
+        type=_output_path,
+        metavar="DIR",
+        help="write an HTML page per benchmark (error plots, derivation, assumptions) and index.html",
+    )
+    improve.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
+    improve.set_defaults(run=_improve)
 
     rules = commands.add_parser("rules", help="print the rule catalogue")
     rules.add_argument("--tag", action="append", default=[], help="only rules with TAG (repeatable)")

@@ -1,4 +1,5 @@
-"""Self-contained HTML reports of a rewrite, an exploration or a proof (`relwrite rewrite/explore --report`).
+"""Self-contained HTML reports of a rewrite, an exploration, a proof or an improved benchmark
+(`relwrite rewrite/explore --report FILE`, `relwrite improve --report DIR`).
 
 One page, no network and no scripts: the input and the result (Graphviz's
 SVG inline when the `dot` program runs, their text otherwise), each rule
@@ -6,7 +7,9 @@ that fired in the order it fired with the subterm it replaced and what
 replaced it, the profile; for an exploration, the forms with their costs,
 derivations and assumptions, and each form's accuracy over the sampled
 inputs as a plot of bits of error against the input value (Herbie's view); for
-a proof, both expressions and the steps between them with their assumptions.
+a proof, both expressions and the steps between them with their assumptions; for
+an improved benchmark, its body and its most accurate form with their bits of
+error plotted against each input, and the derivation with its assumptions.
 """
 
 from __future__ import annotations
@@ -195,18 +198,8 @@ def proof_report(
     if explanation is None:
         sections.append(_section("Not shown equal", f"<p>Within the limits ({html.escape(summary)}).</p>"))
         return _page(f"relwrite explore: {expression} vs {other}", sections)
-    rows = []
-    for k, step in enumerate(explanation.steps, 1):
-        assumed = html.escape(", ".join(sorted(step.assumptions)) or "none")
-        unsafe = " <span class='unsafe'>(unsafe)</span>" if step.unsafe else ""
-        rows.append(
-            f"<tr><td>{k}</td><td>{html.escape(step.rule)}</td><td>{html.escape(step.direction)}</td>"
-            f"<td class='term'>{html.escape(_text(step.before))}</td>"
-            f"<td class='term'>{html.escape(_text(step.after))}</td><td>{assumed}{unsafe}</td></tr>"
-        )
     table = (
-        "<table><tr><th>#</th><th>rule</th><th>direction</th><th>subterm before</th><th>after</th>"
-        f"<th>assumptions</th></tr>{''.join(rows)}</table>"
+        _steps_table(explanation.steps)
         if explanation.steps
         else "<p>Equal as they stand (up to the order of sums and products).</p>"
     )
@@ -224,12 +217,108 @@ def proof_report(
     return _page(f"relwrite explore: {expression} == {other}", sections)
 
 
-def accuracy_plot(accuracy: Any, forms: Sequence[Any], width: int = 720, height: int = 300) -> str:
+def _steps_table(steps: Sequence[Any]) -> str:
+    """The table of a derivation: each step's rule, direction, subterms and assumptions."""
+    rows = []
+    for k, step in enumerate(steps, 1):
+        assumed = html.escape(", ".join(sorted(step.assumptions)) or "none")
+        unsafe = " <span class='unsafe'>(unsafe)</span>" if step.unsafe else ""
+        rows.append(
+            f"<tr><td>{k}</td><td>{html.escape(step.rule)}</td><td>{html.escape(step.direction)}</td>"
+            f"<td class='term'>{html.escape(_text(step.before))}</td>"
+            f"<td class='term'>{html.escape(_text(step.after))}</td><td>{assumed}{unsafe}</td></tr>"
+        )
+    return (
+        "<table><tr><th>#</th><th>rule</th><th>direction</th><th>subterm before</th><th>after</th>"
+        f"<th>assumptions</th></tr>{''.join(rows)}</table>"
+    )
+
+
+def improve_report(improvement: Any) -> str:
+    """The page of one benchmark of `relwrite improve`: its body and the most accurate form found with
+    their bits of error, each one's error plotted against every input, and the derivation with the
+    assumptions it relies on (or why the benchmark failed)."""
+    title = f"relwrite improve: {improvement.name}"
+    bench, form = improvement.benchmark, improvement.form
+    if form is None:
+        body = f"<p>Failed: {html.escape(improvement.error or '')}</p>"
+        if bench is not None:
+            body += f"<p>input: <code>{html.escape(_text(bench.expr))}</code></p>"
+        return _page(title, [_section("Failed", body)])
+    summary = (
+        f"<p>precondition: <code>{html.escape(str(bench.precondition))}</code></p>"
+        f"<table><tr><th></th><th>expression</th><th>bits of error</th></tr>"
+        f"<tr><td>input</td><td class='term'>{html.escape(_text(bench.expr))}</td>"
+        f"<td>{improvement.input_bits:.2f}</td></tr>"
+        f"<tr><td>output</td><td class='term'>{html.escape(_text(form.expr))}</td>"
+        f"<td>{improvement.output_bits:.2f}</td></tr></table>"
+        f"<p>{improvement.seconds:.2f} s ({html.escape(improvement.search)}); bits of error are the mean "
+        f"over {len(improvement.accuracy.reference)} points sampled where the precondition holds.</p>"
+    )
+    pictures = (
+        f"<div class='pictures'><div>{picture_html(bench.expr, 'input')}</div>"
+        f"<div>{picture_html(form.expr, 'output')}</div></div>"
+    )
+    sections = [_section("Input and output", summary + pictures)]
+    plots = "".join(
+        accuracy_plot(improvement.accuracy, [bench, form], variable=k, labels=["input", "output"])
+        for k in range(len(improvement.accuracy.inputs))
+    )
+    sections.append(_section("Bits of error against each input", plots))
+    derivation = _steps_table(form.steps) if form.steps else "<p>The input itself: no better form found.</p>"
+    sections.append(_section(f"Derivation ({len(form.steps)} steps)", derivation))
+    assumptions = ", ".join(sorted(form.assumptions)) or "none"
+    unsafe = (
+        "<p class='unsafe'>Uses unsafe rules: valid where the values are finite, under the assumptions.</p>"
+        if form.unsafe
+        else ""
+    )
+    sections.append(_section("Assumptions", f"<p>{html.escape(assumptions)}</p>{unsafe}"))
+    return _page(title, sections)
+
+
+def improve_index(improvements: Sequence[Any], pages: Sequence[str]) -> str:
+    """The index of `relwrite improve --report`: each benchmark's bits before and after, linked to its
+    page (`pages`, relative file names in the same order)."""
+    rows = []
+    for improvement, page in zip(improvements, pages):
+        link = f"<a href='{html.escape(page)}'>{html.escape(improvement.name)}</a>"
+        if improvement.form is None:
+            rows.append(
+                f"<tr><td>{link}</td><td colspan='3'>failed: {html.escape(improvement.error or '')}</td></tr>"
+            )
+            continue
+        rows.append(
+            f"<tr><td>{link}</td><td>{improvement.input_bits:.2f}</td><td>{improvement.output_bits:.2f}</td>"
+            f"<td class='term'>{html.escape(_text(improvement.form.expr))}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>benchmark</th><th>input bits</th><th>output bits</th><th>output</th></tr>"
+        + "".join(rows)
+        + "</table>"
+    )
+    return _page(f"relwrite improve: {len(improvements)} benchmarks", [_section("Benchmarks", table)])
+
+
+def accuracy_plot(
+    accuracy: Any,
+    forms: Sequence[Any],
+    width: int = 720,
+    height: int = 300,
+    variable: int = 0,
+    labels: Sequence[str] | None = None,
+) -> str:
     """An SVG plot of each form's bits of error (mean over a point's elements) at every sample point,
-    points ordered by the first input's value (its first element), with a legend."""
+    points ordered by the value of input number `variable` (its first element), with a legend naming
+    each form by its `labels` entry (default "form 1", "form 2"...)."""
     from relwrite.engine.explore.costs import bits_of_error
 
-    first = np.asarray(accuracy.points[0], dtype=np.float64).reshape(len(accuracy.reference), -1)[:, 0]
+    if not 0 <= variable < len(accuracy.inputs):
+        raise ValueError(f"variable must index one of the {len(accuracy.inputs)} inputs, got {variable}")
+    if labels is not None and len(labels) != len(forms):
+        raise ValueError(f"{len(labels)} labels for {len(forms)} forms")
+    samples = len(accuracy.reference)
+    first = np.asarray(accuracy.points[variable], dtype=np.float64).reshape(samples, -1)[:, 0]
     order = np.argsort(first, kind="stable")
     xs = first[order]
     count = len(xs)
@@ -257,7 +346,7 @@ def accuracy_plot(accuracy: Any, forms: Sequence[Any], width: int = 720, height:
             f"<text x='{x:.1f}' y='{top + inner_h + 16}' font-size='11' "
             f"text-anchor='middle'>{xs[k]:.3g}</text>"
         )
-    name = html.escape(accuracy.inputs[0].name or "input")
+    name = html.escape(accuracy.inputs[variable].name or "input")
     parts.append(
         f"<text x='{left + inner_w / 2}' y='{top + inner_h + 34}' font-size='12' text-anchor='middle'>"
         f"{name} (sample points in order of value)</text>"
@@ -278,7 +367,8 @@ def accuracy_plot(accuracy: Any, forms: Sequence[Any], width: int = 720, height:
         mean = float(per_point.mean())
         parts.append(f"<rect x='{left}' y='{legend_y}' width='14' height='10' fill='{color}'/>")
         parts.append(
-            f"<text x='{left + 20}' y='{legend_y + 9}' font-size='12'>form {f_index + 1}: "
+            f"<text x='{left + 20}' y='{legend_y + 9}' font-size='12'>"
+            f"{html.escape(labels[f_index]) if labels else f'form {f_index + 1}'}: "
             f"{html.escape(_text(form.expr))} ({mean:.2f} bits on average)</text>"
         )
     parts.append("</svg>")
