@@ -1049,7 +1049,8 @@ def _identifier(name: str, taken: set[str], reserved: set[str]) -> str:
     return text
 
 
-def _function_name(name: str | None) -> str:
+def function_name_of(name: str | None) -> str:
+    """A Python and C identifier for a benchmark named `name` (its words joined by underscores)."""
     text = re.sub(r"\W+", "_", (name or "").lower(), flags=re.ASCII).strip("_")
     return "f" if not text else f"f_{text}" if text[0].isdigit() else text
 
@@ -1182,7 +1183,7 @@ def to_python(
     """Python source of a NumPy function computing the expression (elementwise over arrays)."""
     bench = _subject(subject, name, inputs, precondition)
     reserved = {"np", "math"}
-    function_name = function_name or _function_name(bench.name)
+    function_name = function_name or function_name_of(bench.name)
     arguments, definitions, result, _ = _infix_parts(bench, "python", reserved | {function_name})
     uses_math = any("math." in text for text in [result, *(d[2] for d in definitions)])
     lines = ["import math"] * uses_math + ["import numpy as np", "", ""]
@@ -1207,7 +1208,7 @@ def to_c(
     """C source of a function (double, or float in binary32) computing the expression with math.h."""
     bench = _subject(subject, name, inputs, precondition)
     ctype = "float" if bench.expr.dtype == "float32" else "double"
-    function_name = function_name or _function_name(bench.name)
+    function_name = function_name or function_name_of(bench.name)
     reserved = _C_KEYWORDS | set(_C_NAMES.values()) | {n + "f" for n in _C_NAMES.values()} | {function_name}
     reserved |= {"NAN", "INFINITY"}
     arguments, definitions, result, _ = _infix_parts(bench, "c", reserved)

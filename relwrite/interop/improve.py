@@ -28,7 +28,7 @@ from relwrite.engine.explore.api import Exploration, Form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph.printing import expression_text
-from relwrite.interop.fpcore import Benchmark, FPCoreError, _function_name, to_c, to_fpcore, to_python
+from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
 
 
 @dataclass(frozen=True)
@@ -186,7 +186,7 @@ def _function_names(improvements: Sequence[Improvement]) -> list[str]:
     taken: set[str] = set()
     names = []
     for improvement in improvements:
-        base = _function_name(improvement.name)
+        base = function_name_of(improvement.name)
         name, k = base, 1
         while name in taken:
             k += 1
