@@ -135,6 +135,12 @@ class EGraph:
         self.changed: list[int] = []
         """Classes in the order they changed (created, merged: the class kept, or `mark_changed`), for
         incremental readers: a search remembers how far it has read."""
+        self.touched: list[int] = []
+        """E-nodes (their term nodes) in the order they changed: created, moved into another class by
+        a merge, given new operand classes by a rebuild, or in a class `mark_changed` names.  A match
+        made of e-nodes none of which is here since a search was there at that search, as it is now."""
+        self._enode: list[bool] = []  # whether a term node stands for an e-node of its class
+        self._signature: dict[int, tuple] = {}  # an e-node's canonical form when it was last touched
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -205,8 +211,19 @@ class EGraph:
         return order
 
     def mark_changed(self, classes: Iterable[int]) -> None:
-        """Note `classes` as changed for a reader's own reason (a search: they became reachable)."""
-        self.changed.extend(classes)
+        """Note `classes` (and their e-nodes) as changed for a reader's own reason (a search: they
+        became reachable)."""
+        for c in classes:
+            self.changed.append(c)
+            self.touched.extend(self.classes[self.find(c)].nodes)
+
+    def is_enode(self, node: int) -> bool:
+        """Whether term node `node` stands for an e-node of its class (is in `nodes` of its class)."""
+        return self._enode[node]
+
+    def parent_nodes(self, cls: int) -> list[int]:
+        """Term nodes of the e-nodes that have class `cls` as an operand (some may be congruent)."""
+        return [node for _, node in self.classes[self.find(cls)].parents]
 
     def near(self, classes: Iterable[int], levels: int) -> set[int]:
         """The classes of `classes` (found) and those up to `levels` parent links above them: where an
@@ -275,8 +292,7 @@ class EGraph:
         i = self._new(None, (), value, value.type)
         self._leaves[value] = i
         self.classes[i] = EClass(i, value.type, value)
-        self.node_count += 1
-        self.changed.append(i)
+        self._touch_new(i)
         return i
 
     def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType) -> int:
@@ -303,8 +319,7 @@ class EGraph:
             return i
         self._memo[canon] = i
         self.classes[i] = EClass(i, type_, None)
-        self.node_count += 1
-        self.changed.append(i)
+        self._touch_new(i, canon)
         for c in set(canon[1]):
             self.classes[c].parents.append((canon, i))
         self._fold(i)
@@ -423,6 +438,14 @@ class EGraph:
             return None
         return self.lookup_node(op, children)
 
+    def _touch_new(self, i: int, canon: tuple | None = None) -> None:
+        """Note a new class holding the new e-node `i`."""
+        self.node_count += 1
+        self.changed.append(i)
+        self.touched.append(i)
+        self._enode[i] = True
+        self._signature[i] = self._canonical(i) if canon is None else canon
+
     def _new(self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType) -> int:
         i = len(self._op)
         self._op.append(op)
@@ -433,6 +456,7 @@ class EGraph:
         self._proof.append(None)
         self._why.append(None)
         self._when.append(0)
+        self._enode.append(False)
         return i
 
     def _canonical(self, node: int) -> tuple:
@@ -458,6 +482,7 @@ class EGraph:
         self._uf[small] = big
         kept, gone = self.classes[big], self.classes.pop(small)
         kept.nodes.extend(gone.nodes)
+        self.touched.extend(gone.nodes)
         kept.terms.extend(gone.terms)
         kept.parents.extend(gone.parents)
         if gone.leaf is not None and (kept.leaf is None or isinstance(gone.leaf, Constant)):
@@ -470,14 +495,33 @@ class EGraph:
         return True
 
     def rebuild(self) -> None:
-        """Restore congruence after unions: equal e-nodes merge, and so do their classes."""
+        """Restore congruence after unions: equal e-nodes merge, and so do their classes; then every
+        class holding an e-node whose operands merged keeps one e-node of each canonical form."""
+        dirty: set[int] = set()
         while self._pending:
             todo = {self.find(c) for c in self._pending}
             self._pending = []
             for c in todo:
-                self._repair(c)
+                dirty.add(c)
+                self._repair(c, dirty)
+        for cls in {self.find(c) for c in dirty}:
+            self._tidy(cls)
 
-    def _repair(self, cls: int) -> None:
+    def _tidy(self, cls: int) -> None:
+        """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed."""
+        here, signature, unique = self.classes[cls], self._signature, {}
+        for n in here.nodes:
+            canon = self._canonical(n)
+            if unique.setdefault(canon, n) != n:
+                self._enode[n] = False
+                del signature[n]
+            elif signature[n] != canon:
+                signature[n] = canon
+                self.touched.append(n)
+        self.node_count -= len(here.nodes) - len(unique)
+        here.nodes = list(unique.values())
+
+    def _repair(self, cls: int, dirty: set[int]) -> None:
         parents, self.classes[self.find(cls)].parents = self.classes[self.find(cls)].parents, []
         kept: dict[tuple, int] = {}
         for key, node in parents:
@@ -490,14 +534,9 @@ class EGraph:
             elif self.find(other) != self.find(node):
                 self.union(other, node, CONGRUENCE)
             kept[canon] = self._memo[canon]
+            dirty.add(node)
             self._fold(self._memo[canon])
-        here = self.classes[self.find(cls)]
-        here.parents.extend(kept.items())
-        unique: dict[tuple, int] = {}
-        for n in here.nodes:
-            unique.setdefault(self._canonical(n), n)
-        self.node_count -= len(here.nodes) - len(unique)
-        here.nodes = list(unique.values())
+        self.classes[self.find(cls)].parents.extend(kept.items())
 
     def _fold(self, node: int) -> None:
         """Constant folding as a class analysis: an application of constants joins its value's class."""

@@ -24,7 +24,7 @@ matched, so that an explanation shows the exact term the rule saw.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from etuples.core import ExpressionTuple
@@ -136,39 +136,58 @@ class _Plan:
 
 class _Matcher:
     """A side that reads only fixed ops that are not add or mul, applied to variables, numbers and
-    each other (no constraints), compiled for e-matching without the general matcher.  `root` is
-    ``(op, arity, equal, pairs)``: `equal` the operand positions that must hold one class, `pairs`
-    ``(position, kind, x)`` in the order `Pattern.matches` tries them, `kind` 0 for a variable, 1 for
-    a number, 2 for an application (`x` its own tuple)."""
+    each other (no constraints), compiled for e-matching without the general matcher.
 
-    __slots__ = ("root",)
+    Its applications are `atoms`, in the order `Pattern.matches` visits them (the root first): each
+    ``(op, arity, equal, pairs, parent, position)``, `equal` the operand positions that must hold one
+    class, `pairs` ``(position, kind, x)`` in the order `Pattern.matches` tries them (kind 0 binds
+    variable `x`, an index into `variables`, 1 checks it, 2 reads number `x`, 3 matches atom `x`),
+    `parent` and `position` where the atom stands in its parent atom (None for the root).  `numbers`
+    lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
+    `variables`, which are numbered in the order a match binds them.
+    """
 
-    def __init__(self, root: tuple):
-        self.root = root
+    __slots__ = ("atoms", "numbers", "variables")
+
+    def __init__(self, atoms: tuple, numbers: tuple, variables: tuple):
+        self.atoms, self.numbers, self.variables = atoms, numbers, variables
 
     @staticmethod
     def compile(pattern: Pattern) -> _Matcher | None:
-        def node(apply: Any) -> tuple | None:
+        atoms: list[list] = []
+        numbers: list[tuple] = []
+        variables: list[Any] = []
+
+        def atom(apply: Any, parent: int | None, position: int | None) -> int | None:
             if not isinstance(apply, _Apply) or not isinstance(apply.op, Op) or apply.op in AC_OPS:
                 return None
             if apply.multiset or apply.sequence is not None or not apply.args:
                 return None
+            k = len(atoms)
+            atoms.append([apply.op, len(apply.args), apply.equal, None, parent, position])
             pairs = []
-            for position in apply.order:
-                arg = apply.args[position]
+            for at in apply.order:
+                arg = apply.args[at]
                 if isinstance(arg, _Named):
-                    pairs.append((position, 0, arg.var))
+                    if arg.var in variables:
+                        pairs.append((at, 1, variables.index(arg.var)))
+                    else:
+                        pairs.append((at, 0, len(variables)))
+                        variables.append(arg.var)
                 elif isinstance(arg, _Number):
-                    pairs.append((position, 1, arg.value))
+                    pairs.append((at, 2, arg.value))
+                    numbers.append((arg.value, k, at))
                 else:
-                    inner = node(arg)  # patterns are small: recursion over the pattern, not a graph
+                    inner = atom(arg, k, at)  # patterns are small: recursion over the pattern, not a graph
                     if inner is None:
                         return None
-                    pairs.append((position, 2, inner))
-            return (apply.op, len(apply.args), apply.equal, tuple(pairs))
+                    pairs.append((at, 3, inner))
+            atoms[k][3] = tuple(pairs)
+            return k
 
-        root = node(pattern.root)
-        return None if root is None else _Matcher(root)
+        if atom(pattern.root, None, None) is None:
+            return None
+        return _Matcher(tuple(map(tuple, atoms)), tuple(numbers), tuple(variables))
 
 
 class _Planned:
@@ -198,11 +217,15 @@ class EClasses:
         self._plans: dict[Pattern, _Plan | None] = {}
         self._matchers: dict[Pattern, _Matcher | None] = {}
         self._views: dict[tuple[int, int], Variable] = {}
+        self._enodes: dict[int, tuple[tuple[tuple, ...], dict[tuple, int]]] = {}
+        self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
 
     def refresh(self) -> None:
         """Forget the e-nodes read so far (the e-graph changed)."""
         self._applications = {}
         self._views = {}
+        self._enodes = {}
+        self._parent_apps = {}
 
     # -- the target protocol of `Pattern.matches`
 
@@ -270,40 +293,123 @@ class EClasses:
             self._matchers[pattern] = _Matcher.compile(pattern)
         return self._matchers[pattern]
 
-    def match(self, matcher: _Matcher, cls: int) -> list[dict]:
-        """The substitutions `Pattern.matches` gives at class `cls`, in its order."""
-        return self._match(matcher.root, ClassRef(cls), {})
+    def enodes(self, cls: int) -> tuple[tuple[tuple, ...], dict[tuple, int]]:
+        """The applications of class `cls` (a root) as ``(op, operand classes)``, in the order of its
+        e-nodes, and where each stands in that order; read once per search."""
+        found = self._enodes.get(cls)
+        if found is None:
+            canonical, op = self.egraph.canonical, self.egraph.op
+            apps = tuple([canonical(n) for n in self.egraph.classes[cls].nodes if op(n) is not None])
+            found = self._enodes[cls] = (apps, {app: k for k, app in enumerate(apps)})
+        return found
 
-    def _match(self, node: tuple, value: ClassRef, s: dict) -> list[dict]:
-        op_, arity, equal, pairs = node
-        find = self.egraph.find
-        found: list[dict] = []
-        for op, operands in self.applications(value):
+    def parent_apps(self, cls: int) -> list[tuple[tuple, int, int]]:
+        """The applications with class `cls` (a root) as an operand, each once, as ``(application,
+        its class, its position in that class's `enodes`)``; read once per search."""
+        found = self._parent_apps.get(cls)
+        if found is None:
+            egraph = self.egraph
+            canonical, find, seen = egraph.canonical, egraph.find, set()
+            found = []
+            for node in egraph.parent_nodes(cls):
+                app = canonical(node)
+                if app not in seen:
+                    seen.add(app)
+                    owner = find(node)
+                    found.append((app, owner, self.enodes(owner)[1][app]))
+            self._parent_apps[cls] = found
+        return found
+
+    def match(
+        self, matcher: _Matcher, cls: int, forced: Mapping[int, Collection[int]] | None = None
+    ) -> list[tuple]:
+        """The matches at class `cls` (a root) as ``(classes of the variables, order)``, `order` the
+        positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it, matches
+        come in the order `Pattern.matches` gives them.  `forced` names the positions an atom may take."""
+        return self._expand(matcher.atoms, 0, cls, ((), ()), forced or {})
+
+    def _expand(
+        self, atoms: tuple, j: int, cls: int, state: tuple, forced: Mapping[int, Collection[int]]
+    ) -> list:
+        op_, arity, equal, pairs, _, _ = atoms[j]
+        apps = self.enodes(cls)[0]
+        choices: Any = [(k, apps[k]) for k in forced[j]] if j in forced else enumerate(apps)
+        values, order = state
+        found: list = []
+        for k, (op, operands) in choices:
             if (op is not op_ and op != op_) or len(operands) != arity:
                 continue
-            if equal and not all(find(operands[i]) == find(operands[j]) for i, j in equal):
+            if equal and not all(operands[a] == operands[b] for a, b in equal):
                 continue
-            states = [s]
+            states = [(values, (*order, k))]
             for position, kind, x in pairs:
-                operand = operands[position]
+                c = operands[position]
                 if kind == 0:
-                    grown = []
-                    for state in states:
-                        bound = state.get(x)
-                        if bound is None:
-                            grown.append({**state, x: operand})
-                        elif find(bound) == find(operand):
-                            grown.append(state)
-                    states = grown
+                    states = [((*v, c), o) for v, o in states]
                 elif kind == 1:
-                    if not self.literal(operand, x):
+                    states = [(v, o) for v, o in states if v[x] == c]
+                elif kind == 2:
+                    if not self.literal(ClassRef(c), x):
                         states = []
                 else:
-                    states = [done for state in states for done in self._match(x, operand, state)]
+                    states = [done for st in states for done in self._expand(atoms, x, c, st, forced)]
                 if not states:
                     break
             found.extend(states)
         return found
+
+    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[int, tuple, tuple]], int]:
+        """The matches (class, classes of the variables, order: see `match`) that read at least one
+        of the e-nodes `nodes` (term nodes standing for e-nodes), each at least once; and how many
+        classes they were looked for from."""
+        egraph, atoms = self.egraph, matcher.atoms
+        find, canonical = egraph.find, egraph.canonical
+        by_op: dict[Op, list[int]] = {}
+        constants: set[int] = set()
+        for n in nodes:
+            op = egraph.op(n)
+            if op is None:
+                constants.add(find(n))
+            else:
+                by_op.setdefault(op, []).append(n)
+        found: list[tuple[int, tuple, tuple]] = []
+        searched = 0
+        for j, atom in enumerate(atoms):
+            starts: dict[int, set[int]] = {}
+            for n in by_op.get(atom[0], ()):
+                cls = find(n)
+                starts.setdefault(cls, set()).add(self.enodes(cls)[1][canonical(n)])
+            searched += len(starts)
+            for cls, ks in starts.items():
+                found += self._through(matcher, j, [(cls, {j: ks})])
+        for number, j, position in matcher.numbers:
+            frontier = [(c, {}) for c in constants if self.literal(ClassRef(c), number)]
+            searched += len(frontier)
+            found += self._through(matcher, j, self._up(atoms[j], j, position, frontier))
+        return found, searched
+
+    def _through(self, matcher: _Matcher, j: int, frontier: list) -> list[tuple[int, tuple, tuple]]:
+        """The matches through the applications of atom `j` a frontier names: up the parents to the
+        root atom, then down."""
+        atoms = matcher.atoms
+        while atoms[j][4] is not None:
+            parent = atoms[j][4]
+            frontier = self._up(atoms[parent], parent, atoms[j][5], frontier)
+            j = parent
+        return [(root, *state) for root, forced in frontier for state in self.match(matcher, root, forced)]
+
+    def _up(self, atom: tuple, j: int, position: int, frontier: list) -> list:
+        """The classes holding applications of `atom` (number `j`) with a frontier class as operand
+        `position`, each with the frontier's forced positions and those applications'."""
+        op_, arity = atom[0], atom[1]
+        grown = []
+        for cls, forced in frontier:
+            above: dict[int, set[int]] = {}
+            for (op, operands), owner, k in self.parent_apps(cls):
+                if (op is op_ or op == op_) and len(operands) == arity and operands[position] == cls:
+                    above.setdefault(owner, set()).add(k)
+            grown += [(owner, {**forced, j: ks}) for owner, ks in above.items()]
+        return grown
 
     # -- proxies
 
@@ -373,16 +479,74 @@ class EClasses:
             return None
         return node.outputs[0] if len(node.outputs) == 1 else None
 
+    # -- looking up sides
+
+    def probe(self, pattern: Pattern) -> tuple | None:
+        """`pattern` compiled for `present`: ``(steps, variables)``, its applications in the order
+        they nest (operands first, the root last), each ``(op, operands)``, an operand ``(0, k)`` for
+        the k-th of its `variables` or ``(1, k)`` for the k-th step; a side that is one variable has
+        no steps.  None when it has parts a look-up cannot follow (numbers, add, mul, constraints)."""
+        variables: list[Any] = []
+        steps: list[tuple] = []
+
+        def operand(node: Any) -> tuple | None:
+            if isinstance(node, _Named):
+                if node.var not in variables:
+                    variables.append(node.var)
+                return (0, variables.index(node.var))
+            if not isinstance(node, _Apply) or not isinstance(node.op, Op) or node.op in AC_OPS:
+                return None
+            if node.multiset or node.sequence is not None or not node.args:
+                return None
+            operands = [operand(a) for a in node.args]  # recursion over the pattern, not a graph
+            if None in operands:
+                return None
+            steps.append((node.op, tuple(operands)))
+            return (1, len(steps) - 1)
+
+        return None if operand(pattern.root) is None else (tuple(steps), tuple(variables))
+
+    @staticmethod
+    def plain(pattern: Pattern) -> bool:
+        """Whether `pattern` is fixed ops other than add and mul over variables: built under a match
+        of it, it adds no e-node the match did not read (add and mul are built unspliced, which may
+        make new e-nodes of parts of a sum; a number becomes a constant of the class's dtype, which
+        may be new)."""
+        stack = [pattern.root]
+        while stack:
+            node = stack.pop()
+            if isinstance(node, _Guarded):
+                stack.append(node.inner)
+            elif isinstance(node, _Apply):
+                if not isinstance(node.op, Op) or node.op in AC_OPS or node.multiset or node.sequence:
+                    return False
+                stack.extend(node.args)
+            elif not isinstance(node, _Named):
+                return False
+        return True
+
+    def present(self, probe: tuple, values: Mapping) -> int | None:
+        """The class the side `probe` was compiled from already has under a match binding its
+        variables to the classes `values` (found), None when some e-node of it is absent; adds nothing."""
+        steps, variables = probe
+        if not steps:
+            return values[variables[0]]
+        lookup = self.egraph.lookup_node
+        classes: list[int] = []
+        for op, spec in steps:
+            cls = lookup(op, [values[variables[x]] if kind == 0 else classes[x] for kind, x in spec])
+            if cls is None:
+                return None
+            classes.append(cls)
+        return classes[-1]
+
     # -- building sides
 
     def instantiate(self, pattern: Pattern, s: Mapping, splice: bool = True) -> Any:
         """`pattern` built under `s` as a tree (nothing added yet): a `ClassRef`, a `_Built` (a
         `_Planned` when the pattern has a plan), or a graph variable.  Raises `Unbuildable` when it
         does not build (an unbound variable, a type error)."""
-        if pattern in self._plans:
-            plan = self._plans[pattern]
-        else:
-            plan = self._plans[pattern] = _Plan.compile(pattern)
+        plan = self.plan(pattern)
         if plan is not None:
             planned = self._planned(plan, s)
             if planned is not None:
@@ -392,6 +556,13 @@ class EClasses:
             return self._apply(op, operands, splice)
 
         return self._operand(pattern.instantiate(s, apply))
+
+    def plan(self, pattern: Pattern) -> _Plan | None:
+        """`pattern` compiled to a plan (None when it has parts only the general builder handles)."""
+        if pattern in self._plans:
+            return self._plans[pattern]
+        plan = self._plans[pattern] = _Plan.compile(pattern)
+        return plan
 
     def _planned(self, plan: _Plan, s: Mapping) -> Any:
         """`plan` built under `s` as `instantiate` builds its pattern (None when a variable is bound to

@@ -13,7 +13,11 @@ All matches are collected first; then each builds the other side into the
 e-graph and merges it with the side matched, recording the rule, the
 direction and the substitution's assumption bindings for explanations; a
 match applied before (same rule, direction and classes) is not applied
-again.  Saturated means an iteration in which no rule added anything: no
+again.  For a rule whose side read is fixed ops other than add and mul over
+variables (building it adds nothing new), a match whose other side is
+already in its class changes nothing: the search looks that up and notes it
+applied, and so does applying it (an earlier match of the iteration may
+have put it there), as egg and egglog skip such a substitution.  Saturated means an iteration in which no rule added anything: no
 e-node and no union.
 
 An answer that would hold the class it is merged into as a proper subterm
@@ -27,7 +31,14 @@ merged, or newly reachable), within the pattern's depth below the match's
 root, or binds one a level further down (a merge makes a new match key).  So
 after its first, full, search a (rule, direction) visits only the classes
 that many parent links above a changed class (`EGraph.changed`,
-`EGraph.near`) and finds the same new matches as a full search.  A (rule,
+`EGraph.near`) and finds the same new matches as a full search.  A side
+compiled to a matcher (`EClasses.new_matches`) does better, as egglog's
+joins do: a match that reads no e-node changed since the last search
+(`EGraph.touched`: created, moved by a merge, given new operand classes)
+was found then, so it starts from each changed e-node at each place of the
+pattern it fits, walks up the parents to the pattern's root, then matches
+down with that e-node in its place; its matches are sorted into the order
+a full search gives.  A (rule,
 direction) the scheduler banned or held back keeps its place, and so do all
 when a run stops mid-iteration; rules with computed values or `where` guards
 (a computed graph is a new object each time, so its match is never applied
@@ -256,6 +267,8 @@ class Runner:
         self._searched: dict[tuple[str, str], int] = {}  # how far into `egraph.changed` each has searched
         self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
         self._reached: set[int] = set()  # the classes reachable at the last search
+        self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
+        self._noops = 0  # matches the search of one (rule, direction) found changing nothing
 
     def run(
         self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
@@ -335,8 +348,9 @@ class Runner:
         machine.refresh()
         egraph.mark_changed(c for c in classes if c not in self._reached)
         self._reached = set(classes)
-        end = len(egraph.changed)
+        end = (len(egraph.changed), len(egraph.touched))
         near: dict[tuple[int, int], set[int]] = {}
+        fresh: dict[int, list[int]] = {}
         self._searching = {}
         by_op: dict[Op, list[int]] = {}
         for c in classes:
@@ -355,16 +369,24 @@ class Runner:
                 candidates = classes if heads is None else _holding(heads, by_op, position)
                 arm = (rule.name, direction)
                 since, levels = self._searched.get(arm), self._levels[arm]
+                nodes = None
                 if since is not None and levels is not None:
-                    if (since, levels) not in near:
-                        near[since, levels] = egraph.near(egraph.changed[since:end], levels)
-                    changed = near[since, levels]
-                    candidates = [c for c in candidates if c in changed]
-                if not candidates:
+                    if self._matcher(rule, direction) is not None:  # only matches through changed e-nodes
+                        if since[1] not in fresh:
+                            touched = egraph.touched[since[1] : end[1]]
+                            fresh[since[1]] = [n for n in dict.fromkeys(touched) if egraph.is_enode(n)]
+                        nodes = fresh[since[1]]
+                        candidates = []
+                    else:
+                        if (since[0], levels) not in near:
+                            near[since[0], levels] = egraph.near(egraph.changed[since[0] : end[0]], levels)
+                        changed = near[since[0], levels]
+                        candidates = [c for c in candidates if c in changed]
+                if not candidates and not nodes:
                     self._searching[arm] = end
                     continue
                 try:
-                    found, runs = self._search_rule(rule, direction, candidates, deadline)
+                    found, runs = self._search_rule(rule, direction, candidates, nodes, position, deadline)
                 except _OutOfTime:
                     return matches, StopReason.TIME_LIMIT
                 if found is None:
@@ -372,7 +394,7 @@ class Runner:
                 self.report.rules[rule.name].answers += len(found)
                 if self.scheduler.admit(rule, direction, iteration, len(found)):
                     matches.extend(found)
-                    self._runs[rule.name, direction] = len(found)
+                    self._runs[rule.name, direction] = len(found) + self._noops
                     self._applied.update(runs)
                     self._searching[arm] = end
                 else:
@@ -380,10 +402,17 @@ class Runner:
         return matches, None
 
     def _search_rule(
-        self, rule: Rule, direction: str, candidates: list[int], deadline: float
+        self,
+        rule: Rule,
+        direction: str,
+        candidates: list[int],
+        nodes: list[int] | None,
+        position: Mapping[int, int],
+        deadline: float,
     ) -> tuple[list[_Match | _Answer] | None, list]:
-        """The new matches of (rule, direction) at `candidates` and the goal runs made, within the rule's
-        time (None: it failed, and is disabled); raises `_OutOfTime` past the run's deadline."""
+        """The new matches of (rule, direction) at `candidates` (or, for a compiled side, through the
+        e-nodes `nodes`) and the goal runs made, within the rule's time (None: it failed, and is
+        disabled); raises `_OutOfTime` past the run's deadline."""
         stats = self.report.rules[rule.name]
         started = time.perf_counter()
         left = deadline - started
@@ -392,6 +421,7 @@ class Runner:
         seconds = min(self.limits.rule_seconds, left)
         found: list[_Match | _Answer] = []
         runs: list = []
+        self._noops = 0
         try:
             with relation_budget(
                 lambda: f"rule {rule.name} searching {direction}", None, seconds, RuleTimeout
@@ -399,7 +429,11 @@ class Runner:
                 if rule.lhs is None:
                     self._run_goal(rule, candidates, found, runs)
                 else:
-                    self._match(rule, direction, candidates, found)
+                    matcher = self._matcher(rule, direction)
+                    if matcher is not None:
+                        self._match_compiled(rule, direction, matcher, candidates, nodes, position, found)
+                    else:
+                        self._match(rule, direction, candidates, found)
             if meter.error is not None:  # raised inside the search and swallowed there
                 raise meter.fresh_error()
         except RuleTimeout as exc:
@@ -414,17 +448,31 @@ class Runner:
             stats.seconds += time.perf_counter() - started
         return found, runs
 
+    def _matcher(self, rule: Rule, direction: str) -> Any:
+        """The compiled matcher of the side `direction` reads, when a match needs nothing else (no
+        guards or computed values: a match binds classes only), else None."""
+        sides = rule.sides
+        if rule.lhs is None or sides is None or sides.where or sides.computed or rule.lhs.guards():
+            return None
+        return self.machine.matcher(rule.lhs if direction == "forward" else rule.rhs)
+
+    def _probe(self, rule: Rule, direction: str) -> tuple | None:
+        """The side `direction` writes compiled for `EClasses.present`, when a match whose written side
+        is in its class changes nothing: that side can be looked up and the side read is `plain`
+        (applying such a match would only add term nodes congruent to e-nodes there); else None."""
+        arm = (rule.name, direction)
+        if arm not in self._probes:
+            read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
+            self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
+        return self._probes[arm]
+
     def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
-        """E-match the side of `rule` that `direction` reads at each candidate class."""
+        """E-match the side of `rule` that `direction` reads at each candidate class; a match whose
+        other side is already in its class changes nothing and is noted as applied."""
         machine, stats = self.machine, self.report.rules[rule.name]
         side = rule.lhs if direction == "forward" else rule.rhs
         seen: set[Any] = set()
-        sides = rule.sides
-        if sides is not None and not (sides.where or sides.computed or rule.lhs.guards()):
-            matcher = machine.matcher(side)
-            if matcher is not None:  # nothing to complete: each match is a class substitution as it is
-                self._match_classes(rule, direction, matcher, candidates, found)
-                return
+        probe = self._probe(rule, direction)
         for c in candidates:
             stats.runs += 1
             for s in side.matches(ClassRef(c), target=machine):
@@ -435,32 +483,57 @@ class Runner:
                     elif key in self._applied or key in seen:
                         continue
                     seen.add(key)
+                    if probe is not None and key is not None and _present(machine, probe, done) == c:
+                        self._applied.add(key)  # its other side is in its class already
+                        self._noops += 1
+                        continue
                     found.append(_Match(rule, direction, c, done, key))
 
-    def _match_classes(
-        self, rule: Rule, direction: str, matcher: Any, candidates: list[int], found: list
+    def _match_compiled(
+        self,
+        rule: Rule,
+        direction: str,
+        matcher: Any,
+        candidates: list[int],
+        nodes: list[int] | None,
+        position: Mapping[int, int],
+        found: list,
     ) -> None:
-        """`_match` by a compiled matcher, for a rule without constraints or computed values: its
-        matches bind classes only (keys as `_key` makes them)."""
-        machine, stats, applied, find = (
-            self.machine,
-            self.report.rules[rule.name],
-            self._applied,
-            self.egraph.find,
-        )
-        needed = rule.sides.lhs_variables if direction == "backward" else frozenset()
-        seen: set[Any] = set()
-        for c in candidates:
-            stats.runs += 1
-            root = find(c)
-            for s in machine.match(matcher, c):
-                if needed and not needed <= s.keys():
-                    continue
-                key = (rule.name, direction, root, frozenset([(v, ("class", find(x))) for v, x in s.items()]))
-                if key in applied or key in seen:
-                    continue
-                seen.add(key)
-                found.append(_Match(rule, direction, c, s, key))
+        """`_match` by a compiled matcher, at `candidates`, or (`nodes`, semi-naive) only the matches
+        through those e-nodes: the same matches in the same order (`EClasses.match`)."""
+        machine, stats, applied = self.machine, self.report.rules[rule.name], self._applied
+        variables = matcher.variables
+        if direction == "backward" and not rule.sides.lhs_variables <= set(variables):
+            return  # a match would leave the side it writes unbound
+        name = (rule.name, direction)
+        best: dict[tuple, tuple] = {}
+        if nodes is None:
+            matches: Iterable[tuple] = (
+                (c, *state) for c in candidates for state in machine.match(matcher, c)
+            )
+            stats.runs += len(candidates)
+        else:
+            matches, searched = machine.new_matches(matcher, nodes)
+            stats.runs += searched
+        for root, values, order in matches:
+            at = position.get(root)
+            if at is None:
+                continue  # not reachable from the roots
+            key = (*name, root, *values)
+            if key in applied:
+                continue
+            rank = (at, order)
+            if key not in best or rank < best[key][0]:
+                best[key] = (rank, values)
+        probe = self._probe(rule, direction)
+        for key, (_, values) in sorted(best.items(), key=lambda item: item[1][0]):
+            root = key[2]
+            subst = dict(zip(variables, values))
+            if probe is not None and machine.present(probe, subst) == root:
+                applied.add(key)  # its other side is in its class already: it changes nothing
+                self._noops += 1
+                continue
+            found.append(_Match(rule, direction, root, {v: ClassRef(x) for v, x in subst.items()}, key))
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -548,7 +621,9 @@ class Runner:
         except Unbuildable:
             return False
         cls, inside, operands = machine.classes_inside(other)
-        if cls != target and self._wraps(target, inside, getattr(other, "op", None), operands):
+        if cls == target and self._probe(rule, m.direction) is not None:
+            return False  # already in its class (an earlier match of this iteration put it there)
+        if self._wraps(target, inside, getattr(other, "op", None), operands):
             return False
         source = machine.add(matched, target)
         result = machine.add(other, target)
@@ -646,6 +721,17 @@ def _levels(rule: Rule, direction: str) -> int | None:
         elif isinstance(item, _Exactly) and isinstance(item.value, Variable) and item.value.owner is not None:
             return None  # a graph given in the pattern is looked up as deep as it goes
     return side.depth() + 1
+
+
+def _present(machine: EClasses, probe: tuple, s: Mapping) -> int | None:
+    """`EClasses.present` for a substitution `s`, None unless it binds the probe's variables to classes."""
+    values = {}
+    for v in probe[1]:
+        value = s.get(v)
+        if type(value) is not ClassRef:
+            return None
+        values[v] = machine.egraph.find(value)
+    return machine.present(probe, values)
 
 
 def _heads(pattern: Pattern) -> tuple | None:

@@ -124,3 +124,41 @@ def test_deep_chains_intern_and_print_without_recursion():
     for k in range(20_000):
         s = s + scalar(f"y{k}")
     assert len(g.nodes(g.intern(s))) == 1
+
+
+def test_a_rebuild_leaves_one_enode_of_each_form_in_every_class():
+    """Merging x and y makes f(g(x)) and f(g(y)) congruent two levels up, in a class no merge touched."""
+    x, y = scalar("x"), scalar("y")
+    g = EGraph()
+    top = g.intern(o.exp(o.sin(x)))
+    other = g.intern(o.exp(o.sin(y)))
+    g.union(top, other, "test")  # one class with two e-nodes, exp(sin x) and exp(sin y)
+    g.rebuild()
+    assert len(g.nodes(top)) == 2
+    g.union(g.intern(x), g.intern(y), "test")
+    g.rebuild()
+    assert len(g.nodes(top)) == 1
+    forms = {g.canonical(n) for c in g.classes for n in g.nodes(c)}
+    assert g.node_count == len(forms) == 4  # x and y (leaves), sin, exp
+
+
+@given(st.lists(st.tuples(st.integers(0, 7), st.integers(0, 7)), max_size=12))
+def test_rebuilds_keep_node_count_and_the_log_of_touched_enodes(merges):
+    """After any merges and a rebuild: no class holds congruent e-nodes, `node_count` counts e-nodes,
+    and every e-node whose form or class changed since a point in `touched` is logged after it."""
+    xs = [scalar(f"x{k}") for k in range(8)]
+    g = EGraph()
+    for k in range(8):
+        g.intern(o.exp(xs[k]) * xs[(k + 1) % 8])
+        g.intern(o.sin(o.exp(xs[k])))
+    g.rebuild()
+    before = {n: (g.canonical(n), g.find(n)) for c in g.classes for n in g.nodes(c)}
+    mark = len(g.touched)
+    for a, b in merges:
+        g.union(g.intern(xs[a]), g.intern(xs[b]), "test")
+    g.rebuild()
+    enodes = [n for c in g.classes for n in g.nodes(c)]
+    assert g.node_count == len(enodes) == sum(len({g.canonical(n) for n in g.nodes(c)}) for c in g.classes)
+    assert all(g.is_enode(n) for n in enodes)
+    touched = set(g.touched[mark:])
+    assert all(n in touched for n in enodes if before[n] != (g.canonical(n), g.find(n)))

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import pytest
 from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from relwrite import matrix, parse, scalar, vector
 from relwrite.engine.explore import machine
@@ -407,4 +408,37 @@ def test_the_seminaive_search_finds_what_a_full_search_finds():
 def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
     _, output = graph
     seminaive, full = both_searches([output], DEFAULT, "both", iterations=4, nodes=600)
+    assert seminaive == full
+
+
+def test_a_match_whose_other_side_is_in_its_class_changes_nothing():
+    """comm on y + x finds x + y, which the first iteration put there: noted applied, never built."""
+    x, y = scalar("x"), scalar("y")
+    g = EGraph()
+    root = g.intern(PLUS(x, y))
+    comm = rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a"))
+    report = Runner(g, [comm], "forward", Limits(**WORK)).run([root])
+    assert report.stop_reason == StopReason.SATURATED
+    assert (report.rules["comm"].answers, report.rules["comm"].unions) == (1, 1)
+    assert len(g.terms(root)) == 2 and not any(g.spare_links(t) for t in g.terms(root))
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.integers(2, 5), st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
+def test_the_seminaive_search_agrees_with_a_full_search_on_binary_terms(leaves, shape):
+    """Compiled sides (the search from changed e-nodes up) reach the state a full search does, on
+    sums and products of any shape, under rules reading one and two levels and binding a name twice."""
+    xs = [scalar(f"x{k}") for k in range(leaves)]
+    terms = list(xs)
+    for times, pick in shape:
+        a, b = terms[pick % len(terms)], terms[(pick // 7) % len(terms)]
+        terms.append((TIMES if times else PLUS)(a, b))
+    rules = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
+        rule("distribute", (TIMES, "a", (PLUS, "b", "c")), (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c"))),
+        rule("twice", (PLUS, "a", "a"), (TIMES, 2.0, "a")),
+        rule("comm_mul", (TIMES, "a", "b"), (TIMES, "b", "a")),
+    ]
+    seminaive, full = both_searches([terms[-1]], rules, "both", iterations=6, nodes=1_500)
     assert seminaive == full
