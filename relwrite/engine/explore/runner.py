@@ -17,8 +17,8 @@ again.  For a rule whose side read is fixed ops other than add and mul over
 variables (building it adds nothing new), a match whose other side is
 already in its class changes nothing: the search looks that up and notes it
 applied, and so does applying it (an earlier match of the iteration may
-have put it there), as egg and egglog skip such a substitution.  Saturated means an iteration in which no rule added anything: no
-e-node and no union.
+have put it there), as egg and egglog skip such a substitution.  Saturated
+means an iteration in which no rule added anything: no e-node and no union.
 
 An answer that would hold the class it is merged into as a proper subterm
 (``x -> -(-x)``), or, for add and mul, an e-node of the class as a
