@@ -15,6 +15,12 @@ They are tagged `accuracy` (opt-in): `best_form(cost="accuracy")` and
 and sorted, so a difference is a sum holding a negated term, and
 ``"*rest"`` lets a rule act on a pair among the terms of a wider sum.
 Every rule regroups operands of one floating dtype only.
+
+An e-graph's union is unconditional, so an identity whose assumptions bind
+two variables that may be one (``sqrt(a * b) = sqrt(a) * sqrt(b)`` for
+a, b >= 0, at a = b = x) would merge ``abs(x)`` with ``x`` and collapse the
+e-graph; such rules are left out until classes carry the intervals that
+decide their assumptions.
 """
 
 from __future__ import annotations
@@ -128,21 +134,6 @@ log_quotient = rule(
     "log1p's); backward it takes one log of a quotient.",
 )
 
-pow_as_exp = rule(
-    "pow_as_exp",
-    (o.pow, "a", "b"),
-    (o.exp, (o.mul, "b", (o.log, "a"))),
-    TAGS,
-    semantics=REAL,
-    assumptions=("a > 0",),
-    where=lambda a, b: one_float_dtype(a, b),
-    keeps_type=True,
-    examples=("a ** b",),
-    types=SCALARS,
-    doc="a ** b -> exp(b * log(a)) for a > 0, so exp and log laws (and expm1, log1p) apply to powers; "
-    "backward it gathers an exp of a product with a log into a power.",
-)
-
 tanh_expm1 = rule(
     "tanh_expm1",
     (o.tanh, "x"),
@@ -155,37 +146,6 @@ tanh_expm1 = rule(
     types=SCALARS,
     doc="tanh(x) -> expm1(2x) / (expm1(2x) + 2): tanh through expm1, accurate near 0 where "
     "(exp(2x) - 1) / (exp(2x) + 1) cancels; backward it recognises that quotient as tanh.",
-)
-
-# -- roots ------------------------------------------------------------------------------------------
-
-sqrt_product = rule(
-    "sqrt_product",
-    (o.sqrt, (o.mul, "a", "b")),
-    (o.mul, (o.sqrt, "a"), (o.sqrt, "b")),
-    TAGS,
-    semantics=REAL,
-    assumptions=("a >= 0", "b >= 0"),
-    where=lambda a, b: one_float_dtype(a, b),
-    keeps_type=True,
-    examples=("sqrt(a * b)",),
-    types=SCALARS,
-    doc="sqrt(a * b) -> sqrt(a) * sqrt(b) for a, b >= 0 (the product may overflow where the roots do "
-    "not); backward one root of the product.",
-)
-
-sqrt_quotient = rule(
-    "sqrt_quotient",
-    (o.sqrt, (o.true_div, "a", "b")),
-    (o.true_div, (o.sqrt, "a"), (o.sqrt, "b")),
-    TAGS,
-    semantics=REAL,
-    assumptions=("a >= 0", "b > 0"),
-    where=lambda a, b: one_float_dtype(a, b),
-    keeps_type=True,
-    examples=("sqrt(a / b)",),
-    types=SCALARS,
-    doc="sqrt(a / b) -> sqrt(a) / sqrt(b) for a >= 0, b > 0; backward one root of the quotient.",
 )
 
 # -- trigonometry -----------------------------------------------------------------------------------

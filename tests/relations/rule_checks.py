@@ -34,9 +34,8 @@ def assert_same_values(before: Variable, after: Variable, data: st.DataObject, f
     """`after` computes what `before` does on drawn inputs: same dtype and shape, integers exactly, floats
     within sqrt(eps) of the largest magnitude `before` computes (rewrites reassociate); where `before`
     raises there is nothing to compare.  `finite_only`: compare only where `before` is finite."""
-    inputs = sorted(
-        {v for v in graph_inputs([before, after]) if not isinstance(v, Constant)}, key=lambda v: v.name or ""
-    )
+    found = [v for v in graph_inputs([before, after]) if not isinstance(v, Constant)]
+    inputs = sorted(dict.fromkeys(found), key=lambda v: v.name or "")  # stable: two inputs may share a name
     floats = all(v.type.numpy_dtype.kind == "f" for v in inputs)
     values = data.draw(input_values(inputs, elements=FINITE if floats else None, min_len=2), label="inputs")
     steps = [v for v in ancestors([before]) if v.owner is not None and v is not before]

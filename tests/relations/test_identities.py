@@ -11,7 +11,7 @@ import pytest
 
 from relwrite import scalar
 from relwrite.engine import rewrite_graph
-from relwrite.engine.explore.api import best_form, select_rules
+from relwrite.engine.explore.api import best_form, prove, select_rules
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
 from relwrite.graph.printing import pprint
@@ -88,3 +88,11 @@ def test_the_accuracy_search_finds_the_conjugate():
     assert form.cost < 1 and "sqrt_difference" in form.derivation, form
     plain = best_form(o.sqrt(x + 1) - o.sqrt(x), cost="nodes", limits=WORK, unsafe=True)
     assert "sqrt_difference" not in plain.derivation
+
+
+def test_the_identities_never_make_abs_x_equal_x():
+    # an e-graph union is unconditional: sqrt(a * b) = sqrt(a) * sqrt(b) "for a, b >= 0" at a = b = x
+    # would prove abs(x) = x and collapse every class of log(sigmoid(x)) into a handful
+    x = scalar("x")
+    limits = Limits(iterations=8, nodes=3_000, seconds=math.inf, rule_seconds=math.inf)
+    assert prove(o.sqrt(x * x), x, include=["accuracy"], unsafe=True, limits=limits, check=False) is None
