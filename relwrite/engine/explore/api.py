@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from relwrite.engine.explore.deadline import PROOF_SHARE, SEARCH_SHARE, Deadline
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
 from relwrite.engine.explore.extract import CostFunction, Trees, best_dag_tree, enumerate_trees, ranked_trees
+from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
 from relwrite.engine.explore.runner import Limits, Report, Runner
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
@@ -71,10 +72,14 @@ class Form:
     steps: tuple[Step, ...] = ()
     assumptions: frozenset[str] = frozenset()
     unsafe: bool = False
+    regimes: Regimes | None = None
 
     @property
     def derivation(self) -> str:
-        """The derivation on one line: the rules used in order, ``~`` marking a backward run."""
+        """The derivation on one line: the rules used in order, ``~`` marking a backward run (for a piecewise
+        form, its regimes: each range of the input and its branch's derivation)."""
+        if self.regimes is not None:
+            return str(self.regimes)
         return " ; ".join(s.rule + ("~" if s.direction == "backward" else "") for s in self.steps) or "input"
 
     def checked(self) -> Variable:
@@ -99,6 +104,7 @@ class Form:
             "steps": [s.to_dict() for s in self.steps],
             "assumptions": sorted(self.assumptions),
             "unsafe": self.unsafe,
+            **({"regimes": self.regimes.to_dict()} if self.regimes is not None else {}),
         }
 
     def __str__(self) -> str:
@@ -438,9 +444,18 @@ def best_form(
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
     ranges: Domain | None = None,
+    regimes: bool | None = None,
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
-    cost NaN, when no form was measured, explained and checked within the time limit."""
+    cost NaN, when no form was measured, explained and checked within the time limit.
+
+    Under the accuracy cost, where no single form is accurate over the whole sample, the result may be
+    piecewise (`regime_form`: forms joined by `switch` on ranges of one scalar input, `Form.regimes`
+    saying where each applies).  `regimes` None (the default) infers regimes under the accuracy cost
+    when the expression has a scalar input, True insists (a ValueError if the cost is not accuracy or no
+    input is a scalar), False never does.
+    """
+    wanted = _regimes_wanted(regimes, cost, expr)
     if cost == "accuracy":
         include = _with_accuracy_rules(include)
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
@@ -448,7 +463,100 @@ def best_form(
     if scored is None:
         return Form(expr, math.nan)
     exploration.run()
-    return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
+    form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
+    if wanted and isinstance(scored, Accuracy):
+        return regime_form(exploration, 0, scored, form, check, check_examples)
+    return form
+
+
+REGIME_CANDIDATES = CANDIDATES
+"""How many of the smallest forms (besides the best and the input) regimes choose their branches among."""
+
+
+def _regimes_wanted(regimes: bool | None, cost: Cost, expr: Variable) -> bool:
+    """Whether `best_form` infers regimes (see its docstring); ValueError where `regimes=True` cannot be."""
+    accuracy = isinstance(cost, Accuracy) or (isinstance(cost, str) and cost == "accuracy")
+    scalar = any(v.type.ndim == 0 for v in graph_inputs([expr]) if not isinstance(v, Constant))
+    if regimes is None:
+        return accuracy and scalar
+    if regimes and not accuracy:
+        raise ValueError(
+            "regimes=True needs cost='accuracy' (regimes join the forms most accurate on ranges of an"
+            f" input), got cost={cost!r}"
+        )
+    if regimes and not scalar:
+        raise ValueError(
+            f"regimes=True splits the range of a scalar input, and {expression_text(expr)} has none"
+            " (splitting inputs element by element is out of scope)"
+        )
+    return bool(regimes)
+
+
+def regime_form(
+    exploration: Exploration,
+    index: int,
+    accuracy: Accuracy,
+    best: Form,
+    check: bool = True,
+    check_examples: int = CHECK_EXAMPLES,
+) -> Form:
+    """`best`, or a piecewise form of expression `index` more accurate than it over `accuracy`'s sample.
+
+    The branches are chosen among `best`, the input and the `REGIME_CANDIDATES`
+    smallest forms of the e-graph (`relwrite.engine.explore.regimes`); the
+    form's steps are its branches' derivations, then one `regimes` step
+    joining them, and it is checked as every form is.  `best` itself when
+    no split pays, when no input is a scalar, or when the deadline passes first.
+    """
+    expr = exploration.exprs[index]
+    if not any(v.type.ndim == 0 for v in accuracy.inputs):
+        return best
+    try:
+        with exploration.deadline.interrupting("regimes"):
+            trees = Trees(NodeCount())
+            pool = enumerate_trees(
+                exploration.egraph,
+                exploration.roots[index],
+                trees,
+                REGIME_CANDIDATES,
+                REGIME_CANDIDATES,
+                exploration.deadline,
+            )
+            sources: list[Form | int] = [best, Form(expr, math.nan)]  # a form, or a tree to explain
+            graphs = [best.expr, expr]
+            seen = {expression_text(g) for g in graphs}
+            for t in pool:
+                graph = trees.graph(t)
+                if expression_text(graph) not in seen:
+                    seen.add(expression_text(graph))
+                    sources.append(t)
+                    graphs.append(graph)
+            split = infer_regimes(accuracy, graphs)
+            if split is None or not split.bits < best.cost:
+                return best
+            branches = []
+            for c in split.choices:
+                source, bits = sources[c], float(accuracy(graphs[c]))
+                if isinstance(source, Form):
+                    branches.append(replace(source, cost=bits))
+                else:
+                    branches.append(exploration._form(index, trees, source, bits, check, check_examples))
+        joined = switch_graph(split.variable, split.splits, [b.expr for b in branches])
+        steps = (*(s for b in branches for s in b.steps), Step("regimes", "forward", expr, joined, joined))
+        form = Form(
+            joined,
+            split.bits,
+            steps,
+            frozenset().union(*(b.assumptions for b in branches)),
+            any(b.unsafe for b in branches),
+            Regimes(split.variable.name or str(split.variable), split.splits, tuple(branches)),
+        )
+        if check:
+            with exploration.deadline.interrupting("checking"):
+                check_form(expr, form, exploration.tags(form), check_examples)
+    except TimeLimitReached:
+        return best
+    return form
 
 
 def prove(

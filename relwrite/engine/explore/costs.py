@@ -32,6 +32,7 @@ defined (finite, between 0 and the float's width) for every form:
 
 from __future__ import annotations
 
+import copy
 import math
 import operator
 from collections.abc import Callable, Mapping, Sequence
@@ -440,20 +441,33 @@ class Accuracy:
         unknown = sorted(set(ranges) - set(names))
         if unknown:
             raise AccuracyError(f"ranges name no input of the expression: {', '.join(unknown)}")
-        self.precision = precision
+        self.expr, self.precondition, self.precision = expr, precondition, precision
         rng = np.random.default_rng(seed)
         shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
-        points = self._points(rng, samples, shapes, ranges, precondition)
-        samples = len(points[0])
-        with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
-            reference = self._reference(expr, points, samples).astype(expr.type.numpy_dtype)
-        keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
-        if not keep.any():
+        self.points, self.reference = self._measured(self._points(rng, samples, shapes, ranges))
+        if not len(self.reference):
             raise AccuracyError(
                 f"{expression_text(expr)} is not a real number, or overflows, at every sample point"
             )
-        self.points = [p[keep] for p in points]
-        self.reference = reference[keep]
+
+    def _measured(self, points: list[np.ndarray]) -> tuple[list[np.ndarray], np.ndarray]:
+        """The points where the reference is valid (a real number, finite in the result's type) and that
+        reference."""
+        samples = len(points[0])
+        if not samples:
+            return points, np.zeros((0, *points[0].shape[1:]), dtype=self.expr.type.numpy_dtype)
+        with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
+            reference = self._reference(self.expr, points, samples).astype(self.expr.type.numpy_dtype)
+        keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
+        return [p[keep] for p in points], reference[keep]
+
+    def at(self, points: Sequence[np.ndarray]) -> Accuracy:
+        """The same measure over other `points` (a value of every input per point, stacked along a first
+        axis), kept where the precondition holds and the reference is valid: to judge forms near a point."""
+        points = [np.asarray(p, dtype=v.type.numpy_dtype) for v, p in zip(self.inputs, points, strict=True)]
+        other = copy.copy(self)
+        other.points, other.reference = self._measured(self._holding(points))
+        return other
 
     def _points(
         self,
@@ -461,39 +475,40 @@ class Accuracy:
         samples: int,
         shapes: list[tuple[int, ...]],
         ranges: Mapping[str, tuple[float, float]],
-        precondition: Precondition | None,
     ) -> list[np.ndarray]:
-        """`samples` points, each input within its range, where `precondition` holds at every element:
+        """`samples` points, each input within its range, where the precondition holds at every element:
         drawn in rounds of `samples` (at most `SAMPLING_ROUNDS`; fewer points if the precondition is rare)."""
         kept: list[list[np.ndarray]] = [[] for _ in self.inputs]
         found = 0
-        for _ in range(SAMPLING_ROUNDS if precondition is not None else 1):
+        for _ in range(SAMPLING_ROUNDS if self.precondition is not None else 1):
             drawn = [
                 _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
                 for v, shape in zip(self.inputs, shapes)
             ]
-            if precondition is not None:
-                try:
-                    mask = precondition.holds({v.name: d for v, d in zip(self.inputs, drawn)})
-                except ValueError as error:  # shapes that do not broadcast
-                    raise AccuracyError(
-                        f"the precondition cannot be evaluated on the inputs: {error}"
-                    ) from None
-                holds = np.broadcast_to(
-                    mask, np.broadcast_shapes(mask.shape, (samples,) + (1,) * (mask.ndim - 1))
-                )
-                holds = holds.reshape(samples, -1).all(axis=1)
-                drawn = [d[holds] for d in drawn]
-            for k, d in enumerate(drawn):
+            for k, d in enumerate(self._holding(drawn)):
                 kept[k].append(d)
-            found += len(drawn[0])
+            found += len(kept[0][-1])
             if found >= samples:
                 break
         if found == 0:
             raise AccuracyError(
-                f"the precondition {precondition} holds at none of {SAMPLING_ROUNDS * samples} points drawn"
+                f"the precondition {self.precondition} holds at none of {SAMPLING_ROUNDS * samples} points"
+                " drawn"
             )
         return [np.concatenate(k)[:samples] for k in kept]
+
+    def _holding(self, points: list[np.ndarray]) -> list[np.ndarray]:
+        """The points where the precondition (if any) holds at every element."""
+        if self.precondition is None or not len(points[0]):
+            return points
+        try:
+            mask = self.precondition.holds({v.name: d for v, d in zip(self.inputs, points)})
+        except ValueError as error:  # shapes that do not broadcast
+            raise AccuracyError(f"the precondition cannot be evaluated on the inputs: {error}") from None
+        samples = len(points[0])
+        holds = np.broadcast_to(mask, np.broadcast_shapes(mask.shape, (samples,) + (1,) * (mask.ndim - 1)))
+        holds = holds.reshape(samples, -1).all(axis=1)
+        return [p[holds] for p in points]
 
     def _reference(self, expr: Variable, points: list[np.ndarray], samples: int) -> np.ndarray:
         """The exact value at every point, rounded to float64 (NaN where it is not real).
@@ -572,8 +587,15 @@ class Accuracy:
             run = function(self.inputs, form)
             return np.stack([np.asarray(run(*point)) for point in zip(*self.points)])
 
+    def point_errors(self, form: Variable) -> np.ndarray:
+        """The form's bits of error at each sample point (the mean over its elements), in point order."""
+        if not len(self.reference):
+            return np.zeros(0)
+        errors = bits_of_error(self.values(form), self.reference)
+        return errors.reshape(len(errors), -1).mean(axis=1)
+
     def __call__(self, form: Variable) -> float:
-        return float(np.mean(bits_of_error(self.values(form), self.reference)))
+        return float(np.mean(self.point_errors(form)))
 
 
 def _scale(x: mpmath.mpf) -> int | None:
