@@ -236,8 +236,8 @@ def _steps_table(steps: Sequence[Any]) -> str:
 
 def improve_report(improvement: Any) -> str:
     """The page of one benchmark of `relwrite improve`: its body and the most accurate form found with
-    their bits of error, each one's error plotted against every input, and the derivation with the
-    assumptions it relies on (or why the benchmark failed)."""
+    their bits of error, each one's error plotted against every input, a piecewise form's split points,
+    and the derivation with the assumptions it relies on (or why the benchmark failed)."""
     title = f"relwrite improve: {improvement.name}"
     bench, form = improvement.benchmark, improvement.form
     if form is None:
@@ -265,6 +265,8 @@ def improve_report(improvement: Any) -> str:
         for k in range(len(improvement.accuracy.inputs))
     )
     sections.append(_section("Bits of error against each input", plots))
+    if form.regimes is not None:
+        sections.append(_section(f"Regimes on {form.regimes.variable}", _regimes_table(form.regimes)))
     derivation = _steps_table(form.steps) if form.steps else "<p>The input itself: no better form found.</p>"
     sections.append(_section(f"Derivation ({len(form.steps)} steps)", derivation))
     assumptions = ", ".join(sorted(form.assumptions)) or "none"
@@ -275,6 +277,22 @@ def improve_report(improvement: Any) -> str:
     )
     sections.append(_section("Assumptions", f"<p>{html.escape(assumptions)}</p>{unsafe}"))
     return _page(title, sections)
+
+
+def _regimes_table(regimes: Any) -> str:
+    """The split points of a piecewise form, and each branch: its range, expression, bits and derivation."""
+    splits = ", ".join(repr(float(x)) for x in regimes.splits)
+    rows = "".join(
+        f"<tr><td>{html.escape(where)}</td><td class='term'>{html.escape(_text(branch.expr))}</td>"
+        f"<td>{branch.cost:.2f}</td><td>{html.escape(branch.derivation)}</td></tr>"
+        for where, branch in zip(regimes.ranges(), regimes.branches)
+    )
+    return (
+        f"<p>Split points: {html.escape(splits)}. No single form is accurate over the whole sample; each "
+        "branch is the most accurate one on its range (its bits of error are over the whole sample).</p>"
+        "<table><tr><th>range</th><th>form</th><th>bits of error</th><th>derivation</th></tr>"
+        f"{rows}</table>"
+    )
 
 
 def improve_index(improvements: Sequence[Any], pages: Sequence[str]) -> str:

@@ -21,7 +21,7 @@ from relwrite import function
 from relwrite.cli import main
 from relwrite.engine.explore import Limits
 from relwrite.interop.fpcore import read_fpcores
-from relwrite.interop.improve import Improvement, c_source, improve_benchmarks, python_module
+from relwrite.interop.improve import Improvement, c_source, fpcore_text, improve_benchmarks, python_module
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
 CC = shutil.which("cc") or shutil.which("gcc")
@@ -239,3 +239,30 @@ def test_the_report_pages_load_in_a_headless_browser(suite, tmp_path, capsys):
         ).stdout
         assert title in html.unescape(dom)
     assert "<polyline" in dom and "sqrt" in dom
+
+
+def test_a_piecewise_form_shows_its_split_points_in_the_report_json_and_outputs():
+    from relwrite.engine.explore import best_form
+    from relwrite.engine.explore.costs import Accuracy
+    from relwrite.graph import ops as o
+    from relwrite.relations import rule
+    from relwrite.report import improve_report
+
+    (bench,) = read_fpcores('(FPCore (x) :name "hyperbolic" (+ (sqrt (+ 1 (* x x))) x))')
+    root = (o.sqrt, (o.add, 1.0, (o.mul, "x", "x")))
+    conjugate = rule("conjugate", (o.add, root, "x"), (o.true_div, 1.0, (o.sub, root, "x")), tags=["explore"])
+    form = best_form(bench.expr, cost="accuracy", rules=[conjugate], limits=LIMITS)
+    accuracy = Accuracy(bench.expr)
+    improvement = Improvement("hyperbolic", bench, form, accuracy(bench.expr), form.cost, accuracy=accuracy)
+    assert improvement.output_bits < improvement.input_bits - 5
+    page = html.unescape(improve_report(improvement))
+    regimes = page[page.index("Regimes on x") : page.index("Derivation")]
+    assert (
+        "Split points: -1.2." in regimes
+        and "<td>x < -1.2</td>" in regimes
+        and "<td>x >= -1.2</td>" in regimes
+    )
+    assert improvement.to_dict()["regimes"]["splits"] == [-1.2]
+    assert "(if (< x -1.2) (/ 1 (- (sqrt" in fpcore_text([improvement])
+    assert "np.where(x < -1.2, " in python_module([improvement])
+    assert "return (x < -1.2) ? " in c_source([improvement])

@@ -5,6 +5,8 @@ body with the fewest bits of error (Herbie's measure) over inputs sampled
 where its `:pre` holds, running the catalogue with its unsafe rules and the
 `accuracy` identities, within `limits` (`Limits.seconds` is the benchmark's
 whole budget: the reference, the search, extracting and checking the form).
+Where no single form is accurate over the whole sample, the form is
+piecewise: forms joined by `switch` on ranges of one input (`regime_form`).
 Anything that goes wrong inside one benchmark becomes a failed
 `Improvement` carrying the error's text, never an exception.
 
@@ -24,7 +26,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from relwrite.engine.explore.api import Exploration, Form
+from relwrite.engine.explore.api import Exploration, Form, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph.printing import expression_text
@@ -82,6 +84,8 @@ class Improvement:
             document["steps"] = [s.to_dict() for s in self.form.steps]
             document["assumptions"] = sorted(self.form.assumptions)
             document["unsafe"] = self.form.unsafe
+            if self.form.regimes is not None:
+                document["regimes"] = self.form.regimes.to_dict()
             document["search"] = self.search
         document["seconds"] = self.seconds
         if self.error is not None:
@@ -109,6 +113,8 @@ def improve_benchmark(
             )
         report = exploration.run()
         form = exploration.best(0, accuracy)
+        if not math.isnan(form.cost):
+            form = regime_form(exploration, 0, accuracy, form)
         input_bits = float(accuracy(benchmark.expr))
         output_bits = input_bits if math.isnan(form.cost) or not form.steps else float(form.cost)
         if math.isnan(form.cost):
