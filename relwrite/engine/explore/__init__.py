@@ -4,7 +4,8 @@ One module per concept, named after egg's: `egraph` (the equivalence store),
 `terms` (e-nodes materialized as graphs for relations), `rewrite` (the one
 adapter that runs a rule), `runner` (limits and the scheduler), `deadline` (one time limit through
 every phase of a call), `extract`
-(cheapest and distinct forms), `costs`, `explain`, `dot`; `api` holds what
+(cheapest and distinct forms), `costs`, `regimes` (piecewise forms joined by `switch`), `explain`,
+`dot`; `api` holds what
 users call: `explore`, `best_form`, `prove` and `Form`.
 """
 
