@@ -107,6 +107,7 @@ def improve_benchmark(
             return Improvement.failed(
                 name, "the time limit passed while computing the exact reference", benchmark, _since(start)
             )
+        exploration.focus(accuracy)
         report = exploration.run()
         form = exploration.best(0, accuracy)
         input_bits = float(accuracy(benchmark.expr))
