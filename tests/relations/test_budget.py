@@ -112,7 +112,8 @@ def test_an_interrupt_landing_in_an_import_is_raised_after_it(no_timer_left, tmp
     package.mkdir()
     (package / "__init__.py").write_text("from . import inner\nLOADED = inner.DONE\n")
     (package / "inner.py").write_text(
-        "import time\nuntil = time.monotonic() + 0.2\nwhile time.monotonic() < until:\n    pass\nDONE = True\n"
+        "import time\nuntil = time.monotonic() + 0.2\n"
+        "while time.monotonic() < until:\n    pass\nDONE = True\n"
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(BudgetExceeded), relation_budget("importing", max_seconds=0.05):
