@@ -26,6 +26,7 @@ from typing import Any
 
 from relwrite.engine.explore.api import Exploration, Form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
+from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph.printing import expression_text
 from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
@@ -108,7 +109,7 @@ def improve_benchmark(
                 name, "the time limit passed while computing the exact reference", benchmark, _since(start)
             )
         exploration.focus(accuracy)
-        report = exploration.run()
+        report = exploration.run(share=ACCURACY_SEARCH_SHARE)
         form = exploration.best(0, accuracy)
         input_bits = float(accuracy(benchmark.expr))
         output_bits = input_bits if math.isnan(form.cost) or not form.steps else float(form.cost)

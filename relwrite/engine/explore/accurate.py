@@ -55,16 +55,17 @@ from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.extract import Trees, _choices, _node_tree
 from relwrite.graph.basic import Constant, Variable, io_toposort
 
-BEAM = 6
+BEAM = 4
 """Candidates kept per class.  A beam of one is greedy (each class its most accurate candidate alone,
 which misses forms whose parts are individually worse but cancel better together); each more costs
 a pass over every e-node's operand combinations: 4 to 8 keeps both small."""
 
-COMBINATIONS = 2 * BEAM
+COMBINATIONS = BEAM + 2
 """Operand combinations tried per e-node and visit, those of the best-ranked operands first."""
 
 PASSES = 4
-"""Visits of a class at most (a change of an operand's beam revisits its parents; cycles end here)."""
+"""Passes over the classes at most: each visits, operands first, the classes an operand's changed beam
+may improve (a class an earlier one of the pass uses waits for the next pass; cycles end here)."""
 
 SEARCH_POINTS = 64
 """Sample points the search scores candidates on (evenly spread over the accuracy's sample): each class's
@@ -103,6 +104,8 @@ class AccurateExtractor:
         self.beams: dict[int, list[_Candidate]] = {}
         self._values: dict[int, np.ndarray | None] = {}
         self._ranks: dict[int, tuple[float, int, int]] = {}
+        self._versions: dict[int, int] = {}  # class -> how often its beam changed
+        self._made: dict[int, tuple[tuple[int, ...], list[int]]] = {}  # e-node -> (operand versions, trees)
         self._inputs = {v: p for v, p in zip(accuracy.inputs, self.points)}
 
     # -- exact values --------------------------------------------------------------------------
@@ -202,8 +205,12 @@ class AccurateExtractor:
                 return None
             known[trees.graph(c)] = value
         graph = trees.graph(tree)
+        node = graph.owner
         try:
-            for node in io_toposort(list(known), [graph]):
+            if all(i in known or isinstance(i, Constant) for i in node.inputs):  # as made: one op
+                operands = [known[i] if i in known else np.asarray(i.data)[np.newaxis] for i in node.inputs]
+                return evaluate_stacked(node, operands, self.samples)
+            for node in io_toposort(list(known), [graph]):  # the op's own conversions besides
                 operands = [known[i] if i in known else np.asarray(i.data)[np.newaxis] for i in node.inputs]
                 known[node.outputs[0]] = evaluate_stacked(node, operands, self.samples)
         except Exception:  # an op the backend refuses at some point: the tree has no values here
@@ -265,26 +272,26 @@ class AccurateExtractor:
             for n in _choices(egraph, c):
                 for k in egraph.children(n):
                     parents[k].add(c)
-        visits = dict.fromkeys(classes, 0)
         position = {c: k for k, c in enumerate(self.order)}
-        queue = [(position[c], c) for c in self.order]  # operands before their users: a heap in order
-        queued = set(self.order)
+        queue = [(0, position[c], c) for c in self.order]  # (pass, operands before their users)
+        queued = dict.fromkeys(self.order, 0)  # class -> the pass it is next visited in
         try:
             while queue:
                 if self.deadline is not None:
                     self.deadline.check("extraction")
-                _, c = heapq.heappop(queue)
-                queued.discard(c)
-                visits[c] += 1
+                round_, _, c = heapq.heappop(queue)
+                del queued[c]
                 beam = self._beam(c, beams)
                 if [b.tree for b in beam] != [b.tree for b in beams[c]]:
                     beams[c] = beam
+                    self._versions[c] = self._versions.get(c, 0) + 1
                     for p in parents[c]:
-                        if p not in queued and visits[p] < PASSES:
-                            queued.add(p)
-                            heapq.heappush(queue, (position[p], p))
-        except TimeLimitReached:
-            pass
+                        later = round_ + (position[p] <= position[c])  # this pass if still ahead in it
+                        if later < PASSES and p not in queued:
+                            queued[p] = later
+                            heapq.heappush(queue, (later, position[p], p))
+        except TimeLimitReached:  # the root once more, over its operands' beams as they are now
+            beams[root] = self._beam(root, beams)
         return [b.tree for b in beams[root]]
 
     def _beam(self, cls: int, beams: dict[int, list[_Candidate]]) -> list[_Candidate]:
@@ -292,7 +299,12 @@ class AccurateExtractor:
         over their operand classes' beams."""
         found: dict[int, _Candidate] = {b.tree: b for b in beams[cls]}
         for n in _choices(self.egraph, cls):
-            for t in self._combinations(n, [beams[k] for k in self.egraph.children(n)]):
+            operands = self.egraph.children(n)
+            key = tuple(self._versions.get(k, 0) for k in operands)
+            made = self._made.get(n)
+            if made is None or made[0] != key:
+                made = self._made[n] = (key, self._combinations(n, [beams[k] for k in operands]))
+            for t in made[1]:
                 if t not in found:
                     rank = self.rank(t, cls)
                     if rank is not None:

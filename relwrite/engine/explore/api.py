@@ -43,6 +43,7 @@ from relwrite.engine.explore.costs import (
     pareto_front,
 )
 from relwrite.engine.explore.deadline import (
+    ACCURACY_SEARCH_SHARE,
     EXTRACTION_SHARE,
     PROOF_SHARE,
     SEARCH_SHARE,
@@ -517,7 +518,7 @@ def explore(
     scored = exploration.resolve_cost(cost, 0, ranges)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
-    exploration.run()
+    exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if scored is not None:
         yield from exploration.forms(0, scored, check, check_examples, ranges, most)
 
@@ -545,7 +546,7 @@ def best_form(
         return Form(expr, math.nan)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
-    exploration.run()
+    exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
 
 
@@ -595,7 +596,7 @@ def pareto(
     if accuracy is None:
         return []
     exploration.focus(accuracy)
-    exploration.run()
+    exploration.run(share=ACCURACY_SEARCH_SHARE)
     trees = Trees(Flops())
     front: list[ParetoPoint] = []
     try:

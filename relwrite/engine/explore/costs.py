@@ -538,44 +538,46 @@ class Accuracy:
         """The exact values of graphs over the inputs at `points` (default: the sample), each rounded to
         float64 and stacked along a first axis (NaN where a value is not real or cannot be computed).
 
-        Values are computed in `precision` bits; a point where a sum adds
-        operands further apart in scale than that (``1 + x`` at x = 1e-300
-        needs a thousand bits) is computed again with enough bits for the
-        sum to be exact, up to `MAX_PRECISION`.  Many graphs are computed
-        together, each shared subterm once (a point's precision is what its
-        most demanding sum needs).
+        Values are computed in `precision` bits; where a sum adds operands
+        further apart in scale than that (``1 + x`` at x = 1e-300 needs a
+        thousand bits) the graphs holding it are computed again at those
+        points with enough bits for the sum to be exact, up to
+        `MAX_PRECISION`.  Many graphs are computed together, each shared
+        subterm once.
         """
         points = self.points if points is None else points
         outputs = list(outputs)
-        samples = len(points[0])
-        nodes = io_toposort(self.inputs, outputs)
-        values, needed = self._exact(outputs, nodes, points, self.precision)
-        precision = np.full(samples, self.precision)
-        pending = np.flatnonzero(needed > precision)
-        while pending.size:
-            bits = min(MAX_PRECISION, int(needed[pending].max()) + 64)
-            finer, again = self._exact(outputs, nodes, [p[pending] for p in points], bits)
-            for value, fine in zip(values, finer):
-                value[pending] = fine
-            precision[pending] = bits
-            needed[pending] = again
-            pending = pending[(again > bits) & (bits < MAX_PRECISION)]
-        return values
+        values, needed = self._exact(outputs, io_toposort(self.inputs, outputs), points, self.precision)
+        precision = np.full(needed.shape, self.precision)
+        while True:
+            over = (needed > precision) & (precision < MAX_PRECISION)
+            if not over.any():
+                return values
+            rows, columns = np.flatnonzero(over.any(axis=1)), np.flatnonzero(over.any(axis=0))
+            bits = min(MAX_PRECISION, int(needed[over].max()) + 64)
+            again = [outputs[r] for r in rows]
+            nodes = io_toposort(self.inputs, again)
+            finer, needs = self._exact(again, nodes, [p[columns] for p in points], bits)
+            for r, fine, need in zip(rows, finer, needs):
+                values[r][columns] = fine
+                needed[r, columns] = need
+                precision[r, columns] = bits
 
     def _exact(
         self, outputs: list[Variable], nodes: list, points: list[np.ndarray], precision: int
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """`outputs` at `points` in `precision` bits, rounded to float64 (stacked along a first axis),
-        and for each point the bits its sums need to be exact."""
+        and for each output and point the bits the sums it is made of need to be exact."""
         count = len(points[0])
         batched = all(isinstance(n.op, ops.Elemwise) for n in nodes)
         groups = [points] if batched else [[p[k : k + 1] for p in points] for k in range(count)]
         results: list[list[np.ndarray]] = [[] for _ in outputs]
-        needs = []
+        needs: list[list[np.ndarray]] = [[] for _ in outputs]
         with mpmath.workprec(precision):
             for group in groups:
                 values: dict[Variable, np.ndarray] = {v: _mp_array(p) for v, p in zip(self.inputs, group)}
-                need = np.zeros(len(group[0]), dtype=np.int64)
+                nothing = np.zeros(len(group[0]), dtype=np.int64)
+                need: dict[Variable, np.ndarray] = {}
                 for node in nodes:
                     arrays = [
                         values[i] if i in values else _mp_array(i.data)[np.newaxis] for i in node.inputs
@@ -585,25 +587,27 @@ class Accuracy:
                     else:  # one point: the op sees its operands as they are, without the sample axis
                         result = _mp_node(node.op, [a[0] for a in arrays])[np.newaxis]
                     values[node.outputs[0]] = result
+                    mine = reduce(np.maximum, (need.get(i, nothing) for i in node.inputs), nothing)
                     if isinstance(node.op, (ops.Add, ops.Sub)):
                         need_of = partial(_needed_bits, precision)
                         operands = _aligned(arrays, node.outputs[0].ndim)
                         spans = np.asarray(
                             np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *operands), dtype=np.int64
                         )
-                        spans = np.broadcast_to(spans, (len(need), *spans.shape[1:]))
-                        need = np.maximum(need, spans.reshape(len(need), -1).max(axis=1, initial=0))
-                for out, found in zip(outputs, results):
+                        spans = np.broadcast_to(spans, (len(mine), *spans.shape[1:]))
+                        mine = np.maximum(mine, spans.reshape(len(mine), -1).max(axis=1, initial=0))
+                    need[node.outputs[0]] = mine
+                for out, found, wanted in zip(outputs, results, needs):
                     value = values[out] if out in values else _mp_array(out.data)[np.newaxis]
                     with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
                         rounded = np.frompyfunc(_rounded, 1, 1)(value)
                     found.append(np.asarray(rounded, dtype=np.float64))
-                needs.append(need)
+                    wanted.append(need.get(out, nothing))
         stacked = [
-            np.concatenate([np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(found, needs)])
-            for found in results
+            np.concatenate([np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(found, wanted)])
+            for found, wanted in zip(results, needs)
         ]
-        return stacked, np.concatenate(needs)
+        return stacked, np.stack([np.concatenate(wanted) for wanted in needs])
 
     def values(self, form: Variable) -> np.ndarray:
         """The form evaluated in its own precision at every sample point (stacked along a first axis).

@@ -26,7 +26,10 @@ from relwrite.relations.budget import Interrupted, relation_budget
 
 SEARCH_SHARE = 0.5
 """The share of a call's time that growing the e-graph may take when forms are extracted afterwards."""
-EXTRACTION_SHARE = 0.6
+ACCURACY_SEARCH_SHARE = 0.4
+"""The share growing the e-graph may take when forms are extracted by accuracy (which scores every
+e-node of the e-graph against exact values: `accurate`)."""
+EXTRACTION_SHARE = 0.7
 """The share of the time left after the search that extracting forms by accuracy may take (the rest is
 for measuring, explaining and checking them)."""
 PROOF_SHARE = 0.8
