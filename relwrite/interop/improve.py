@@ -28,6 +28,7 @@ from typing import Any
 
 from relwrite.engine.explore.api import Exploration, Form, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
+from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph.printing import expression_text
 from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
@@ -111,7 +112,8 @@ def improve_benchmark(
             return Improvement.failed(
                 name, "the time limit passed while computing the exact reference", benchmark, _since(start)
             )
-        report = exploration.run()
+        exploration.focus(accuracy)
+        report = exploration.run(share=ACCURACY_SEARCH_SHARE)
         form = exploration.best(0, accuracy)
         if not math.isnan(form.cost):
             form = regime_form(exploration, 0, accuracy, form)

@@ -8,7 +8,9 @@ count is deterministic; kanren itself is left as it is.  Time is a deadline:
 on the main thread a SIGALRM timer (`setitimer`) interrupts the block when
 it passes, so even a goal spinning in plain Python (``while True: pass``)
 is stopped; off the main thread, where signals do not arrive, the clock is
-read as steps are charged.
+read as steps are charged.  An interrupt falling due inside an import (or
+a garbage collection) is put off until it is done: a module cut off
+mid-import would stay broken for the rest of the process.
 
 Past its limit a budget raises BudgetExceeded (or the subclass it was given)
 naming `what`, and stays spent: every further step raises again and, on the
@@ -348,6 +350,9 @@ class _Clock:
         if _in_gc_callback(frame):  # an error raised there is printed and dropped: raise it just after
             self.arm(now + _AFTER_GC)
             return
+        if _in_import(frame):  # a module cut off mid-import stays half made: raise it once imported
+            self.arm(now + _AFTER_IMPORT)
+            return
         for meter in _meters()[:]:  # outermost first
             if meter.deadline is None or now < meter.deadline:
                 continue
@@ -396,6 +401,26 @@ def _in_gc_callback(frame: Any) -> bool:
     return _Collection.running or any(
         getattr(callback, "__code__", None) is frame.f_code for callback in gc.callbacks
     )
+
+
+_AFTER_IMPORT = 0.005
+"""Seconds an interrupt landing during an import is put off by (again, until the import is done)."""
+
+
+def _in_import(frame: Any) -> bool:
+    """Whether `frame` runs inside an import (a module's code, or the import machinery).
+
+    An error raised there leaves the module's package without it (a later
+    import of the package runs its code again, beside submodules that
+    stayed), and its importers' names half bound: a library loaded on first
+    use under a budget (hypothesis, when a form is checked) would break for
+    the rest of the process.
+    """
+    while frame is not None:
+        if frame.f_code.co_filename.startswith("<frozen importlib._bootstrap"):
+            return True
+        frame = frame.f_back
+    return False
 
 
 _clock = _Clock()

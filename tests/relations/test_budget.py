@@ -104,6 +104,26 @@ def test_an_interrupt_landing_in_a_gc_callback_is_raised_after_it(no_timer_left,
     assert dropped == []
 
 
+def test_an_interrupt_landing_in_an_import_is_raised_after_it(no_timer_left, tmp_path, monkeypatch):
+    """A module cut off mid-import stays half made (its package loses it, a re-import runs the package
+    again beside the submodules that stayed: a form check loading hypothesis under a deadline broke
+    hypothesis for the rest of the process): the interrupt is put off until the import is done."""
+    package = tmp_path / "slow_package_under_budget"
+    package.mkdir()
+    (package / "__init__.py").write_text("from . import inner\nLOADED = inner.DONE\n")
+    (package / "inner.py").write_text(
+        "import time\nuntil = time.monotonic() + 0.2\n"
+        "while time.monotonic() < until:\n    pass\nDONE = True\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(BudgetExceeded), relation_budget("importing", max_seconds=0.05):
+        import slow_package_under_budget
+
+        spin()
+    assert slow_package_under_budget.LOADED and slow_package_under_budget.inner.DONE
+    assert sys.modules["slow_package_under_budget"] is slow_package_under_budget
+
+
 def test_steps_are_what_is_pulled_and_a_spent_budget_stays_spent(no_timer_left):
     with relation_budget("counted", max_steps=5, max_seconds=None) as meter:
         assert list(metered(range(4))) == [0, 1, 2, 3]

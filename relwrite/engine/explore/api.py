@@ -22,17 +22,34 @@ recorded in `Report.phases`.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from etuples import etuple
 from kanren.core import eq, lall
 
-from relwrite.engine.explore.costs import COSTS, Accuracy, Domain, Flops, NodeCount, pareto_front
-from relwrite.engine.explore.deadline import PROOF_SHARE, SEARCH_SHARE, Deadline, TimeLimitReached
+from relwrite.engine.explore.accurate import AccurateExtractor, focus, term_trees
+from relwrite.engine.explore.costs import (
+    COSTS,
+    Accuracy,
+    AccuracyError,
+    Domain,
+    Flops,
+    NodeCount,
+    pareto_front,
+)
+from relwrite.engine.explore.deadline import (
+    ACCURACY_SEARCH_SHARE,
+    EXTRACTION_SHARE,
+    PROOF_SHARE,
+    SEARCH_SHARE,
+    Deadline,
+    TimeLimitReached,
+)
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
 from relwrite.engine.explore.extract import CostFunction, Trees, best_dag_tree, enumerate_trees, ranked_trees
@@ -47,7 +64,8 @@ from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
 DIRECTIONS = ("forward", "backward", "both")
 
 CANDIDATES = 32
-"""How many of the smallest forms a whole-form cost (accuracy, a callable) chooses among."""
+"""How many of the smallest forms a whole-form cost chooses among: all of them for a callable, and
+for accuracy besides the most accurate forms of the whole e-graph (`accurate`)."""
 
 CHECK_EXAMPLES = 10
 """How many generated inputs each form is re-checked on."""
@@ -64,7 +82,9 @@ class Form:
     its derivation `steps` from the input and the `assumptions` they rely on.
 
     `unsafe` says the derivation used a rule tagged unsafe (valid where the
-    values are finite and the assumptions hold).
+    values are finite and the assumptions hold).  A form ranked by accuracy
+    names its `worst_subterm`: the subterm that loses the most bits (Herbie's
+    local error, `Accuracy.local_errors`) and how many, where some are lost.
     """
 
     expr: Variable
@@ -73,6 +93,7 @@ class Form:
     assumptions: frozenset[str] = frozenset()
     unsafe: bool = False
     regimes: Regimes | None = None
+    worst_subterm: tuple[Variable, float] | None = None
 
     @property
     def derivation(self) -> str:
@@ -105,6 +126,9 @@ class Form:
             "assumptions": sorted(self.assumptions),
             "unsafe": self.unsafe,
             **({"regimes": self.regimes.to_dict()} if self.regimes is not None else {}),
+            "worst_subterm": None
+            if self.worst_subterm is None
+            else {"expr": expression_text(self.worst_subterm[0]), "bits": self.worst_subterm[1]},
         }
 
     def __str__(self) -> str:
@@ -215,6 +239,17 @@ class Exploration:
         self.deadline = deadline or Deadline(self.runner.limits.seconds)
         self.explainer = Explainer(self.egraph)
         self.report: Report | None = None
+        self.measured: dict[int, tuple[Trees, list[int]]] = {}
+        """Per expression, the trees the last search by accuracy measured (`_accurate_forms`)."""
+
+    def focus(self, accuracy: Accuracy, index: int = 0) -> None:
+        """Have the search apply matches where expression `index` loses the most bits first (its local
+        errors under `accuracy`, `accurate.focus`), within the deadline (past it, no focus)."""
+        try:
+            with self.deadline.interrupting("cost"):
+                self.runner.focus = focus(self.egraph, accuracy, self.exprs[index])
+        except TimeLimitReached:
+            pass
 
     def run(self, goal: Callable[[], bool] | None = None, share: float = SEARCH_SHARE) -> Report:
         """Grow the e-graph until saturation, a limit, `goal()` (see `Runner.run`), or `share` of the
@@ -279,6 +314,9 @@ class Exploration:
     ) -> Iterator[Form]:
         """`forms`, raising TimeLimitReached where the deadline stops them."""
         root, deadline = self.roots[index], self.deadline
+        if isinstance(scored, Accuracy):
+            yield from self._accurate_forms(index, scored, check, examples, most)
+            return
         if isinstance(scored, CostFunction):
             trees = Trees(scored)
             found = ranked_trees(self.egraph, root, trees, most=most, deadline=deadline)
@@ -291,6 +329,63 @@ class Exploration:
             ranked = [(pool[k], scores[k]) for k in order[:most]]
         for t, value in ranked:
             yield self._form(index, trees, t, value, check, examples)
+
+    def _accurate_forms(
+        self, index: int, accuracy: Accuracy, check: bool, examples: int, most: int
+    ) -> Iterator[Form]:
+        """`_ranked_forms` by accuracy: the trees `accurate_pool` finds and the input itself, measured by
+        `accuracy` (as many as the deadline allows), most accurate first, each naming its worst subterm."""
+        trees = Trees(NodeCount())
+        pool = self.accurate_pool(index, accuracy, trees)
+        self.measured[index] = (trees, pool)
+        scores = self._scores(accuracy, trees, pool)
+        ranked: list[tuple[float, int, int, int | None]] = [
+            (b, trees.size[t], trees.form[t], t) for b, t in zip(scores, pool)
+        ]
+        expr = self.exprs[index]
+        (bits,) = self._scores(accuracy, None, [expr]) or (None,)
+        if bits is not None:  # the input as written, in place of its tree (flattened: it may round apart)
+            own = trees.form[
+                term_trees(self.egraph, trees, self.roots[index])[self.egraph.find(self.roots[index])]
+            ]
+            ranked = [r for r in ranked if r[2] != own]
+            ranked.append((bits, -1, -1, None))
+        ranked.sort(key=lambda r: r[:3])
+        for bits, _, _, t in ranked[:most]:
+            form = Form(expr, bits) if t is None else self._form(index, trees, t, bits, check, examples)
+            yield self._with_worst_subterm(form, accuracy)
+
+    def accurate_pool(
+        self, index: int, accuracy: Accuracy, trees: Trees, candidates: int = CANDIDATES
+    ) -> list[int]:
+        """Trees of expression `index` worth measuring by `accuracy`: the most accurate the beam search
+        over every e-node finds (`accurate.AccurateExtractor`), then the `candidates` smallest by
+        `trees`' cost, each form once; what `EXTRACTION_SHARE` of the time left allows (cut, the
+        deadline's `stops` say "extraction")."""
+        root, egraph = self.roots[index], self.egraph
+        part = self.deadline.part(EXTRACTION_SHARE)
+        pool = AccurateExtractor(egraph, accuracy, trees, part).best(root, term_trees(egraph, trees, root))
+        forms = {trees.form[t] for t in pool}
+        try:
+            for t in enumerate_trees(egraph, root, trees, candidates, candidates, part):
+                if trees.form[t] not in forms:
+                    forms.add(trees.form[t])
+                    pool.append(t)
+        except TimeLimitReached:
+            pass
+        return pool
+
+    def _with_worst_subterm(self, form: Form, accuracy: Accuracy) -> Form:
+        """`form` naming the subterm that loses the most bits, when measured within the deadline."""
+        try:
+            with self.deadline.interrupting("cost"):
+                errors = accuracy.local_errors(form.expr)
+        except (TimeLimitReached, AccuracyError):
+            return form
+        worst = max(errors, key=lambda e: e[1], default=None)
+        if worst is None or worst[1] <= 0:
+            return form
+        return dataclasses.replace(form, worst_subterm=worst)
 
     def _input_form(self, index: int, scored: CostFunction | Callable[[Variable], float]) -> Form:
         """Expression `index` itself as a form: priced bottom-up by a CostFunction (linear in its size;
@@ -367,13 +462,16 @@ class Exploration:
             return None
         return explanation
 
-    def _scores(self, scored: Callable[[Variable], float], trees: Trees, pool: list[int]) -> list[float]:
-        """`scored` of the pool's trees in order, as many as the deadline allows."""
+    def _scores(
+        self, scored: Callable[[Variable], float], trees: Trees | None, pool: Sequence[int | Variable]
+    ) -> list[float]:
+        """`scored` of the pool's trees (graphs, without `trees`) in order, as many as the deadline
+        allows."""
         scores: list[float] = []
         try:
             with self.deadline.interrupting("cost"):
                 for t in pool:
-                    scores.append(float(scored(trees.graph(t))))
+                    scores.append(float(scored(t if trees is None else trees.graph(t))))
         except TimeLimitReached:
             pass
         return scores
@@ -427,7 +525,9 @@ def explore(
     """
     exploration = Exploration([expr], rules, direction, limits, include, unsafe, progress)
     scored = exploration.resolve_cost(cost, 0, ranges)
-    exploration.run()
+    if isinstance(scored, Accuracy):
+        exploration.focus(scored)
+    exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if scored is not None:
         yield from exploration.forms(0, scored, check, check_examples, ranges, most)
 
@@ -462,15 +562,13 @@ def best_form(
     scored = exploration.resolve_cost(cost, 0, ranges)
     if scored is None:
         return Form(expr, math.nan)
-    exploration.run()
+    if isinstance(scored, Accuracy):
+        exploration.focus(scored)
+    exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
     if wanted and isinstance(scored, Accuracy):
         return regime_form(exploration, 0, scored, form, check, check_examples)
     return form
-
-
-REGIME_CANDIDATES = CANDIDATES
-"""How many of the smallest forms (besides the best and the input) regimes choose their branches among."""
 
 
 def _regimes_wanted(regimes: bool | None, cost: Cost, expr: Variable) -> bool:
@@ -502,8 +600,9 @@ def regime_form(
 ) -> Form:
     """`best`, or a piecewise form of expression `index` more accurate than it over `accuracy`'s sample.
 
-    The branches are chosen among `best`, the input and the `REGIME_CANDIDATES`
-    smallest forms of the e-graph (`relwrite.engine.explore.regimes`); the
+    The branches are chosen among `best`, the input and the forms the search by accuracy measured
+    (`Exploration.measured`: the beam over every e-node and the smallest forms; see
+    `relwrite.engine.explore.regimes`); the
     form's steps are its branches' derivations, then one `regimes` step
     joining them, and it is checked as every form is.  `best` itself when
     no split pays, when no input is a scalar, or when the deadline passes first.
@@ -513,15 +612,9 @@ def regime_form(
         return best
     try:
         with exploration.deadline.interrupting("regimes"):
-            trees = Trees(NodeCount())
-            pool = enumerate_trees(
-                exploration.egraph,
-                exploration.roots[index],
-                trees,
-                REGIME_CANDIDATES,
-                REGIME_CANDIDATES,
-                exploration.deadline,
-            )
+            if index not in exploration.measured:
+                return best
+            trees, pool = exploration.measured[index]
             sources: list[Form | int] = [best, Form(expr, math.nan)]  # a form, or a tree to explain
             graphs = [best.expr, expr]
             seen = {expression_text(g) for g in graphs}
@@ -538,7 +631,7 @@ def regime_form(
             for c in split.choices:
                 source, bits = sources[c], float(accuracy(graphs[c]))
                 if isinstance(source, Form):
-                    branches.append(replace(source, cost=bits))
+                    branches.append(dataclasses.replace(source, cost=bits))
                 else:
                     branches.append(exploration._form(index, trees, source, bits, check, check_examples))
         joined = switch_graph(split.variable, split.splits, [b.expr for b in branches])
@@ -596,26 +689,20 @@ def pareto(
 ) -> list[ParetoPoint]:
     """The forms of `expr` no other beats in both accuracy (bits of error) and flops, by increasing flops.
 
-    Within the time limit: the front of the forms measured, explained and checked by then.
+    The forms weighed are the most accurate of the whole e-graph and the `candidates` cheapest by flops
+    (`Exploration.accurate_pool`).  Within the time limit: the front of the forms measured, explained
+    and checked by then.
     """
     exploration = Exploration([expr], rules, direction, limits, _with_accuracy_rules(include), unsafe)
     accuracy = exploration.resolve_cost("accuracy", 0, ranges)
     if accuracy is None:
         return []
-    exploration.run()
+    exploration.focus(accuracy)
+    exploration.run(share=ACCURACY_SEARCH_SHARE)
     trees = Trees(Flops())
     front: list[ParetoPoint] = []
     try:
-        pool = list(
-            enumerate_trees(
-                exploration.egraph,
-                exploration.roots[0],
-                trees,
-                k=candidates,
-                most=candidates,
-                deadline=exploration.deadline,
-            )
-        )
+        pool = exploration.accurate_pool(0, accuracy, trees, candidates)
         bits = exploration._scores(accuracy, trees, pool)
         points = [(b, trees.dag_cost(t)) for b, t in zip(bits, pool)]
         for k in pareto_front(points):

@@ -46,7 +46,7 @@ from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
 from relwrite.engine.explore.precondition import Precondition, parse_precondition
 from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Op, Variable, graph_inputs, io_toposort
+from relwrite.graph.basic import Apply, Constant, Op, Variable, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
 from relwrite.graph.types import TensorType
 
@@ -321,6 +321,18 @@ def _mp_softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
     return exps / total
 
 
+_STRUCTURAL_REFERENCES = (
+    ops.Fill, ops.Cast, ops.Softmax, ops.Sum, ops.Mean, ops.Max, ops.LogSumExp, ops.Dot, ops.Dot22,
+    ops.Gemm, ops.Gemv, ops.Ger, ops.Alloc, ops.DimShuffle, ops.Reshape,
+)  # fmt: skip
+"""The ops besides the elementwise ones of `_MP_ELEMENTWISE` that `_mp_node` computes exactly."""
+
+
+def has_reference(op: Op) -> bool:
+    """Whether `op` has an exact (mpmath) reference here."""
+    return type(op) in _MP_ELEMENTWISE or isinstance(op, _STRUCTURAL_REFERENCES)
+
+
 def _mp_node(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
     """One node evaluated on object arrays of mpmath numbers (one point)."""
     function_ = _MP_ELEMENTWISE.get(type(op))
@@ -372,6 +384,33 @@ def _ordinals(values: np.ndarray) -> np.ndarray:
     bits = values.view(np.int64 if width == 64 else np.int32).astype(np.int64)
     magnitude = bits & ((1 << (width - 1)) - 1)
     return np.where(bits < 0, -magnitude, magnitude)
+
+
+def mean_bits(values: np.ndarray, exact: np.ndarray) -> float | None:
+    """Mean `bits_of_error` of `values` against `exact` values (rounded to the values' type) over the
+    elements whose exact value is known (not NaN); None when none is, or the values are not floats."""
+    values = np.asarray(values)
+    if values.dtype.kind != "f":
+        return None
+    with np.errstate(all="ignore"):
+        exact = np.asarray(exact).astype(values.dtype)
+    values, exact = np.broadcast_arrays(values, exact)
+    known = ~np.isnan(exact)
+    if not known.any():
+        return None
+    return float(np.mean(bits_of_error(values[known], exact[known])))
+
+
+def evaluate_stacked(node: Apply, operands: Sequence[np.ndarray], samples: int) -> np.ndarray:
+    """One application evaluated in its own precision at `samples` points: `operands` are stacked along
+    a first axis (of length 1 for a value the same at every point); an elementwise op runs once over
+    the stack, any other point by point."""
+    with np.errstate(all="ignore"):
+        if isinstance(node.op, ops.Elemwise):
+            return evaluate(node, _aligned(operands, node.outputs[0].ndim))[0]
+        return np.stack(
+            [np.asarray(evaluate(node, [o[min(k, len(o) - 1)] for o in operands])[0]) for k in range(samples)]
+        )
 
 
 def bits_of_error(values: np.ndarray, reference: np.ndarray) -> np.ndarray:
@@ -457,7 +496,7 @@ class Accuracy:
         if not samples:
             return points, np.zeros((0, *points[0].shape[1:]), dtype=self.expr.type.numpy_dtype)
         with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
-            reference = self._reference(self.expr, points, samples).astype(self.expr.type.numpy_dtype)
+            reference = self.exact([self.expr], points)[0].astype(self.expr.type.numpy_dtype)
         keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
         return [p[keep] for p in points], reference[keep]
 
@@ -510,40 +549,50 @@ class Accuracy:
         holds = holds.reshape(samples, -1).all(axis=1)
         return [p[holds] for p in points]
 
-    def _reference(self, expr: Variable, points: list[np.ndarray], samples: int) -> np.ndarray:
-        """The exact value at every point, rounded to float64 (NaN where it is not real).
+    def exact(self, outputs: Sequence[Variable], points: list[np.ndarray] | None = None) -> list[np.ndarray]:
+        """The exact values of graphs over the inputs at `points` (default: the sample), each rounded to
+        float64 and stacked along a first axis (NaN where a value is not real or cannot be computed).
 
-        Values are computed in `precision` bits; a point where a sum adds
-        operands further apart in scale than that (``1 + x`` at x = 1e-300
-        needs a thousand bits) is computed again with enough bits for the
-        sum to be exact, up to `MAX_PRECISION`.
+        Values are computed in `precision` bits; where a sum adds operands
+        further apart in scale than that (``1 + x`` at x = 1e-300 needs a
+        thousand bits) the graphs holding it are computed again at those
+        points with enough bits for the sum to be exact, up to
+        `MAX_PRECISION`.  Many graphs are computed together, each shared
+        subterm once.
         """
-        nodes = io_toposort(self.inputs, [expr])
-        values, needed = self._exact(expr, nodes, points, self.precision)
-        precision = np.full(samples, self.precision)
-        pending = np.flatnonzero(needed > precision)
-        while pending.size:
-            bits = min(MAX_PRECISION, int(needed[pending].max()) + 64)
-            finer, again = self._exact(expr, nodes, [p[pending] for p in points], bits)
-            values[pending] = finer
-            precision[pending] = bits
-            needed[pending] = again
-            pending = pending[(again > bits) & (bits < MAX_PRECISION)]
-        return values
+        points = self.points if points is None else points
+        outputs = list(outputs)
+        values, needed = self._exact(outputs, io_toposort(self.inputs, outputs), points, self.precision)
+        precision = np.full(needed.shape, self.precision)
+        while True:
+            over = (needed > precision) & (precision < MAX_PRECISION)
+            if not over.any():
+                return values
+            rows, columns = np.flatnonzero(over.any(axis=1)), np.flatnonzero(over.any(axis=0))
+            bits = min(MAX_PRECISION, int(needed[over].max()) + 64)
+            again = [outputs[r] for r in rows]
+            nodes = io_toposort(self.inputs, again)
+            finer, needs = self._exact(again, nodes, [p[columns] for p in points], bits)
+            for r, fine, need in zip(rows, finer, needs):
+                values[r][columns] = fine
+                needed[r, columns] = need
+                precision[r, columns] = bits
 
     def _exact(
-        self, expr: Variable, nodes: list, points: list[np.ndarray], precision: int
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """`expr` at `points` in `precision` bits, rounded to float64 (stacked along a first axis),
-        and for each point the bits its sums need to be exact."""
+        self, outputs: list[Variable], nodes: list, points: list[np.ndarray], precision: int
+    ) -> tuple[list[np.ndarray], np.ndarray]:
+        """`outputs` at `points` in `precision` bits, rounded to float64 (stacked along a first axis),
+        and for each output and point the bits the sums it is made of need to be exact."""
         count = len(points[0])
         batched = all(isinstance(n.op, ops.Elemwise) for n in nodes)
         groups = [points] if batched else [[p[k : k + 1] for p in points] for k in range(count)]
-        results, needs = [], []
+        results: list[list[np.ndarray]] = [[] for _ in outputs]
+        needs: list[list[np.ndarray]] = [[] for _ in outputs]
         with mpmath.workprec(precision):
             for group in groups:
                 values: dict[Variable, np.ndarray] = {v: _mp_array(p) for v, p in zip(self.inputs, group)}
-                need = np.zeros(len(group[0]), dtype=np.int64)
+                nothing = np.zeros(len(group[0]), dtype=np.int64)
+                need: dict[Variable, np.ndarray] = {}
                 for node in nodes:
                     arrays = [
                         values[i] if i in values else _mp_array(i.data)[np.newaxis] for i in node.inputs
@@ -553,21 +602,27 @@ class Accuracy:
                     else:  # one point: the op sees its operands as they are, without the sample axis
                         result = _mp_node(node.op, [a[0] for a in arrays])[np.newaxis]
                     values[node.outputs[0]] = result
+                    mine = reduce(np.maximum, (need.get(i, nothing) for i in node.inputs), nothing)
                     if isinstance(node.op, (ops.Add, ops.Sub)):
                         need_of = partial(_needed_bits, precision)
                         operands = _aligned(arrays, node.outputs[0].ndim)
                         spans = np.asarray(
                             np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *operands), dtype=np.int64
                         )
-                        spans = np.broadcast_to(spans, (len(need), *spans.shape[1:]))
-                        need = np.maximum(need, spans.reshape(len(need), -1).max(axis=1, initial=0))
-                value = values[expr] if expr in values else _mp_array(expr.data)[np.newaxis]
-                with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
-                    rounded = np.frompyfunc(_rounded, 1, 1)(value)
-                results.append(np.asarray(rounded, dtype=np.float64))
-                needs.append(need)
-        results = [np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(results, needs)]
-        return np.concatenate(results), np.concatenate(needs)
+                        spans = np.broadcast_to(spans, (len(mine), *spans.shape[1:]))
+                        mine = np.maximum(mine, spans.reshape(len(mine), -1).max(axis=1, initial=0))
+                    need[node.outputs[0]] = mine
+                for out, found, wanted in zip(outputs, results, needs):
+                    value = values[out] if out in values else _mp_array(out.data)[np.newaxis]
+                    with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
+                        rounded = np.frompyfunc(_rounded, 1, 1)(value)
+                    found.append(np.asarray(rounded, dtype=np.float64))
+                    wanted.append(need.get(out, nothing))
+        stacked = [
+            np.concatenate([np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(found, wanted)])
+            for found, wanted in zip(results, needs)
+        ]
+        return stacked, np.stack([np.concatenate(wanted) for wanted in needs])
 
     def values(self, form: Variable) -> np.ndarray:
         """The form evaluated in its own precision at every sample point (stacked along a first axis).
@@ -596,6 +651,31 @@ class Accuracy:
 
     def __call__(self, form: Variable) -> float:
         return float(np.mean(self.point_errors(form)))
+
+    def local_errors(self, form: Variable) -> list[tuple[Variable, float]]:
+        """Herbie's local error of each application in `form` (operands first): the mean bits of error
+        of its op applied in floating point to its operands' exact values (rounded), against its own
+        exact value, i.e. the bits that op loses, not those its operands bring (points where a value is
+        not real do not count; an application with none left is not listed).
+
+        Raises AccuracyError when an op of `form` has no exact reference.
+        """
+        nodes = [n for n in io_toposort(self.inputs, [form]) if len(n.outputs) == 1]
+        for node in nodes:
+            if not has_reference(node.op):
+                raise AccuracyError(f"no high-precision reference for {type(node.op).__name__} ops")
+        outputs = [n.outputs[0] for n in nodes]
+        exact: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
+        with np.errstate(all="ignore"):
+            exact.update((v, e.astype(v.type.numpy_dtype)) for v, e in zip(outputs, self.exact(outputs)))
+        samples = len(self.points[0])
+        found = []
+        for node, out in zip(nodes, outputs):
+            value = evaluate_stacked(node, [_value(exact, i) for i in node.inputs], samples)
+            bits = mean_bits(value, exact[out])
+            if bits is not None:
+                found.append((out, bits))
+        return found
 
 
 def _scale(x: mpmath.mpf) -> int | None:

@@ -26,6 +26,12 @@ from relwrite.relations.budget import Interrupted, relation_budget
 
 SEARCH_SHARE = 0.5
 """The share of a call's time that growing the e-graph may take when forms are extracted afterwards."""
+ACCURACY_SEARCH_SHARE = 0.4
+"""The share growing the e-graph may take when forms are extracted by accuracy (which scores every
+e-node of the e-graph against exact values: `accurate`)."""
+EXTRACTION_SHARE = 0.7
+"""The share of the time left after the search that extracting forms by accuracy may take (the rest is
+for measuring, explaining and checking them)."""
 PROOF_SHARE = 0.8
 """The share a proof's search may take (what follows it is one explanation and its check)."""
 SLACK = 0.05
@@ -56,6 +62,12 @@ class Deadline:
         """The time (`time.perf_counter`) a phase taking `share` of what is left must stop at."""
         now = time.perf_counter()
         return self.at if math.isinf(self.at) else now + share * max(self.at - now, 0.0)
+
+    def part(self, share: float) -> Deadline:
+        """A deadline for a phase that may take `share` of the time left, recording its stops here."""
+        part = Deadline(share * self.left() if not math.isinf(self.at) else math.inf)
+        part.seconds, part.stops = self.seconds, self.stops
+        return part
 
     def check(self, phase: str) -> None:
         """TimeLimitReached naming `phase` once the deadline has passed (the phase recorded in `stops`)."""

@@ -46,6 +46,12 @@ before, and code reads classes deeper than the pattern) and matches whose keys d
 searched in full every time.  `Runner(..., seminaive=False)` searches in full
 throughout: the reference it agrees with.
 
+Where an iteration's matches are more than a limit lets it apply, `focus`
+(class -> bits of error lost there: the input's local errors, see
+`accurate.focus`) decides which come first: matches at classes losing more
+bits before the others, in search order otherwise, so the budget is spent
+where the input loses accuracy; this order depends on the input only.
+
 Limits: iterations, e-nodes, classes and seconds (`StopReason` says which
 stopped the run).  The e-node and class limits are checked before every
 application (counted as added, before the iteration's rebuild merges
@@ -269,6 +275,8 @@ class Runner:
         self._reached: set[int] = set()  # the classes reachable at the last search
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
         self._noops = 0  # matches the search of one (rule, direction) found changing nothing
+        self.focus: dict[int, float] = {}
+        """Classes (any term node of them) -> bits of error lost there: their matches are applied first."""
 
     def run(
         self, roots: Iterable[int], goal: Callable[[], bool] | None = None, until: float | None = None
@@ -297,7 +305,7 @@ class Runner:
                 break
             before = (egraph.unions, egraph.node_count)
             matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
-            stop = self._apply(matches, iteration, deadline) or stop
+            stop = self._apply(self._focused(matches), iteration, deadline) or stop
             if stop is None:
                 self._searched.update(self._searching)
             egraph.rebuild()
@@ -320,6 +328,16 @@ class Runner:
         report.stop_reason = stop
         self._note(report, iteration, started)
         return report
+
+    def _focused(self, matches: list[_Match | _Answer]) -> list[_Match | _Answer]:
+        """The matches in the order they are applied: at classes losing more bits (`focus`) first."""
+        if not self.focus:
+            return matches
+        find = self.egraph.find
+        weight: dict[int, float] = {}
+        for c, bits in self.focus.items():
+            weight[find(c)] = max(weight.get(find(c), 0.0), bits)
+        return sorted(matches, key=lambda m: -weight.get(find(m.cls), 0.0))
 
     def _note(self, report: Report, iteration: int, started: float) -> None:
         report.iterations = iteration

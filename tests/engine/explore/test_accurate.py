@@ -1,0 +1,91 @@
+"""Accuracy-aware extraction: exact values per class, the beam over every e-node, local error."""
+
+import math
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from relwrite import parse
+from relwrite.engine.explore.api import CANDIDATES, Exploration, best_form
+from relwrite.engine.explore.costs import Accuracy, AccuracyError, NodeCount
+from relwrite.engine.explore.extract import Trees, enumerate_trees
+from relwrite.engine.explore.runner import Limits
+from relwrite.graph import ops as o
+from relwrite.graph.basic import io_toposort
+from relwrite.graph.printing import expression_text
+from relwrite.testing import expression_graphs
+
+# Searches bounded by work alone: what they find does not depend on the machine.
+SMALL = Limits(iterations=3, nodes=300, seconds=math.inf, rule_seconds=math.inf)
+MEDIUM = Limits(nodes=1_000, seconds=math.inf, rule_seconds=math.inf)
+
+TEXTS = [
+    "sqrt(x + 1) - sqrt(x)",
+    "(1 - cos(x)) / (x * x)",
+    "log(1 + x) - log(x)",
+    "exp(x) - 1",
+    "1 / (x + 1) - 1 / x",
+    "(x + y) - x",
+    "x * y + x * z",
+]
+
+
+@settings(max_examples=15, deadline=None)
+@given(st.sampled_from(TEXTS), st.sampled_from([None, "0 < x", "-1 < x < 1"]))
+def test_the_form_found_is_scored_by_accuracy_and_never_worse_than_the_input(text, ranges):
+    expr = parse(text)
+    try:
+        accuracy = Accuracy(expr, ranges=ranges)
+    except AccuracyError:
+        return
+    form = best_form(expr, cost="accuracy", limits=SMALL, unsafe=True, ranges=ranges, check=False)
+    assert form.cost == accuracy(form.expr)  # the same measure, on the same sample
+    assert form.cost <= accuracy(expr)
+
+
+@settings(max_examples=40, deadline=None)
+@given(expression_graphs(n_inputs=2, max_nodes=8))
+def test_exact_values_of_many_graphs_are_those_of_each(graph):
+    _, output = graph
+    try:
+        accuracy = Accuracy(output)
+    except AccuracyError:
+        return
+    terms = [n.outputs[0] for n in io_toposort(accuracy.inputs, [output])]
+    for term, value in zip(terms, accuracy.exact(terms)):
+        np.testing.assert_array_equal(value, accuracy.exact([term])[0])
+
+
+def test_a_form_more_accurate_than_every_one_of_the_smallest_is_found():
+    expr = parse("(1 - cos(x)) / (x * x)")
+    accuracy = Accuracy(expr)
+    exploration = Exploration([expr], include=["accuracy"], unsafe=True, limits=MEDIUM)
+    exploration.run()
+    trees = Trees(NodeCount())
+    root = exploration.roots[0]
+    smallest = list(enumerate_trees(exploration.egraph, root, trees, CANDIDATES, CANDIDATES))
+    assert len(smallest) == CANDIDATES
+    best_of_smallest = min(accuracy(trees.graph(t)) for t in smallest)
+    form = exploration.best(0, accuracy)
+    assert form.cost < best_of_smallest - 10  # bits
+    assert "sin" in expression_text(form.expr)  # 1 - cos(x) = 2 sin(x / 2)^2, run backward
+
+
+def test_local_error_names_the_subterm_that_loses_the_bits():
+    x = parse("x")
+    expr = o.sqrt(x + 1.0) - o.sqrt(x)
+    errors = dict(Accuracy(expr, ranges="0 < x").local_errors(expr))
+    assert max(errors, key=errors.get) is expr  # the subtraction cancels; the square roots round once
+    assert errors[expr] > 30 and errors[expr.owner.inputs[1]] < 1
+
+
+def test_the_input_is_listed_once_as_written_naming_its_worst_subterm():
+    expr = parse("(x + y) - x")
+    exploration = Exploration([expr], include=["accuracy"], limits=Limits(iterations=1, seconds=math.inf))
+    exploration.run()
+    forms = list(exploration.forms(0, "accuracy", check=False))
+    assert sum(not f.steps for f in forms) == 1  # the input, not also its (flattened) tree
+    written = next(f for f in forms if not f.steps)
+    assert written.expr is expr
+    assert written.worst_subterm[0] is expr and written.to_dict()["worst_subterm"]["bits"] > 1
