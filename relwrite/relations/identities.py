@@ -390,21 +390,6 @@ cbrt_cube = rule(
     "cubes_difference makes folds.",
 )
 
-log_difference = rule(
-    "log_difference",
-    _difference((o.log, "a"), (o.log, "b")),
-    (o.add, (o.log1p, (o.true_div, (o.add, "a", (o.neg, "b")), "b")), "*rest"),
-    TAGS,
-    semantics=REAL,
-    assumptions=("a > 0", "b > 0"),
-    where=lambda a, b, rest: one_float_dtype(a, b, rest),
-    keeps_type=True,
-    examples=("add(log(a), neg(log(b)))", "add(log(a), neg(log(b)), c)"),
-    types=SCALARS,
-    doc="log(a) - log(b) -> log1p((a - b) / b) for a, b > 0: log(N + 1) - log(N) is log1p(1 / N), "
-    "no cancellation; backward log1p of a relative difference becomes a difference of logs.",
-)
-
 expm1_sum = rule(
     "expm1_sum",
     (o.expm1, (o.add, "a", "*bs")),
