@@ -277,3 +277,177 @@ sin_cos_squares = rule(
     types=SCALARS,
     doc="sin(x)**2 + cos(x)**2 -> ones shaped like x (fill(x, 1)); backward such ones become the sum.",
 )
+
+tan_quotient = rule(
+    "tan_quotient",
+    (o.tan, "x"),
+    (o.true_div, (o.sin, "x"), (o.cos, "x")),
+    TAGS,
+    semantics=REAL,
+    where=lambda x: one_float_dtype(x),
+    keeps_type=True,
+    examples=("tan(x)",),
+    types=SCALARS,
+    doc="tan(x) -> sin(x) / cos(x): the sine and cosine identities then apply to a tangent; backward "
+    "the quotient becomes one tan.",
+)
+
+tan_difference = rule(
+    "tan_difference",
+    _difference((o.tan, "a"), (o.tan, "b")),
+    (
+        o.add,
+        (o.true_div, (o.sin, (o.add, "a", (o.neg, "b"))), (o.mul, (o.cos, "a"), (o.cos, "b"))),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(tan(a), neg(tan(b)))", "add(tan(a), neg(tan(b)), c)"),
+    types=SCALARS,
+    doc="tan(a) - tan(b) -> sin(a - b) / (cos(a) cos(b)): the difference of arguments instead of values "
+    "(tan(x + e) - tan(x) keeps its digits); backward the quotient becomes a difference.",
+)
+
+tan_half_angle = rule(
+    "tan_half_angle",
+    (o.true_div, (o.add, 1, (o.neg, (o.cos, "x"))), (o.sin, "x")),
+    (o.tan, (o.mul, 0.5, "x")),
+    TAGS,
+    semantics=REAL,
+    assumptions=("x != 0",),
+    where=lambda x: one_float_dtype(x),
+    keeps_type=True,
+    examples=("add(1, neg(cos(x))) / sin(x)",),
+    types=SCALARS,
+    doc="(1 - cos(x)) / sin(x) -> tan(x / 2), the half angle (no cancellation near 0, no 0 / 0 at "
+    "x = 0's neighbours); backward tan of a half becomes the quotient.  For x != 0.",
+)
+
+atan_difference = rule(
+    "atan_difference",
+    _difference((o.atan, "a"), (o.atan, "b")),
+    (
+        o.add,
+        (o.atan, (o.true_div, (o.add, "a", (o.neg, "b")), (o.add, 1, (o.mul, "a", "b")))),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a >= 0", "b >= 0"),
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(atan(a), neg(atan(b)))", "add(atan(a), neg(atan(b)), c)"),
+    types=SCALARS,
+    doc="atan(a) - atan(b) -> atan((a - b) / (1 + a b)), which holds where a b > -1 (here: a, b >= 0): "
+    "atan(N + 1) - atan(N) keeps its digits as atan(1 / (1 + N (N + 1))); backward one atan of a "
+    "quotient becomes a difference.",
+)
+
+# -- roots, exp and log ----------------------------------------------------------------------------
+
+cbrt_difference = rule(
+    "cbrt_difference",
+    _difference((o.cbrt, "a"), (o.cbrt, "b")),
+    (
+        o.add,
+        (
+            o.true_div,
+            (o.add, "a", (o.neg, "b")),
+            (
+                o.add,
+                (o.pow, (o.cbrt, "a"), 2),
+                (o.mul, (o.cbrt, "a"), (o.cbrt, "b")),
+                (o.pow, (o.cbrt, "b"), 2),
+            ),
+        ),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a != 0",),
+    where=lambda a, b, rest: one_float_dtype(a, b, rest),
+    keeps_type=True,
+    examples=("add(cbrt(a), neg(cbrt(b)))", "add(cbrt(x + 1), neg(cbrt(x)), c)"),
+    types=SCALARS,
+    doc="cbrt(a) - cbrt(b) -> (a - b) / (cbrt(a)**2 + cbrt(a) cbrt(b) + cbrt(b)**2), the cube root's "
+    "conjugate (cubes_difference with a**3 = cbrt(a)**3): nothing cancels when a is close to b; "
+    "backward it takes such a quotient apart.  For a != 0.",
+)
+
+cbrt_cube = rule(
+    "cbrt_cube",
+    (o.pow, (o.cbrt, "a"), 3),
+    "a",
+    TAGS,
+    semantics=REAL,
+    where=lambda a: one_float_dtype(a),
+    keeps_type=True,
+    examples=("cbrt(a) ** 3",),
+    types=SCALARS,
+    doc="cbrt(a)**3 -> a (the real cube root, negative a included): a cube of roots that "
+    "cubes_difference makes folds.",
+)
+
+expm1_sum = rule(
+    "expm1_sum",
+    (o.expm1, (o.add, "a", "*bs")),
+    (
+        o.add,
+        (o.mul, (o.expm1, "a"), (o.expm1, (o.add, "*bs"))),
+        (o.expm1, "a"),
+        (o.expm1, (o.add, "*bs")),
+    ),
+    TAGS,
+    semantics=REAL,
+    where=lambda a, bs: bool(bs) and one_float_dtype(a, bs),
+    keeps_type=True,
+    examples=("expm1(a + b)",),
+    types=SCALARS,
+    doc="expm1(a + b) -> expm1(a) expm1(b) + expm1(a) + expm1(b) (exp(a + b) - 1 without an exp): "
+    "a quotient by expm1(a) expm1(b) then splits into terms that do not overflow together; backward "
+    "the sum becomes one expm1.",
+)
+
+# -- hyperbolic functions ----------------------------------------------------------------------------
+
+sinh_exp = rule(
+    "sinh_exp",
+    _difference((o.exp, "x"), (o.exp, (o.neg, "x"))),
+    (o.add, (o.mul, 2, (o.sinh, "x")), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda x, rest: one_float_dtype(x, rest),
+    keeps_type=True,
+    examples=("add(exp(x), neg(exp(-x)))", "add(exp(x), neg(exp(-x)), a)"),
+    types=SCALARS,
+    doc="exp(x) - exp(-x) -> 2 sinh(x): no cancellation near 0; backward sinh becomes exponentials.",
+)
+
+cosh_exp = rule(
+    "cosh_exp",
+    (o.add, (o.exp, "x"), (o.exp, (o.neg, "x")), "*rest"),
+    (o.add, (o.mul, 2, (o.cosh, "x")), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda x, rest: one_float_dtype(x, rest),
+    keeps_type=True,
+    examples=("exp(x) + exp(-x)", "exp(x) + exp(-x) + a"),
+    types=SCALARS,
+    doc="exp(x) + exp(-x) -> 2 cosh(x); backward cosh becomes exponentials.",
+)
+
+exp_sum_minus_two = rule(
+    "exp_sum_minus_two",
+    (o.add, (o.exp, "x"), (o.exp, (o.neg, "x")), -2, "*rest"),
+    (o.add, (o.mul, 4, (o.pow, (o.sinh, (o.mul, 0.5, "x")), 2)), "*rest"),
+    TAGS,
+    semantics=REAL,
+    where=lambda x, rest: one_float_dtype(x, rest),
+    keeps_type=True,
+    examples=("add(exp(x), exp(-x), -2)", "add(exp(x), exp(-x), -2, a)"),
+    types=SCALARS,
+    doc="exp(x) + exp(-x) - 2 -> 4 sinh(x/2)**2, i.e. 2 (cosh(x) - 1), the hyperbolic half angle (as "
+    "one_minus_cos): no cancellation near 0; backward the square becomes the sum.",
+)

@@ -54,6 +54,19 @@ def test_no_rewriting_pipeline_takes_a_conjugate():
         ("sin_difference", lambda a, b: o.add(o.sin(a), o.neg(o.sin(b))), "sin((0.5 * (a + -b)))"),
         ("log_quotient", lambda a, b: o.log(a / b), "(log(a) + -log(b))"),
         ("neg_quotient", lambda a, b: o.neg(a / b), "(-a / b)"),
+        (
+            "tan_difference",
+            lambda a, b: o.add(o.tan(a), o.neg(o.tan(b))),
+            "sin((a + -b)) / (cos(a) * cos(b))",
+        ),
+        (
+            "atan_difference",
+            lambda a, b: o.add(o.atan(a), o.neg(o.atan(b))),
+            "atan(((a + -b) / (1.0 + (a * b))))",
+        ),
+        ("cbrt_difference", lambda a, b: o.add(o.cbrt(a), o.neg(o.cbrt(b))), "(a + -b) / "),
+        ("tan_half_angle", lambda a, b: o.add(1, o.neg(o.cos(a))) / o.sin(a), "tan((0.5 * a))"),
+        ("sinh_exp", lambda a, b: o.add(o.exp(a), o.neg(o.exp(o.neg(a)))), "(2.0 * sinh(a))"),
     ],
 )
 def test_forward_forms(name, expr, expected):
@@ -96,3 +109,32 @@ def test_the_identities_never_make_abs_x_equal_x():
     x = scalar("x")
     limits = Limits(iterations=8, nodes=3_000, seconds=math.inf, rule_seconds=math.inf)
     assert prove(o.sqrt(x * x), x, include=["accuracy"], unsafe=True, limits=limits, check=False) is None
+
+
+@pytest.mark.parametrize(
+    ("expr", "accurate", "rule"),
+    [
+        (
+            lambda x, e: o.tan(x + e) - o.tan(x),
+            lambda x, e: o.sin(e) / (o.cos(x) * o.cos(x + e)),
+            "tan_difference",
+        ),
+        (
+            lambda x, e: o.atan(x + 1) - o.atan(x),
+            lambda x, e: o.atan(1 / (1 + x * (x + 1))),
+            "atan_difference",
+        ),
+        (lambda x, e: (1 - o.cos(x)) / o.sin(x), lambda x, e: o.tan(0.5 * x), "tan_half_angle"),
+        (
+            lambda x, e: o.cbrt(x + 1) - o.cbrt(x),
+            lambda x, e: 1 / (o.cbrt(x + 1) ** 2 + o.cbrt(x + 1) * o.cbrt(x) + o.cbrt(x) ** 2),
+            "cbrt_difference",
+        ),
+    ],
+)
+def test_the_accurate_forms_of_herbies_benchmarks_are_reached(expr, accurate, rule):
+    """Within a budget of work the e-graph holds the accurate form (extraction picks among its forms)."""
+    x, e = scalar("x"), scalar("e")
+    limits = Limits(iterations=6, nodes=5_000, seconds=math.inf, rule_seconds=math.inf)
+    proof = prove(expr(x, e), accurate(x, e), include=["accuracy"], unsafe=True, limits=limits, check=False)
+    assert proof is not None and rule in {s.rule for s in proof.steps}

@@ -78,7 +78,7 @@ from typing import Any
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
-from relwrite.graph.basic import Op, Variable
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
@@ -643,6 +643,8 @@ class Runner:
             return False  # already in its class (an earlier match of this iteration put it there)
         if self._wraps(target, inside, getattr(other, "op", None), operands):
             return False
+        if self._assumption_fails(rule, m.subst):
+            return False
         source = machine.add(matched, target)
         result = machine.add(other, target)
         bindings = []
@@ -653,6 +655,18 @@ class Runner:
             elif isinstance(value, Variable):
                 bindings.append((a.name, egraph.intern(value, machine.placeholder_class)))
         return egraph.union(source, result, Applied(rule, m.direction, source, result, tuple(bindings)))
+
+    def _assumption_fails(self, rule: Rule, subst: Mapping) -> bool:
+        """Whether an assumption of `rule` is false of a constant the match binds: a union is
+        unconditional, so exp(log(-1)) = -1 "for -1 > 0" would merge 1 with -1 (through abs) and
+        collapse the e-graph."""
+        for a in rule.assumptions:
+            value = subst.get(rule.lhs.names.get(a.name), None)
+            if type(value) is ClassRef:
+                value = self.egraph.classes[self.egraph.find(value)].leaf
+            if isinstance(value, Constant) and not a.holds(value.data).all():
+                return True
+        return False
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
