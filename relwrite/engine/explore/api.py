@@ -205,6 +205,24 @@ def select_rules(
     return chosen
 
 
+BITS_TOLERANCE = 0.125
+"""Forms whose bits of error differ by less than this are equally accurate: the sample cannot tell them
+apart, so the smaller is listed first (`reciprocal(reciprocal(e))` is not preferred to `e` for a rounding)."""
+
+
+def _simplest_among_equals(ranked: list[tuple[float, int, int, Any]]) -> list[tuple[float, int, int, Any]]:
+    """(bits, size, form key, tree) rows in order: repeatedly, the smallest (the input, size -1, first) of
+    those within `BITS_TOLERANCE` of the most accurate left."""
+    left = sorted(ranked, key=lambda r: r[:3])
+    ordered = []
+    while left:
+        near = [r for r in left if r[0] <= left[0][0] + BITS_TOLERANCE]
+        pick = min(near, key=lambda r: (r[1], r[0], r[2]))
+        ordered.append(pick)
+        left.remove(pick)
+    return ordered
+
+
 class Exploration:
     """An e-graph holding `exprs`, grown by `rules` run in `direction` within `limits`.
 
@@ -350,8 +368,7 @@ class Exploration:
             ]
             ranked = [r for r in ranked if r[2] != own]
             ranked.append((bits, -1, -1, None))
-        ranked.sort(key=lambda r: r[:3])
-        for bits, _, _, t in ranked[:most]:
+        for bits, _, _, t in _simplest_among_equals(ranked)[:most]:
             form = Form(expr, bits) if t is None else self._form(index, trees, t, bits, check, examples)
             yield self._with_worst_subterm(form, accuracy)
 

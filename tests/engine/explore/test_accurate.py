@@ -7,7 +7,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite import parse
-from relwrite.engine.explore.api import CANDIDATES, Exploration, best_form
+from relwrite.engine.explore.api import (
+    BITS_TOLERANCE,
+    CANDIDATES,
+    Exploration,
+    _simplest_among_equals,
+    best_form,
+)
 from relwrite.engine.explore.costs import Accuracy, AccuracyError, NodeCount
 from relwrite.engine.explore.extract import Trees, enumerate_trees
 from relwrite.engine.explore.runner import Limits
@@ -89,3 +95,21 @@ def test_the_input_is_listed_once_as_written_naming_its_worst_subterm():
     written = next(f for f in forms if not f.steps)
     assert written.expr is expr
     assert written.worst_subterm[0] is expr and written.to_dict()["worst_subterm"]["bits"] > 1
+
+
+@given(
+    st.lists(
+        st.tuples(st.floats(0, 64), st.integers(-1, 30), st.integers(0, 10**6), st.integers(0, 100)),
+        max_size=20,
+    )
+)
+def test_forms_within_the_bits_tolerance_list_the_smallest_first(rows):
+    """The listing is a permutation of the rows; each row is the smallest of those within
+    `BITS_TOLERANCE` of the most accurate row not yet listed."""
+    ordered = _simplest_among_equals(rows)
+    assert sorted(ordered) == sorted(rows)
+    for k, row in enumerate(ordered):
+        left = ordered[k:]
+        best = min(r[0] for r in left)
+        assert row[0] <= best + BITS_TOLERANCE
+        assert row[1] == min(r[1] for r in left if r[0] <= best + BITS_TOLERANCE)
