@@ -682,10 +682,15 @@ class EClasses:
 
     def add(self, built: Any, like: int) -> int:
         """The term node of a built tree, adding what is new (a number becomes a constant of class
-        `like`'s dtype)."""
+        `like`'s dtype).
+
+        A class stands for the term node of its proxy (its constant or input, else its root), as it
+        does inside an application: the two sides of a rule then hold one term node for each variable,
+        so an explanation step rewrites only what the rule rewrote.
+        """
         egraph = self.egraph
         if type(built) is ClassRef:
-            return egraph.find(built)
+            return self._add_variable(self.proxy(built))
         if isinstance(built, Variable):
             return self._add_variable(built)
         if type(built) is _Planned:
