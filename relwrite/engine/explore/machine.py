@@ -11,7 +11,11 @@ What guards and computed bindings see of a class is a proxy graph variable
 (`proxy`): its constant or graph input when it holds one, else a
 placeholder input standing for the class.  A graph built over placeholders
 (a computed value, a relation's answer) is interned back with
-`placeholder_class`.
+`placeholder_class`.  A class keeps the proxy it had when first seen until
+the next search (`refresh`): the matches a search found are applied with
+what their guards and computed values saw, even where a union made since
+gave the class another constant (a union under assumptions that fail can
+merge classes of different values).
 
 `instantiate` builds a side of a rule under a substitution: first as a tree
 (`_Built`, typed by the ops' own `make_node`, numbers as weak scalars next
@@ -219,10 +223,12 @@ class EClasses:
         self._views: dict[tuple[int, int], Variable] = {}
         self._enodes: dict[int, tuple[tuple[tuple, ...], dict[tuple, int]]] = {}
         self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
+        self._proxies: dict[int, Variable] = {}
 
     def refresh(self) -> None:
-        """Forget the e-nodes read so far (the e-graph changed)."""
+        """Forget the e-nodes and proxies read so far (the e-graph changed)."""
         self._applications = {}
+        self._proxies = {}
         self._views = {}
         self._enodes = {}
         self._parent_apps = {}
@@ -450,10 +456,14 @@ class EClasses:
         return found
 
     def proxy(self, cls: int) -> Variable:
-        """The graph variable standing for class `cls`: its constant or input, else its placeholder."""
-        cls = self.egraph.find(cls)
-        leaf = self.egraph.classes[cls].leaf
-        return leaf if leaf is not None else self.placeholder(cls)
+        """The graph variable standing for class `cls`: its constant or input, else its placeholder; the
+        same one until `refresh` (see the module docstring)."""
+        found = self._proxies.get(cls)
+        if found is None:
+            root = self.egraph.find(cls)
+            leaf = self.egraph.classes[root].leaf
+            found = self._proxies[cls] = leaf if leaf is not None else self.placeholder(root)
+        return found
 
     def placeholder(self, cls: int) -> Variable:
         """The input variable standing for class `cls` (typed like the class), one per class."""
@@ -682,10 +692,15 @@ class EClasses:
 
     def add(self, built: Any, like: int) -> int:
         """The term node of a built tree, adding what is new (a number becomes a constant of class
-        `like`'s dtype)."""
+        `like`'s dtype).
+
+        A class stands for the term node of its proxy (its constant or input, else its root), as it
+        does inside an application: the two sides of a rule then hold one term node for each variable,
+        so an explanation step rewrites only what the rule rewrote.
+        """
         egraph = self.egraph
         if type(built) is ClassRef:
-            return egraph.find(built)
+            return self._add_variable(self.proxy(built))
         if isinstance(built, Variable):
             return self._add_variable(built)
         if type(built) is _Planned:

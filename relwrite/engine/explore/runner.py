@@ -13,12 +13,14 @@ All matches are collected first; then each builds the other side into the
 e-graph and merges it with the side matched, recording the rule, the
 direction and the substitution's assumption bindings for explanations; a
 match applied before (same rule, direction and classes) is not applied
-again.  For a rule whose side read is fixed ops other than add and mul over
-variables (building it adds nothing new), a match whose other side is
-already in its class changes nothing: the search looks that up and notes it
-applied, and so does applying it (an earlier match of the iteration may
-have put it there), as egg and egglog skip such a substitution.  Saturated
-means an iteration in which no rule added anything: no e-node and no union.
+again, nor one whose assumption fails at a constant it is said of
+(``exp(log(x)) -> x`` at x = -1.0: the union would hold nowhere).  For a
+rule whose side read is fixed ops other than add and mul over variables
+(building it adds nothing new), a match whose other side is already in its
+class changes nothing: the search looks that up and notes it applied, and so
+does applying it (an earlier match of the iteration may have put it there),
+as egg and egglog skip such a substitution.  Saturated means an iteration in
+which no rule added anything: no e-node and no union.
 
 An answer that would hold the class it is merged into as a proper subterm
 (``x -> -(-x)``), or, for add and mul, an e-node of the class as a
@@ -75,10 +77,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
-from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.basic import Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
@@ -643,10 +647,6 @@ class Runner:
             return False  # already in its class (an earlier match of this iteration put it there)
         if self._wraps(target, inside, getattr(other, "op", None), operands):
             return False
-        if self._assumption_fails(rule, m.subst):
-            return False
-        source = machine.add(matched, target)
-        result = machine.add(other, target)
         bindings = []
         for a in rule.assumptions:
             value = m.subst.get(rule.lhs.names.get(a.name), None)
@@ -654,19 +654,11 @@ class Runner:
                 bindings.append((a.name, egraph.find(value)))
             elif isinstance(value, Variable):
                 bindings.append((a.name, egraph.intern(value, machine.placeholder_class)))
+        if self._contradicted(rule, bindings):
+            return False
+        source = machine.add(matched, target)
+        result = machine.add(other, target)
         return egraph.union(source, result, Applied(rule, m.direction, source, result, tuple(bindings)))
-
-    def _assumption_fails(self, rule: Rule, subst: Mapping) -> bool:
-        """Whether an assumption of `rule` is false of a constant the match binds: a union is
-        unconditional, so exp(log(-1)) = -1 "for -1 > 0" would merge 1 with -1 (through abs) and
-        collapse the e-graph."""
-        for a in rule.assumptions:
-            value = subst.get(rule.lhs.names.get(a.name), None)
-            if type(value) is ClassRef:
-                value = self.egraph.classes[self.egraph.find(value)].leaf
-            if isinstance(value, Constant) and not a.holds(value.data).all():
-                return True
-        return False
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
@@ -683,13 +675,26 @@ class Runner:
         op = answer.owner.op if answer.owner is not None else None
         if found.cls != target and self._wraps(target, found.inside, op, found.operands):
             return False
-        source = egraph.intern(m.term, machine.placeholder_class, flatten=False)
-        result = egraph.intern(answer, machine.placeholder_class, exact=exact)
         bindings = tuple(
             (name, egraph.intern(value, machine.placeholder_class, exact=exact))
             for name, value in m.answer.bindings.items()
         )
+        if self._contradicted(m.rule, bindings):
+            return False
+        source = egraph.intern(m.term, machine.placeholder_class, flatten=False)
+        result = egraph.intern(answer, machine.placeholder_class, exact=exact)
         return egraph.union(source, result, Applied(m.rule, "forward", source, result, bindings))
+
+    def _contradicted(self, rule: Rule, bindings: Sequence[tuple[str, int]]) -> bool:
+        """Whether an assumption of `rule` fails at a constant it is said of (``exp(log(x)) -> x`` at
+        x = -1): such a union would hold nowhere, and would merge unequal classes (-1 with 1 through
+        abs) for every later explanation to build on."""
+        egraph, bound = self.egraph, dict(bindings)
+        for a in rule.assumptions:
+            node = egraph.constant(bound[a.name]) if a.name in bound else None
+            if node is not None and not np.all(a.holds(egraph.leaf(node).data)):
+                return True
+        return False
 
     def _wraps(
         self, target: int, inside: Iterable[int], op: Op | None, operands: Sequence[int | None]

@@ -9,11 +9,13 @@ from hypothesis import given, settings
 from relwrite import parse, scalar
 from relwrite.backends.numpy.function import function
 from relwrite.engine.explore.api import best_form, explore, prove, select_rules
-from relwrite.engine.explore.egraph import FOLDING
-from relwrite.engine.explore.runner import Limits
+from relwrite.engine.explore.egraph import FOLDING, EGraph
+from relwrite.engine.explore.explain import Explainer
+from relwrite.engine.explore.runner import Limits, Runner
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, graph_inputs
 from relwrite.graph.printing import pprint
+from relwrite.relations.registry import get_rule
 from relwrite.testing import expression_graphs
 
 WORK = Limits(seconds=math.inf, rule_seconds=math.inf)
@@ -170,3 +172,23 @@ def test_every_forms_assumptions_are_those_of_its_steps_folded_ones_included(gra
         assert form.assumptions == frozenset().union(*(s.assumptions for s in steps)), str(form)
         assert form.unsafe == any(s.unsafe for s in steps), str(form)
         assert all(_folds_only_constants(s) for s in steps if s.rule == FOLDING), str(form)
+
+
+def test_a_step_keeps_the_subterms_its_rule_did_not_rewrite():
+    """1.0 * q -> q (mul_ones_like) where q's class holds x * y / y and x (equal assuming y != 0) is made
+    on one term of q on both sides (1.0 * x -> x), so explaining 1.0 * x = x * y / y takes the
+    cancelling step and its assumption, not one step 1.0 * x -> x * y / y assuming nothing."""
+    x, y = scalar("x"), scalar("y")
+    cancelled = x * y / y
+    g = EGraph()
+    roots = [g.intern(e) for e in (o.exp(cancelled), o.sin(cancelled), o.mul(1.0, cancelled))]
+    Runner(g, [get_rule("mul_div_cancel")], "forward", THREE).run(roots)  # x's class joins the larger
+    Runner(g, [get_rule("mul_ones_like")], "forward", THREE).run(roots)
+    start, end = g.intern(o.mul(1.0, x), flatten=False), g.intern(cancelled, flatten=False)
+    assert g.find(start) == g.find(end) == g.find(roots[2])
+    proof = Explainer(g).explain(start, end)
+    assert proof.assumptions == {"y != 0"}
+    assert [(s.rule, s.direction) for s in proof.steps] == [
+        ("mul_ones_like", "forward"),
+        ("mul_div_cancel", "backward"),
+    ]

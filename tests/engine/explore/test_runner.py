@@ -11,12 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relwrite import matrix, parse, scalar, vector
+from relwrite import constant, matrix, parse, scalar, vector
 from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.runner import BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
-from relwrite.graph.basic import constant
 from relwrite.relations.registry import Rule, catalogue, get_rule, rule
 from relwrite.testing import expression_graphs
 
@@ -457,3 +456,17 @@ def test_a_rule_whose_assumption_is_false_of_a_constant_is_not_applied():
     )
     one, minus_one = g.intern(constant(np.float64(1.0))), g.intern(constant(np.float64(-1.0)))
     assert g.find(one) != g.find(minus_one)
+
+
+def test_a_rule_is_not_applied_where_its_assumption_fails_at_a_constant():
+    """exp(log(x)) -> x (assuming x > 0) at x = -1.0 would hold nowhere: through abs(exp(y)) -> exp(y)
+    and folding abs(-1.0) it would merge -1.0 with 1.0.  Where x is not a constant it still applies."""
+    x = scalar("x")
+    minus_one = constant(-1.0)
+    g = EGraph()
+    roots = [g.intern(o.abs(o.exp(o.log(minus_one)))), g.intern(minus_one), g.intern(o.exp(o.log(x)))]
+    rules = [get_rule("exp_log"), get_rule("abs_exp")]
+    report = Runner(g, rules, "forward", Limits(iterations=4, **WORK)).run(roots)
+    assert report.stop_reason == StopReason.SATURATED
+    assert g.find(roots[0]) != g.find(roots[1]) and g.lookup(constant(1.0)).cls != g.find(roots[1])
+    assert same_class(g, roots[2], x)
