@@ -112,6 +112,11 @@ so that matrices of static shapes such as (64, 256) fit in what hypothesis draws
 _NUMBER = (bool, int, float, np.number, np.bool_)
 
 
+class NoUsableExample(ValueError):
+    """No example could be drawn that the check compares: every draw broke an assumption, was not
+    finite where only finite values are compared, or was otherwise rejected."""
+
+
 class SoundnessError(AssertionError):
     """A rule whose two sides differ on some input; the message describes the counterexample.
 
@@ -1061,7 +1066,7 @@ def check_relation(
         run()
     except Unsatisfiable:
         reasons = str(checker.rejections)
-        raise ValueError(
+        raise NoUsableExample(
             f"{subject.name}: no usable example could be generated ({reasons or 'every draw was rejected'}); "
             "check its examples, types and assumptions"
         ) from None

@@ -158,6 +158,11 @@ class ParetoPoint:
     flops: float
 
 
+class UncheckedFormError(ValueError):
+    """A form whose numerical check found no input to compare it at (its assumptions held at none of
+    the inputs drawn, or its values were nowhere finite): unverified, so never offered as a form."""
+
+
 class UnsoundFormError(AssertionError):
     """A form found by exploration does not compute what the input computes.
 
@@ -309,17 +314,20 @@ class Exploration:
         if scored is None:
             return
         found = self._ranked_forms(index, scored, check, check_examples, most)
-        listed_input = False
+        listed_input, listed, cut = False, 0, False
         while True:
             try:
                 form = next(found)
             except StopIteration:
-                return
+                break
             except TimeLimitReached:
+                cut = True
                 break
             listed_input = listed_input or not form.steps
+            listed += 1
             yield form
-        if not listed_input:  # cut short: the input, which needs no check, is always at hand
+        if not listed_input and (cut or not listed):
+            # cut short, or every form passed over: the input, which needs no check, is always at hand
             yield self._input_form(index, scored)
 
     def _ranked_forms(
@@ -346,7 +354,10 @@ class Exploration:
             order = sorted(range(len(scores)), key=lambda k: (scores[k], trees.cost[pool[k]]))
             ranked = [(pool[k], scores[k]) for k in order[:most]]
         for t, value in ranked:
-            yield self._form(index, trees, t, value, check, examples)
+            try:
+                yield self._form(index, trees, t, value, check, examples)
+            except UncheckedFormError:
+                continue
 
     def _accurate_forms(
         self, index: int, accuracy: Accuracy, check: bool, examples: int, most: int
@@ -369,7 +380,10 @@ class Exploration:
             ranked = [r for r in ranked if r[2] != own]
             ranked.append((bits, -1, -1, None))
         for bits, _, _, t in _simplest_among_equals(ranked)[:most]:
-            form = Form(expr, bits) if t is None else self._form(index, trees, t, bits, check, examples)
+            try:
+                form = Form(expr, bits) if t is None else self._form(index, trees, t, bits, check, examples)
+            except UncheckedFormError:
+                continue
             yield self._with_worst_subterm(form, accuracy)
 
     def accurate_pool(
@@ -451,7 +465,7 @@ class Exploration:
         try:
             t = best_dag_tree(self.egraph, self.roots[index], trees, CANDIDATES, self.deadline)
             return self._form(index, trees, t, trees.dag_cost(t), check, check_examples)
-        except TimeLimitReached:
+        except (TimeLimitReached, UncheckedFormError):
             return self._input_form(index, scored)
 
     def proof(self, a: int = 0, b: int = 1, check: bool = True, check_examples: int = CHECK_EXAMPLES):
@@ -459,7 +473,8 @@ class Exploration:
 
         A proof that uses rules is re-checked numerically (`UnsoundFormError`
         naming the failing step).  None too when the deadline passed before
-        the proof was explained and checked (`Report.phases` says so).
+        the proof was explained and checked (`Report.phases` says so), or
+        when no input could be drawn to check it at (`UncheckedFormError`).
         """
         egraph, ra, rb = self.egraph, self.roots[a], self.roots[b]
         self.run(goal=lambda: egraph.find(ra) == egraph.find(rb), share=PROOF_SHARE)
@@ -475,7 +490,7 @@ class Exploration:
                 )
                 with self.deadline.interrupting("checking"):
                     check_form(self.exprs[a], form, tags, check_examples)
-        except TimeLimitReached:
+        except (TimeLimitReached, UncheckedFormError):
             return None
         return explanation
 
@@ -664,7 +679,7 @@ def regime_form(
         if check:
             with exploration.deadline.interrupting("checking"):
                 check_form(expr, form, exploration.tags(form), check_examples)
-    except TimeLimitReached:
+    except (TimeLimitReached, UncheckedFormError):
         return best
     return form
 
@@ -723,7 +738,10 @@ def pareto(
         bits = exploration._scores(accuracy, trees, pool)
         points = [(b, trees.dag_cost(t)) for b, t in zip(bits, pool)]
         for k in pareto_front(points):
-            form = exploration._form(0, trees, pool[k], points[k][0], check, CHECK_EXAMPLES)
+            try:
+                form = exploration._form(0, trees, pool[k], points[k][0], check, CHECK_EXAMPLES)
+            except UncheckedFormError:
+                continue
             front.append(ParetoPoint(form, points[k][0], points[k][1]))
     except TimeLimitReached:
         pass
@@ -780,14 +798,19 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
     Where an assumption does not hold, or, for derivations through unsafe,
     stabilizing or explore rules (identities over the reals), where a value
     is not finite, the values are not compared.  Raises `UnsoundFormError` naming the first step that fails
-    on its own.
+    on its own, and `UncheckedFormError` when no input drawn could be compared.
     """
     if not form.steps:
         return
-    from relwrite.testing.soundness import SoundnessError  # relwrite.testing needs hypothesis: loaded on use
+    # relwrite.testing needs hypothesis: loaded on use
+    from relwrite.testing.soundness import NoUsableExample, SoundnessError
 
     try:
         _check_pair(expr, form.expr, form.steps, tags, examples, "form")
+    except NoUsableExample as error:
+        raise UncheckedFormError(
+            f"the form {expression_text(form.expr)} of {expression_text(expr)} could not be checked: {error}"
+        ) from None
     except SoundnessError as error:
         previous, culprit = expr, None
         for k, step in enumerate(form.steps, 1):
@@ -796,6 +819,8 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
             except SoundnessError:
                 culprit = k
                 break
+            except NoUsableExample:
+                pass  # this step alone is compared nowhere: not the one that fails
             previous = step.expression
         where = (
             f"step {culprit}: {form.steps[culprit - 1]}"

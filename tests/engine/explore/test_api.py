@@ -13,9 +13,20 @@ from relwrite import function as rw_function
 from relwrite import matrix, parse, scalar, vector
 from relwrite.backends.numpy import EvaluationError
 from relwrite.backends.numpy.function import function
-from relwrite.engine.explore.api import UnsoundFormError, best_form, explore, pareto, prove, select_rules
+from relwrite.engine.explore.api import (
+    Form,
+    UncheckedFormError,
+    UnsoundFormError,
+    best_form,
+    check_form,
+    explore,
+    pareto,
+    prove,
+    select_rules,
+)
 from relwrite.engine.explore.costs import AccuracyError
 from relwrite.engine.explore.egraph import AC_OPS
+from relwrite.engine.explore.explain import Step
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, constant, graph_inputs, io_toposort
@@ -378,3 +389,26 @@ def test_listings_show_no_folded_or_neutral_constant_factors():
         "sqr(1.0)" in s or "abs(-1.0)" in s or "1.0 *" in s or "* 1.0" in s for s in shown
     ), shown
     assert len(set(shown)) == len(shown)
+
+
+@pytest.mark.parametrize("text", ["(x - x) / (x - x)", "(-a - -a) / (-a - -a)", "log(x - x) * 0"])
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_form_that_cannot_be_checked_anywhere_is_passed_over(text, unsafe):
+    """Unions assuming what later fails ((x - x) / (x - x) = 1 assuming x - x != 0) give forms whose
+    assumptions hold at no input drawn: best_form and explore pass over them rather than raise."""
+    expr = parse(text)
+    limits = Limits(iterations=6, nodes=2_000, seconds=math.inf, rule_seconds=math.inf)
+    best = best_form(expr, unsafe=unsafe, limits=limits)
+    listed = list(explore(expr, unsafe=unsafe, limits=limits, most=8))
+    assert best.expr is not None and listed
+
+
+def test_check_form_says_when_no_input_could_be_compared():
+    x = scalar("x")
+    expr = o.true_div(o.sub(x, x), o.sub(x, x))
+    one = constant(1.0)
+    step = Step(
+        "div_self", "forward", expr, one, one, frozenset({"x - x != 0"}), ((o.sub(x, x), "!=", 0.0),), True
+    )
+    with pytest.raises(UncheckedFormError, match="could not be checked"):
+        check_form(expr, Form(one, 0.0, (step,)), frozenset({"unsafe"}))
