@@ -141,6 +141,7 @@ class EGraph:
         made of e-nodes none of which is here since a search was there at that search, as it is now."""
         self._enode: list[bool] = []  # whether a term node stands for an e-node of its class
         self._signature: dict[int, tuple] = {}  # an e-node's canonical form when it was last touched
+        self._clean = True  # no union since the last rebuild: every e-node's signature is its form
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class EGraph:
 
     def children(self, node: int) -> tuple[int, ...]:
         """The classes of a term node's operands (sorted for add and mul)."""
-        return self._canonical(node)[1]
+        return self.canonical(node)[1]
 
     def exact_children(self, node: int) -> tuple[int, ...]:
         """The term nodes a term node was built from."""
@@ -192,7 +193,12 @@ class EGraph:
 
     def canonical(self, node: int) -> tuple:
         """The e-node of a term node: its op and its operands' classes (sorted for add and mul);
-        term nodes with one canonical e-node are congruent."""
+        term nodes with one canonical e-node are congruent.  Between a rebuild and the next union an
+        e-node's form is the one `rebuild` recorded (no operand class has merged since)."""
+        if self._clean:
+            found = self._signature.get(node)
+            if found is not None:
+                return found
         return self._canonical(node)
 
     def reachable(self, roots: Iterable[int]) -> list[int]:
@@ -249,6 +255,12 @@ class EGraph:
         classes = tuple([find(c) for c in children])
         if type(op) in _AC_KINDS:
             classes = tuple(sorted(classes))
+        found = self._memo.get((op, classes))
+        return None if found is None else self.find(found)
+
+    def enode_class(self, op: Op, classes: tuple[int, ...]) -> int | None:
+        """The class of the e-node whose canonical form is ``(op, classes)`` (`canonical`: classes as of
+        the last rebuild, sorted for add and mul), None when absent; `lookup_node` without the finds."""
         found = self._memo.get((op, classes))
         return None if found is None else self.find(found)
 
@@ -490,6 +502,7 @@ class EGraph:
         if kept.type.is_super(gone.type):
             kept.type = gone.type
         self._pending.append(big)
+        self._clean = False
         self.changed.append(big)
         self.unions += 1
         return True
@@ -506,6 +519,7 @@ class EGraph:
                 self._repair(c, dirty)
         for cls in {self.find(c) for c in dirty}:
             self._tidy(cls)
+        self._clean = True
 
     def _tidy(self, cls: int) -> None:
         """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed."""

@@ -145,12 +145,19 @@ class _Matcher:
     `parent` and `position` where the atom stands in its parent atom (None for the root).  `numbers`
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
+
+    `run(enodes, literal, root, forced, out)` is the side's search as Python made for it (one loop
+    per atom, nested as the atoms are; see `_source`): it appends ``(root, values, order)`` to `out`
+    for each match at class `root` (`EClasses.match` describes `forced` and `order`).
     """
 
-    __slots__ = ("atoms", "numbers", "variables")
+    __slots__ = ("atoms", "numbers", "run", "variables")
 
     def __init__(self, atoms: tuple, numbers: tuple, variables: tuple):
         self.atoms, self.numbers, self.variables = atoms, numbers, variables
+        constants: dict[str, Any] = {}
+        exec(_source(atoms, len(variables), constants), constants)
+        self.run = constants["run"]
 
     @staticmethod
     def compile(pattern: Pattern) -> _Matcher | None:
@@ -188,6 +195,55 @@ class _Matcher:
         if atom(pattern.root, None, None) is None:
             return None
         return _Matcher(tuple(map(tuple, atoms)), tuple(numbers), tuple(variables))
+
+
+def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
+    """The source of `_Matcher.run` for `atoms` (their ops and numbers go into `constants`).
+
+    Atom j scans the e-nodes of class ``c{j}`` (those `forced` names, or all), skipping those of
+    another op or arity; its operands bind ``v{x}``, check it, test a number, or open the loop of
+    the atom below; a check failing skips to the next e-node of the innermost loop, as
+    `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
+    """
+    lines = ["def run(enodes, literal, root, forced, out):"]
+    lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
+    lines.append("    c0 = root")
+
+    def scan(j: int, depth: int) -> int:
+        op, arity, equal, pairs, _, _ = atoms[j]
+        constants[f"OP{j}"] = op
+        pad = "    " * depth
+        lines.append(f"{pad}apps{j} = enodes(c{j})[0]")
+        lines.append(f"{pad}for k{j} in range(len(apps{j})) if f{j} is None else f{j}:")
+        pad += "    "
+        lines.append(f"{pad}op, a{j} = apps{j}[k{j}]")
+        lines.append(f"{pad}if (op is not OP{j} and op != OP{j}) or len(a{j}) != {arity}:")
+        lines.append(f"{pad}    continue")
+        for a, b in equal:
+            lines.append(f"{pad}if a{j}[{a}] != a{j}[{b}]:")
+            lines.append(f"{pad}    continue")
+        for position, kind, x in pairs:
+            operand = f"a{j}[{position}]"
+            if kind == 0:
+                lines.append(f"{pad}v{x} = {operand}")
+            elif kind == 1:
+                lines.append(f"{pad}if {operand} != v{x}:")
+                lines.append(f"{pad}    continue")
+            elif kind == 2:
+                constants[f"N{j}_{position}"] = x
+                lines.append(f"{pad}if not literal({operand}, N{j}_{position}):")
+                lines.append(f"{pad}    continue")
+            else:
+                lines.append(f"{pad}c{x} = {operand}")
+                depth = scan(x, depth + 1)
+                pad = "    " * (depth + 1)
+        return depth
+
+    depth = scan(0, 1)
+    values = "".join(f"v{x}, " for x in range(variables))
+    order = "".join(f"k{j}, " for j in range(len(atoms)))
+    lines.append(f"{'    ' * (depth + 1)}out.append((root, ({values}), ({order})))")
+    return "\n".join(lines) + "\n"
 
 
 class _Planned:
@@ -321,42 +377,24 @@ class EClasses:
         return found
 
     def match(
-        self, matcher: _Matcher, cls: int, forced: Mapping[int, Collection[int]] | None = None
+        self,
+        matcher: _Matcher,
+        cls: int,
+        forced: Mapping[int, Collection[int]] | None = None,
+        out: list | None = None,
     ) -> list[tuple]:
-        """The matches at class `cls` (a root) as ``(classes of the variables, order)``, `order` the
-        positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it, matches
-        come in the order `Pattern.matches` gives them.  `forced` names the positions an atom may take."""
-        return self._expand(matcher.atoms, 0, cls, ((), ()), forced or {})
-
-    def _expand(
-        self, atoms: tuple, j: int, cls: int, state: tuple, forced: Mapping[int, Collection[int]]
-    ) -> list:
-        op_, arity, equal, pairs, _, _ = atoms[j]
-        apps = self.enodes(cls)[0]
-        choices: Any = [(k, apps[k]) for k in forced[j]] if j in forced else enumerate(apps)
-        values, order = state
-        found: list = []
-        for k, (op, operands) in choices:
-            if (op is not op_ and op != op_) or len(operands) != arity:
-                continue
-            if equal and not all(operands[a] == operands[b] for a, b in equal):
-                continue
-            states = [(values, (*order, k))]
-            for position, kind, x in pairs:
-                c = operands[position]
-                if kind == 0:
-                    states = [((*v, c), o) for v, o in states]
-                elif kind == 1:
-                    states = [(v, o) for v, o in states if v[x] == c]
-                elif kind == 2:
-                    if not self.literal(ClassRef(c), x):
-                        states = []
-                else:
-                    states = [done for st in states for done in self._expand(atoms, x, c, st, forced)]
-                if not states:
-                    break
-            found.extend(states)
+        """The matches at class `cls` (a root) as ``(cls, classes of the variables, order)``, `order`
+        the positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it,
+        matches come in the order `Pattern.matches` gives them.  `forced` names the positions an atom
+        may take; the matches are appended to `out` when given."""
+        found = [] if out is None else out
+        matcher.run(self.enodes, self._literal_class, cls, {} if forced is None else forced, found)
         return found
+
+    def _literal_class(self, cls: int, number: Any) -> bool:
+        """`literal` of a class id."""
+        leaf = self.egraph.classes[self.egraph.find(cls)].leaf
+        return isinstance(leaf, Constant) and is_literal(leaf, number)
 
     def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[int, tuple, tuple]], int]:
         """The matches (class, classes of the variables, order: see `match`) that read at least one
@@ -380,23 +418,24 @@ class EClasses:
                 cls = find(n)
                 starts.setdefault(cls, set()).add(self.enodes(cls)[1][canonical(n)])
             searched += len(starts)
-            for cls, ks in starts.items():
-                found += self._through(matcher, j, [(cls, {j: ks})])
+            self._through(matcher, j, [(cls, {j: ks}) for cls, ks in starts.items()], found)
         for number, j, position in matcher.numbers:
             frontier = [(c, {}) for c in constants if self.literal(ClassRef(c), number)]
             searched += len(frontier)
-            found += self._through(matcher, j, self._up(atoms[j], j, position, frontier))
+            self._through(matcher, j, self._up(atoms[j], j, position, frontier), found)
         return found, searched
 
-    def _through(self, matcher: _Matcher, j: int, frontier: list) -> list[tuple[int, tuple, tuple]]:
-        """The matches through the applications of atom `j` a frontier names: up the parents to the
-        root atom, then down."""
+    def _through(self, matcher: _Matcher, j: int, frontier: list, out: list) -> None:
+        """The matches through the applications of atom `j` a frontier names, appended to `out`: up
+        the parents to the root atom, then down."""
         atoms = matcher.atoms
         while atoms[j][4] is not None:
             parent = atoms[j][4]
             frontier = self._up(atoms[parent], parent, atoms[j][5], frontier)
             j = parent
-        return [(root, *state) for root, forced in frontier for state in self.match(matcher, root, forced)]
+        run, enodes, literal = matcher.run, self.enodes, self._literal_class
+        for root, forced in frontier:
+            run(enodes, literal, root, forced, out)
 
     def _up(self, atom: tuple, j: int, position: int, frontier: list) -> list:
         """The classes holding applications of `atom` (number `j`) with a frontier class as operand
@@ -535,6 +574,35 @@ class EClasses:
         classes: list[int] = []
         for op, spec in steps:
             cls = lookup(op, [values[variables[x]] if kind == 0 else classes[x] for kind, x in spec])
+            if cls is None:
+                return None
+            classes.append(cls)
+        return classes[-1]
+
+    @staticmethod
+    def by_position(probe: tuple, variables: tuple) -> tuple | None:
+        """`probe` reading a match's values by their position in `variables` (for `present_at`):
+        ``(steps, k)``, an operand ``(0, position)`` or ``(1, step)``, `k` the position of the side's
+        one variable when it has no steps; None when it names a variable not in `variables`."""
+        steps, names = probe
+        if not set(names) <= set(variables):
+            return None
+        where = [variables.index(v) for v in names]
+        placed = tuple(
+            (op, tuple([(kind, where[x] if kind == 0 else x) for kind, x in spec])) for op, spec in steps
+        )
+        return placed, None if steps else where[0]
+
+    def present_at(self, probe: tuple, values: tuple) -> int | None:
+        """`present` for a probe `by_position` placed and a match's `values` (classes as of the last
+        rebuild, as a search gives them)."""
+        steps, single = probe
+        if not steps:
+            return values[single]
+        enode_class = self.egraph.enode_class
+        classes: list[int] = []
+        for op, spec in steps:
+            cls = enode_class(op, tuple([values[x] if kind == 0 else classes[x] for kind, x in spec]))
             if cls is None:
                 return None
             classes.append(cls)

@@ -67,6 +67,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
@@ -199,13 +200,32 @@ class BackoffScheduler:
 @dataclass(frozen=True)
 class _Match:
     """A match of a pattern rule's side (`direction` says which) at class `cls`, completed as `subst`;
-    `key` names it up to the classes' current roots (None: its values cannot be hashed)."""
+    `key` names it up to the classes' current roots (None: its values cannot be hashed), and goes
+    into `applied` when it is applied."""
 
     rule: Rule
     direction: str
     cls: int
     subst: Mapping
     key: Any
+    applied: set
+
+
+class _Compiled:
+    """A match of a compiled side (`EClasses.match`): the classes `values` of its `variables`; its
+    key ``(cls, values)`` goes into `applied` when it is applied.  A match's few fields, without
+    the dict of `subst` until something reads it."""
+
+    __slots__ = ("applied", "cls", "direction", "key", "rule", "values", "variables")
+
+    def __init__(self, rule: Rule, direction: str, key: tuple, variables: tuple, applied: set):
+        self.rule, self.direction, self.key = rule, direction, key
+        self.variables, self.applied = variables, applied
+        self.cls, self.values = key
+
+    @property
+    def subst(self) -> dict:
+        return {v: ClassRef(x) for v, x in zip(self.variables, self.values)}
 
 
 @dataclass(frozen=True)
@@ -218,6 +238,9 @@ class _Answer:
     answer: Answer
 
     direction = "forward"
+
+
+_Found = _Match | _Compiled | _Answer
 
 
 class _OutOfTime(Exception):
@@ -255,6 +278,7 @@ class Runner:
         self._by_name = {r.name: r for r in self.rules}
         self._disabled: set[str] = set()
         self._applied: set[Any] = set()  # keys of the matches applied, and (rule name, term) of goal runs
+        self._compiled_applied: dict[tuple[str, str], set[tuple]] = {}  # the same, of compiled sides
         self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
         self._refused = False  # whether the scheduler held back matches this iteration
@@ -268,6 +292,7 @@ class Runner:
         self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
         self._reached: set[int] = set()  # the classes reachable at the last search
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
+        self._placed: dict[tuple, tuple | None] = {}  # the same, placed for a compiled side's matches
         self._noops = 0  # matches the search of one (rule, direction) found changing nothing
 
     def run(
@@ -341,7 +366,7 @@ class Runner:
 
     def _search(
         self, classes: list[int], iteration: int, deadline: float
-    ) -> tuple[list[_Match | _Answer], StopReason | None]:
+    ) -> tuple[list[_Found], StopReason | None]:
         """Every admitted match of every (rule, direction) on `classes`; TIME_LIMIT when the deadline
         cut the search (the matches found until then are kept)."""
         machine, egraph = self.machine, self.egraph
@@ -352,32 +377,33 @@ class Runner:
         near: dict[tuple[int, int], set[int]] = {}
         fresh: dict[int, list[int]] = {}
         self._searching = {}
-        by_op: dict[Op, list[int]] = {}
-        for c in classes:
-            for op, _ in machine.applications(ClassRef(c)):
-                holding = by_op.setdefault(op, [])
-                if not holding or holding[-1] != c:
-                    holding.append(c)
+        by_op: dict[Op, list[int]] | None = None  # the classes holding each op, made when first needed
         position = {c: k for k, c in enumerate(classes)}
-        matches: list[_Match | _Answer] = []
+        matches: list[_Found] = []
         self._runs = {}
         self._refused = False
         for rule in self.rules:
             for direction, heads in self._directions[rule.name]:
                 if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
                     continue
-                candidates = classes if heads is None else _holding(heads, by_op, position)
                 arm = (rule.name, direction)
                 since, levels = self._searched.get(arm), self._levels[arm]
                 nodes = None
-                if since is not None and levels is not None:
-                    if self._matcher(rule, direction) is not None:  # only matches through changed e-nodes
-                        if since[1] not in fresh:
-                            touched = egraph.touched[since[1] : end[1]]
-                            fresh[since[1]] = [n for n in dict.fromkeys(touched) if egraph.is_enode(n)]
-                        nodes = fresh[since[1]]
-                        candidates = []
+                if since is not None and levels is not None and self._matcher(rule, direction) is not None:
+                    # only the matches through changed e-nodes
+                    if since[1] not in fresh:
+                        touched = egraph.touched[since[1] : end[1]]
+                        fresh[since[1]] = [n for n in dict.fromkeys(touched) if egraph.is_enode(n)]
+                    nodes = fresh[since[1]]
+                    candidates = []
+                else:
+                    if heads is None:
+                        candidates = classes
                     else:
+                        if by_op is None:
+                            by_op = _by_op(machine, classes)
+                        candidates = _holding(heads, by_op, position)
+                    if since is not None and levels is not None:
                         if (since[0], levels) not in near:
                             near[since[0], levels] = egraph.near(egraph.changed[since[0] : end[0]], levels)
                         changed = near[since[0], levels]
@@ -409,7 +435,7 @@ class Runner:
         nodes: list[int] | None,
         position: Mapping[int, int],
         deadline: float,
-    ) -> tuple[list[_Match | _Answer] | None, list]:
+    ) -> tuple[list[_Found] | None, list]:
         """The new matches of (rule, direction) at `candidates` (or, for a compiled side, through the
         e-nodes `nodes`) and the goal runs made, within the rule's time (None: it failed, and is
         disabled); raises `_OutOfTime` past the run's deadline."""
@@ -419,7 +445,7 @@ class Runner:
         if left <= 0:
             raise _OutOfTime
         seconds = min(self.limits.rule_seconds, left)
-        found: list[_Match | _Answer] = []
+        found: list[_Found] = []
         runs: list = []
         self._noops = 0
         try:
@@ -466,6 +492,14 @@ class Runner:
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
 
+    def _placed_probe(self, rule: Rule, direction: str, variables: tuple) -> tuple | None:
+        """`_probe` placed by position in a compiled side's `variables` (`EClasses.by_position`)."""
+        arm = (rule.name, direction)
+        if arm not in self._placed:
+            probe = self._probe(rule, direction)
+            self._placed[arm] = None if probe is None else self.machine.by_position(probe, variables)
+        return self._placed[arm]
+
     def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
         """E-match the side of `rule` that `direction` reads at each candidate class; a match whose
         other side is already in its class changes nothing and is noted as applied."""
@@ -487,7 +521,7 @@ class Runner:
                         self._applied.add(key)  # its other side is in its class already
                         self._noops += 1
                         continue
-                    found.append(_Match(rule, direction, c, done, key))
+                    found.append(_Match(rule, direction, c, done, key, self._applied))
 
     def _match_compiled(
         self,
@@ -501,39 +535,40 @@ class Runner:
     ) -> None:
         """`_match` by a compiled matcher, at `candidates`, or (`nodes`, semi-naive) only the matches
         through those e-nodes: the same matches in the same order (`EClasses.match`)."""
-        machine, stats, applied = self.machine, self.report.rules[rule.name], self._applied
+        machine, stats = self.machine, self.report.rules[rule.name]
         variables = matcher.variables
         if direction == "backward" and not rule.sides.lhs_variables <= set(variables):
             return  # a match would leave the side it writes unbound
-        name = (rule.name, direction)
-        best: dict[tuple, tuple] = {}
+        applied = self._compiled_applied.setdefault((rule.name, direction), set())
         if nodes is None:
-            matches: Iterable[tuple] = (
-                (c, *state) for c in candidates for state in machine.match(matcher, c)
-            )
+            matches: list[tuple] = []
+            for c in candidates:
+                machine.match(matcher, c, out=matches)
             stats.runs += len(candidates)
         else:
             matches, searched = machine.new_matches(matcher, nodes)
             stats.runs += searched
+        best: dict[tuple, tuple] = {}  # a match's key -> its least rank: (its root's position, order)
+        rank_of = best.get
         for root, values, order in matches:
             at = position.get(root)
             if at is None:
                 continue  # not reachable from the roots
-            key = (*name, root, *values)
+            key = (root, values)
             if key in applied:
                 continue
             rank = (at, order)
-            if key not in best or rank < best[key][0]:
-                best[key] = (rank, values)
-        probe = self._probe(rule, direction)
-        for key, (_, values) in sorted(best.items(), key=lambda item: item[1][0]):
-            root = key[2]
-            subst = dict(zip(variables, values))
-            if probe is not None and machine.present(probe, subst) == root:
+            known = rank_of(key)
+            if known is None or rank < known:
+                best[key] = rank
+        probe = self._placed_probe(rule, direction, variables)
+        present = machine.present_at
+        for key, _ in sorted(best.items(), key=itemgetter(1)):
+            if probe is not None and present(probe, key[1]) == key[0]:
                 applied.add(key)  # its other side is in its class already: it changes nothing
                 self._noops += 1
                 continue
-            found.append(_Match(rule, direction, root, {v: ClassRef(x) for v, x in subst.items()}, key))
+            found.append(_Compiled(rule, direction, key, variables, applied))
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -579,7 +614,7 @@ class Runner:
 
     # -- apply -------------------------------------------------------------------------------
 
-    def _apply(self, matches: list[_Match | _Answer], iteration: int, deadline: float) -> StopReason | None:
+    def _apply(self, matches: list[_Found], iteration: int, deadline: float) -> StopReason | None:
         """Apply the matches up to a limit, without rebuilding (look-ups go through `find`)."""
         egraph, report = self.egraph, self.report
         unions: dict[tuple[str, str], int] = {}
@@ -592,7 +627,7 @@ class Runner:
                 continue
             before = egraph.node_count
             try:
-                merged = self._apply_match(m) if isinstance(m, _Match) else self._apply_answer(m)
+                merged = self._apply_answer(m) if isinstance(m, _Answer) else self._apply_match(m)
             except Exception as exc:
                 self._fail(m.rule, f"applying {m.direction}: {type(exc).__name__}: {exc}")
                 continue
@@ -606,11 +641,11 @@ class Runner:
             )
         return stop
 
-    def _apply_match(self, m: _Match) -> bool:
+    def _apply_match(self, m: _Match | _Compiled) -> bool:
         """Build the match's two sides and merge them; whether that merged two classes."""
         egraph, machine, rule = self.egraph, self.machine, m.rule
         if m.key is not None:
-            self._applied.add(m.key)
+            m.applied.add(m.key)
         read, write = (rule.lhs, rule.rhs) if m.direction == "forward" else (rule.rhs, rule.lhs)
         target = egraph.find(m.cls)
         try:
@@ -736,6 +771,17 @@ def _present(machine: EClasses, probe: tuple, s: Mapping) -> int | None:
 
 def _heads(pattern: Pattern) -> tuple | None:
     return None if pattern.head is None else (pattern.head,)
+
+
+def _by_op(machine: EClasses, classes: list[int]) -> dict[Op, list[int]]:
+    """The classes among `classes` holding an e-node of each op, in the order of `classes`."""
+    by_op: dict[Op, list[int]] = {}
+    for c in classes:
+        for op, _ in machine.applications(ClassRef(c)):
+            holding = by_op.setdefault(op, [])
+            if not holding or holding[-1] != c:
+                holding.append(c)
+    return by_op
 
 
 def _holding(heads: Sequence[Op | type], by_op: dict[Op, list[int]], position: dict[int, int]) -> list[int]:
