@@ -557,9 +557,15 @@ class EGraph:
         op = self._op[node]
         if op is None or isinstance(op, (ops.Fill, ops.Alloc)):
             return
+        classes, find = self.classes, self.find
+        constants = []
+        for c in self._children[node]:
+            leaf = classes[find(c)].leaf
+            if not isinstance(leaf, Constant):
+                return
+            constants.append(leaf)
         canon = self._canonical(node)
-        constants = [self.classes[c].leaf for c in (self.find(c) for c in self._children[node])]
-        if not all(isinstance(c, Constant) for c in constants) or canon in self._tried_folding:
+        if canon in self._tried_folding:
             return
         self._tried_folding.add(canon)
         try:

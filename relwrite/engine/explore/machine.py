@@ -736,6 +736,57 @@ class EClasses:
             found = self._types[key] = node.outputs[0].type
         return found
 
+    # -- building sides by position: a compiled side's matches, without a substitution
+
+    def placed_plan(self, pattern: Pattern, variables: tuple) -> tuple | None:
+        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`,
+        `classes_at` and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
+        or ``(2, step)``.  None when the pattern has no plan, is one variable, holds a number, or
+        names a variable not in `variables`."""
+        plan = self.plan(pattern)
+        if plan is None or not plan.steps:
+            return None
+        placed = []
+        for op, spec in plan.steps:
+            operands = []
+            for kind, x in spec:
+                if kind == 1 or (kind == 0 and x not in variables):
+                    return None
+                operands.append((0, variables.index(x)) if kind == 0 else (2, x))
+            placed.append((op, tuple(operands)))
+        return tuple(placed)
+
+    def types_at(self, steps: tuple, proxies: list[Variable]) -> list[TensorType]:
+        """The types of placed `steps` built over the values' `proxies`, as `instantiate` types its
+        plan; raises `Unbuildable` when a step does not apply."""
+        types: list[TensorType] = []
+        for op, spec in steps:
+            inputs = [proxies[x] if kind == 0 else self._typed_variable(types[x]) for kind, x in spec]
+            types.append(self._type(op, inputs))
+        return types
+
+    def classes_at(self, steps: tuple, values: tuple) -> tuple[int | None, set[int], tuple[int | None, ...]]:
+        """`classes_inside` of placed `steps` over the classes `values`, adding nothing."""
+        find, lookup = self.egraph.find, self.egraph.lookup_node
+        inside: set[int] = set()
+        classes: list[int | None] = []
+        operands: tuple[int | None, ...] = ()
+        for op, spec in steps:
+            operands = tuple([find(values[x]) if kind == 0 else classes[x] for kind, x in spec])
+            inside.update(c for c in operands if c is not None)
+            classes.append(None if None in operands else lookup(op, operands))
+        return classes[-1], inside, operands
+
+    def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
+        """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds
+        the plan `instantiate` built."""
+        add_node, add_variable = self.egraph.add_node, self._add_variable
+        nodes: list[int] = []
+        for (op, spec), type_ in zip(steps, types):
+            children = tuple([add_variable(proxies[x]) if kind == 0 else nodes[x] for kind, x in spec])
+            nodes.append(add_node(op, children, type_))
+        return nodes[-1]
+
     def type_of(self, built: Any, like: int) -> TensorType:
         """The static type of a built tree (a number takes class `like`'s dtype)."""
         if type(built) is ClassRef:

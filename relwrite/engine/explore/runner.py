@@ -293,6 +293,7 @@ class Runner:
         self._reached: set[int] = set()  # the classes reachable at the last search
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
         self._placed: dict[tuple, tuple | None] = {}  # the same, placed for a compiled side's matches
+        self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
         self._noops = 0  # matches the search of one (rule, direction) found changing nothing
 
     def run(
@@ -627,7 +628,12 @@ class Runner:
                 continue
             before = egraph.node_count
             try:
-                merged = self._apply_answer(m) if isinstance(m, _Answer) else self._apply_match(m)
+                if type(m) is _Compiled and (direct := self._direct(m.rule, m.direction)) is not None:
+                    merged = self._apply_direct(m, *direct)
+                elif isinstance(m, _Answer):
+                    merged = self._apply_answer(m)
+                else:
+                    merged = self._apply_match(m)
             except Exception as exc:
                 self._fail(m.rule, f"applying {m.direction}: {type(exc).__name__}: {exc}")
                 continue
@@ -670,6 +676,53 @@ class Runner:
             elif isinstance(value, Variable):
                 bindings.append((a.name, egraph.intern(value, machine.placeholder_class)))
         return egraph.union(source, result, Applied(rule, m.direction, source, result, tuple(bindings)))
+
+    def _direct(self, rule: Rule, direction: str) -> tuple | None:
+        """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
+        the side read and the side written and the positions of the assumption variables' values;
+        None when a side has no placed plan or applying a match whose written side is in its class
+        could change something (`_probe`)."""
+        arm = (rule.name, direction)
+        if arm not in self._directs:
+            self._directs[arm] = None
+            variables = self._matcher(rule, direction).variables
+            read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
+            read_steps = self.machine.placed_plan(read, variables)
+            write_steps = self.machine.placed_plan(write, variables)
+            if (
+                read_steps is not None
+                and write_steps is not None
+                and self._probe(rule, direction) is not None
+            ):
+                names = [rule.lhs.names.get(a.name) for a in rule.assumptions]
+                bindings = tuple(
+                    (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
+                )
+                self._directs[arm] = (read_steps, write_steps, bindings)
+        return self._directs[arm]
+
+    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple) -> bool:
+        """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
+        classes to the e-nodes they add, with no substitution or built tree in between."""
+        egraph, machine = self.egraph, self.machine
+        m.applied.add(m.key)
+        find, values = egraph.find, m.values
+        target = find(m.cls)
+        proxies = [machine.proxy(v) for v in values]
+        try:
+            write_types = machine.types_at(write, proxies)
+            read_types = machine.types_at(read, proxies)
+        except Unbuildable:
+            return False
+        if not egraph.classes[target].type.is_compatible(write_types[-1]):
+            return False
+        cls, inside, _ = machine.classes_at(write, values)
+        if cls == target or target in inside:
+            return False  # in its class already, or it would wrap the class in itself
+        source = machine.add_at(read, read_types, proxies)
+        result = machine.add_at(write, write_types, proxies)
+        held = tuple([(name, find(values[k])) for name, k in bindings])
+        return egraph.union(source, result, Applied(m.rule, m.direction, source, result, held))
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
