@@ -294,6 +294,9 @@ class Runner:
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
         self._placed: dict[tuple, tuple | None] = {}  # the same, placed for a compiled side's matches
         self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
+        # (rule name, direction) -> the e-graph's version, the matches and the classes searched of its
+        # last search, when the scheduler refused them (the same search of the same e-graph finds them)
+        self._held: dict[tuple[str, str], tuple[tuple[int, int], list, int]] = {}
         self._noops = 0  # matches the search of one (rule, direction) found changing nothing
 
     def run(
@@ -375,6 +378,7 @@ class Runner:
         egraph.mark_changed(c for c in classes if c not in self._reached)
         self._reached = set(classes)
         end = (len(egraph.changed), len(egraph.touched))
+        version = (egraph.unions, egraph.node_count)  # equal only when no e-node and no union came since
         near: dict[tuple[int, int], set[int]] = {}
         fresh: dict[int, list[int]] = {}
         self._searching = {}
@@ -412,13 +416,23 @@ class Runner:
                 if not candidates and not nodes:
                     self._searching[arm] = end
                     continue
-                try:
-                    found, runs = self._search_rule(rule, direction, candidates, nodes, position, deadline)
-                except _OutOfTime:
-                    return matches, StopReason.TIME_LIMIT
-                if found is None:
-                    continue
-                self.report.rules[rule.name].answers += len(found)
+                stats = self.report.rules[rule.name]
+                held = self._held.pop(arm, None)
+                if held is not None and held[0] == version:
+                    found, runs, searched, self._noops = held[1], [], held[2], 0
+                    stats.runs += searched
+                else:
+                    searched = stats.runs
+                    try:
+                        found, runs = self._search_rule(
+                            rule, direction, candidates, nodes, position, deadline
+                        )
+                    except _OutOfTime:
+                        return matches, StopReason.TIME_LIMIT
+                    if found is None:
+                        continue
+                    searched = stats.runs - searched
+                stats.answers += len(found)
                 if self.scheduler.admit(rule, direction, iteration, len(found)):
                     matches.extend(found)
                     self._runs[rule.name, direction] = len(found) + self._noops
@@ -426,6 +440,8 @@ class Runner:
                     self._searching[arm] = end
                 else:
                     self._refused = True
+                    if self._matcher(rule, direction) is not None:
+                        self._held[arm] = (version, found, searched)
         return matches, None
 
     def _search_rule(

@@ -411,6 +411,41 @@ def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
     assert seminaive == full
 
 
+class Forgetful(dict):
+    """A runner's store of refused searches that keeps nothing (every search is made afresh); counts
+    what it was given."""
+
+    given = 0
+
+    def __setitem__(self, key, value):
+        Forgetful.given += 1
+
+
+def test_a_refused_search_of_an_unchanged_egraph_is_reused_as_it_was():
+    """The scheduler refuses a search, nothing else changes the e-graph, the bans are lifted: the same
+    search of the same e-graph is not made again, and the run is the one that makes it again."""
+    xs = [scalar(f"x{k}") for k in range(6)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = PLUS(total, x)
+    rules = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
+    ]
+    states = []
+    for forgetful in (False, True):
+        g = EGraph()
+        root = g.intern(total)
+        runner = Runner(g, rules, "forward", Limits(**WORK, iterations=100), BackoffScheduler(match_limit=40))
+        if forgetful:
+            runner._held = Forgetful()
+        report = runner.run([root])
+        stats = {name: (r.runs, r.answers, r.unions) for name, r in report.rules.items()}
+        states.append((egraph_state(g), report.stop_reason, report.iterations, stats))
+    assert Forgetful.given > 0 and states[0] == states[1]
+    assert states[0][1] == StopReason.SATURATED and states[0][0][0] == 608
+
+
 def test_a_match_whose_other_side_is_in_its_class_changes_nothing():
     """comm on y + x finds x + y, which the first iteration put there: noted applied, never built."""
     x, y = scalar("x"), scalar("y")
