@@ -62,10 +62,12 @@ rules and matches are visited in an order that depends on the input only.
 from __future__ import annotations
 
 import enum
+import gc
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import Any
@@ -73,11 +75,15 @@ from typing import Any
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
-from relwrite.graph.basic import Op, Variable
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import completions
+
+COLLECT_EVERY = 50_000
+"""Allocations between two passes of the garbage collector's youngest generation during a run (see
+`_collector_relaxed`; Python's default is 700)."""
 
 
 class StopReason(enum.StrEnum):
@@ -306,7 +312,7 @@ class Runner:
 
         `until` is when to stop (a `time.perf_counter()` time; default: `limits.seconds` from now).
         """
-        with budget_clock():
+        with budget_clock(), _collector_relaxed():
             return self._run(list(roots), goal, until)
 
     def _run(self, roots: list[int], goal: Callable[[], bool] | None, until: float | None) -> Report:
@@ -633,19 +639,27 @@ class Runner:
 
     def _apply(self, matches: list[_Found], iteration: int, deadline: float) -> StopReason | None:
         """Apply the matches up to a limit, without rebuilding (look-ups go through `find`)."""
-        egraph, report = self.egraph, self.report
+        egraph, report, limits = self.egraph, self.report, self.limits
         unions: dict[tuple[str, str], int] = {}
         stop = None
+        arm_rule, arm_direction, direct = None, None, None
         for m in matches:
-            stop = self._limit_reached(deadline)
-            if stop is not None:
+            if (
+                egraph.node_count >= limits.nodes
+                or len(egraph.classes) >= limits.classes
+                or (deadline < math.inf and time.perf_counter() >= deadline)
+            ):
+                stop = self._limit_reached(deadline)
                 break
             if m.rule.name in self._disabled:
                 continue
             before = egraph.node_count
             try:
-                if type(m) is _Compiled and (direct := self._direct(m.rule, m.direction)) is not None:
-                    merged = self._apply_direct(m, *direct)
+                if type(m) is _Compiled:
+                    if m.rule is not arm_rule or m.direction != arm_direction:  # an arm's come together
+                        arm_rule, arm_direction = m.rule, m.direction
+                        direct = self._direct(arm_rule, arm_direction)
+                    merged = self._apply_match(m) if direct is None else self._apply_direct(m, *direct)
                 elif isinstance(m, _Answer):
                     merged = self._apply_answer(m)
                 else:
@@ -695,9 +709,9 @@ class Runner:
 
     def _direct(self, rule: Rule, direction: str) -> tuple | None:
         """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
-        the side read and the side written and the positions of the assumption variables' values;
-        None when a side has no placed plan or applying a match whose written side is in its class
-        could change something (`_probe`)."""
+        the side read and the side written, the positions of the assumption variables' values and
+        a store of their types; None when a side has no placed plan or applying a match whose
+        written side is in its class could change something (`_probe`)."""
         arm = (rule.name, direction)
         if arm not in self._directs:
             self._directs[arm] = None
@@ -714,22 +728,28 @@ class Runner:
                 bindings = tuple(
                     (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
                 )
-                self._directs[arm] = (read_steps, write_steps, bindings)
+                self._directs[arm] = (read_steps, write_steps, bindings, {})
         return self._directs[arm]
 
-    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple) -> bool:
+    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict) -> bool:
         """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
-        classes to the e-nodes they add, with no substitution or built tree in between."""
+        classes to the e-nodes they add, with no substitution or built tree in between.  `typed` keeps
+        the types of both sides by what types them (the proxies' types, or constants)."""
         egraph, machine = self.egraph, self.machine
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
         proxies = [machine.proxy(v) for v in values]
-        try:
-            write_types = machine.types_at(write, proxies)
-            read_types = machine.types_at(read, proxies)
-        except Unbuildable:
+        key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
+        types = typed.get(key)
+        if types is None:
+            try:
+                types = typed[key] = (machine.types_at(write, proxies), machine.types_at(read, proxies))
+            except Unbuildable:
+                types = typed[key] = ()
+        if not types:
             return False
+        write_types, read_types = types
         if not egraph.classes[target].type.is_compatible(write_types[-1]):
             return False
         cls, inside, _ = machine.classes_at(write, values)
@@ -780,6 +800,20 @@ class Runner:
                 if mine != mine_all and not mine - mine_all:
                     return True
         return False
+
+
+@contextmanager
+def _collector_relaxed() -> Iterator[None]:
+    """Python's cyclic garbage collector run less often (generation 0 at `COLLECT_EVERY` allocations):
+    a run allocates many small tuples that live as long as the e-graph, and the collector's passes
+    over them (each full pass over the whole heap) took a quarter of a saturation's time (comm +
+    assoc of 8 leaves).  The cycles a run drops are still collected, in fewer passes."""
+    thresholds = gc.get_threshold()
+    gc.set_threshold(max(thresholds[0], COLLECT_EVERY), *thresholds[1:])
+    try:
+        yield
+    finally:
+        gc.set_threshold(*thresholds)
 
 
 def _directions(rule: Rule, direction: str) -> list[tuple[str, tuple | None]]:
