@@ -24,7 +24,7 @@ matched, so that an explanation shows the exact term the rule saw.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 from etuples.core import ExpressionTuple
@@ -147,7 +147,7 @@ class _Matcher:
     `variables`, which are numbered in the order a match binds them.
 
     `run(enodes, literal, root, forced, out)` is the side's search as Python made for it (one loop
-    per atom, nested as the atoms are; see `_source`): it appends ``(root, values, order)`` to `out`
+    per atom, nested as the atoms are; see `_source`): it appends ``((root, values), order)`` to `out`
     for each match at class `root` (`EClasses.match` describes `forced` and `order`).
     """
 
@@ -242,7 +242,23 @@ def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
     depth = scan(0, 1)
     values = "".join(f"v{x}, " for x in range(variables))
     order = "".join(f"k{j}, " for j in range(len(atoms)))
-    lines.append(f"{'    ' * (depth + 1)}out.append((root, ({values}), ({order})))")
+    lines.append(f"{'    ' * (depth + 1)}out.append(((root, ({values})), ({order})))")
+    return "\n".join(lines) + "\n"
+
+
+def _probe_source(steps: tuple, where: list[int], constants: dict[str, Any]) -> str:
+    """The source of a `EClasses.presence` function for a probe's `steps` whose k-th variable is at
+    position ``where[k]`` of a match's values (the steps' ops go into `constants`)."""
+    lines = ["def present(values):"]
+    if not steps:
+        return f"{lines[0]}\n    return values[{where[0]}]\n"
+    for k, (op, spec) in enumerate(steps):
+        constants[f"OP{k}"] = op
+        operands = "".join(f"values[{where[x]}], " if kind == 0 else f"s{x}, " for kind, x in spec)
+        lines.append(f"    s{k} = enode_class(OP{k}, ({operands}))")
+        if k < len(steps) - 1:
+            lines += [f"    if s{k} is None:", "        return None"]
+    lines.append(f"    return s{len(steps) - 1}")
     return "\n".join(lines) + "\n"
 
 
@@ -383,7 +399,7 @@ class EClasses:
         forced: Mapping[int, Collection[int]] | None = None,
         out: list | None = None,
     ) -> list[tuple]:
-        """The matches at class `cls` (a root) as ``(cls, classes of the variables, order)``, `order`
+        """The matches at class `cls` (a root) as ``((cls, classes of the variables), order)``, `order`
         the positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it,
         matches come in the order `Pattern.matches` gives them.  `forced` names the positions an atom
         may take; the matches are appended to `out` when given."""
@@ -396,8 +412,8 @@ class EClasses:
         leaf = self.egraph.classes[self.egraph.find(cls)].leaf
         return isinstance(leaf, Constant) and is_literal(leaf, number)
 
-    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[int, tuple, tuple]], int]:
-        """The matches (class, classes of the variables, order: see `match`) that read at least one
+    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[tuple, tuple]], int]:
+        """The matches ``((class, classes of the variables), order)`` (see `match`) that read at least one
         of the e-nodes `nodes` (term nodes standing for e-nodes), each at least once; and how many
         classes they were looked for from."""
         egraph, atoms = self.egraph, matcher.atoms
@@ -579,34 +595,18 @@ class EClasses:
             classes.append(cls)
         return classes[-1]
 
-    @staticmethod
-    def by_position(probe: tuple, variables: tuple) -> tuple | None:
-        """`probe` reading a match's values by their position in `variables` (for `present_at`):
-        ``(steps, k)``, an operand ``(0, position)`` or ``(1, step)``, `k` the position of the side's
-        one variable when it has no steps; None when it names a variable not in `variables`."""
+    def presence(self, probe: tuple, variables: tuple) -> Callable[[tuple], int | None] | None:
+        """`present` for the matches of a compiled side: a function of a match's values (the classes
+        of `variables`, as of the last rebuild, as a search gives them) made for `probe` as Python (one
+        look-up per step, see `_probe_source`); None when the probe names a variable not in
+        `variables`."""
         steps, names = probe
         if not set(names) <= set(variables):
             return None
+        constants: dict[str, Any] = {"enode_class": self.egraph.enode_class}
         where = [variables.index(v) for v in names]
-        placed = tuple(
-            (op, tuple([(kind, where[x] if kind == 0 else x) for kind, x in spec])) for op, spec in steps
-        )
-        return placed, None if steps else where[0]
-
-    def present_at(self, probe: tuple, values: tuple) -> int | None:
-        """`present` for a probe `by_position` placed and a match's `values` (classes as of the last
-        rebuild, as a search gives them)."""
-        steps, single = probe
-        if not steps:
-            return values[single]
-        enode_class = self.egraph.enode_class
-        classes: list[int] = []
-        for op, spec in steps:
-            cls = enode_class(op, tuple([values[x] if kind == 0 else classes[x] for kind, x in spec]))
-            if cls is None:
-                return None
-            classes.append(cls)
-        return classes[-1]
+        exec(_probe_source(steps, where, constants), constants)
+        return constants["present"]
 
     # -- building sides
 

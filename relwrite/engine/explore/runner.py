@@ -298,7 +298,7 @@ class Runner:
         self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
         self._reached: set[int] = set()  # the classes reachable at the last search
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
-        self._placed: dict[tuple, tuple | None] = {}  # the same, placed for a compiled side's matches
+        self._placed: dict[tuple, Callable | None] = {}  # the same, a function of a compiled side's matches
         self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
         # (rule name, direction) -> the e-graph's version, the matches and the classes searched of its
         # last search, when the scheduler refused them (the same search of the same e-graph finds them)
@@ -515,12 +515,12 @@ class Runner:
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
 
-    def _placed_probe(self, rule: Rule, direction: str, variables: tuple) -> tuple | None:
-        """`_probe` placed by position in a compiled side's `variables` (`EClasses.by_position`)."""
+    def _presence(self, rule: Rule, direction: str, variables: tuple) -> Callable[[tuple], int | None] | None:
+        """`_probe` as a function of a compiled side's matches (`EClasses.presence`)."""
         arm = (rule.name, direction)
         if arm not in self._placed:
             probe = self._probe(rule, direction)
-            self._placed[arm] = None if probe is None else self.machine.by_position(probe, variables)
+            self._placed[arm] = None if probe is None else self.machine.presence(probe, variables)
         return self._placed[arm]
 
     def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
@@ -573,21 +573,19 @@ class Runner:
             stats.runs += searched
         best: dict[tuple, tuple] = {}  # a match's key -> its least rank: (its root's position, order)
         rank_of = best.get
-        for root, values, order in matches:
-            at = position.get(root)
-            if at is None:
-                continue  # not reachable from the roots
-            key = (root, values)
+        for key, order in matches:
             if key in applied:
                 continue
+            at = position.get(key[0])
+            if at is None:
+                continue  # not reachable from the roots
             rank = (at, order)
             known = rank_of(key)
             if known is None or rank < known:
                 best[key] = rank
-        probe = self._placed_probe(rule, direction, variables)
-        present = machine.present_at
+        present = self._presence(rule, direction, variables)
         for key, _ in sorted(best.items(), key=itemgetter(1)):
-            if probe is not None and present(probe, key[1]) == key[0]:
+            if present is not None and present(key[1]) == key[0]:
                 applied.add(key)  # its other side is in its class already: it changes nothing
                 self._noops += 1
                 continue
