@@ -765,26 +765,56 @@ class EClasses:
             types.append(self._type(op, inputs))
         return types
 
-    def classes_at(self, steps: tuple, values: tuple) -> tuple[int | None, set[int], tuple[int | None, ...]]:
-        """`classes_inside` of placed `steps` over the classes `values`, adding nothing."""
-        find, lookup = self.egraph.find, self.egraph.lookup_node
+    def proxies(self, classes: tuple) -> list[Variable]:
+        """The `proxy` of each of `classes`."""
+        egraph, placeholders = self.egraph, self._placeholders
+        find, eclasses = egraph.find, egraph.classes
+        found = []
+        for c in classes:
+            root = find(c)
+            leaf = eclasses[root].leaf
+            if leaf is None:
+                leaf = placeholders.get(root)
+                if leaf is None:
+                    leaf = self.placeholder(root)
+            found.append(leaf)
+        return found
+
+    def classes_at(self, steps: tuple, roots: list[int]) -> tuple[int | None, set[int]]:
+        """Where placed `steps` over the classes `roots` (found) already are, adding nothing: the class
+        of the last step (None: absent) and the classes of the steps' operands (`classes_inside`)."""
+        enode_class = self.egraph.enode_class  # steps are of ops that are not add or mul: no sorting
         inside: set[int] = set()
+        cls: int | None = None
         classes: list[int | None] = []
-        operands: tuple[int | None, ...] = ()
         for op, spec in steps:
-            operands = tuple([find(values[x]) if kind == 0 else classes[x] for kind, x in spec])
-            inside.update(c for c in operands if c is not None)
-            classes.append(None if None in operands else lookup(op, operands))
-        return classes[-1], inside, operands
+            operands = tuple([roots[x] if kind == 0 else classes[x] for kind, x in spec])
+            inside.update(operands)
+            cls = None if None in operands else enode_class(op, operands)
+            classes.append(cls)
+        inside.discard(None)  # type: ignore[arg-type]
+        return cls, inside
 
     def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
         """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds
         the plan `instantiate` built."""
-        add_node, add_variable = self.egraph.add_node, self._add_variable
+        egraph, placeholder_classes = self.egraph, self._classes
+        add_node, find, leaves = egraph.add_node, egraph.find, egraph.leaf_node
         nodes: list[int] = []
         for (op, spec), type_ in zip(steps, types):
-            children = tuple([add_variable(proxies[x]) if kind == 0 else nodes[x] for kind, x in spec])
-            nodes.append(add_node(op, children, type_))
+            children = []
+            for kind, x in spec:
+                if kind:
+                    children.append(nodes[x])
+                    continue
+                v = proxies[x]
+                cls = placeholder_classes.get(v)
+                if cls is None:
+                    cls = leaves(v)
+                    children.append(self._add_variable(v) if cls is None else cls)
+                else:
+                    children.append(find(cls))
+            nodes.append(add_node(op, tuple(children), type_))
         return nodes[-1]
 
     def type_of(self, built: Any, like: int) -> TensorType:

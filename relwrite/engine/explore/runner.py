@@ -737,7 +737,7 @@ class Runner:
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
-        proxies = [machine.proxy(v) for v in values]
+        proxies = machine.proxies(values)
         key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
         types = typed.get(key)
         if types is None:
@@ -750,7 +750,7 @@ class Runner:
         write_types, read_types = types
         if not egraph.classes[target].type.is_compatible(write_types[-1]):
             return False
-        cls, inside, _ = machine.classes_at(write, values)
+        cls, inside = machine.classes_at(write, [find(v) for v in values])
         if cls == target or target in inside:
             return False  # in its class already, or it would wrap the class in itself
         source = machine.add_at(read, read_types, proxies)
