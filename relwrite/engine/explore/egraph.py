@@ -536,21 +536,23 @@ class EGraph:
         here.nodes = list(unique.values())
 
     def _repair(self, cls: int, dirty: set[int]) -> None:
-        parents, self.classes[self.find(cls)].parents = self.classes[self.find(cls)].parents, []
+        memo, find, canonical = self._memo, self.find, self._canonical
+        here = self.classes[find(cls)]
+        parents, here.parents = here.parents, []
         kept: dict[tuple, int] = {}
         for key, node in parents:
-            if self._memo.get(key) == node:
-                del self._memo[key]
-            canon = self._canonical(node)
-            other = self._memo.get(canon)
+            if memo.get(key) == node:
+                del memo[key]
+            canon = canonical(node)
+            other = memo.get(canon)
             if other is None:
-                self._memo[canon] = node
-            elif self.find(other) != self.find(node):
+                memo[canon] = other = node
+            elif find(other) != find(node):
                 self.union(other, node, CONGRUENCE)
-            kept[canon] = self._memo[canon]
+            kept[canon] = other
             dirty.add(node)
-            self._fold(self._memo[canon])
-        self.classes[self.find(cls)].parents.extend(kept.items())
+            self._fold(other)
+        self.classes[find(cls)].parents.extend(kept.items())
 
     def _fold(self, node: int) -> None:
         """Constant folding as a class analysis: an application of constants joins its value's class."""

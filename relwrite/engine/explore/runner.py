@@ -731,12 +731,16 @@ class Runner:
 
     def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict) -> bool:
         """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
-        classes to the e-nodes they add, with no substitution or built tree in between.  `typed` keeps
-        the types of both sides by what types them (the proxies' types, or constants)."""
+        classes to the e-nodes they add, with no substitution or built tree in between (each check
+        that ends it changes nothing, so the cheapest comes first).  `typed` keeps the types of both
+        sides by what types them (the proxies' types, or constants)."""
         egraph, machine = self.egraph, self.machine
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
+        cls, inside = machine.classes_at(write, [find(v) for v in values])
+        if cls == target or target in inside:
+            return False  # in its class already, or it would wrap the class in itself
         proxies = machine.proxies(values)
         key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
         types = typed.get(key)
@@ -750,9 +754,6 @@ class Runner:
         write_types, read_types = types
         if not egraph.classes[target].type.is_compatible(write_types[-1]):
             return False
-        cls, inside = machine.classes_at(write, [find(v) for v in values])
-        if cls == target or target in inside:
-            return False  # in its class already, or it would wrap the class in itself
         source = machine.add_at(read, read_types, proxies)
         result = machine.add_at(write, write_types, proxies)
         held = tuple([(name, find(values[k])) for name, k in bindings])
