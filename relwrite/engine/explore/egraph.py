@@ -206,14 +206,15 @@ class EGraph:
         seen: set[int] = set()
         order: list[int] = []
         stack = [self.find(r) for r in roots]
+        classes, canonical = self.classes, self.canonical
         while stack:
             c = stack.pop()
             if c in seen:
                 continue
             seen.add(c)
             order.append(c)
-            for n in self.classes[c].nodes:
-                stack.extend(k for k in self.children(n) if k not in seen)
+            for n in classes[c].nodes:
+                stack.extend(canonical(n)[1])  # those seen by then are passed over when popped
         return order
 
     def mark_changed(self, classes: Iterable[int]) -> None:
@@ -499,7 +500,7 @@ class EGraph:
         kept.parents.extend(gone.parents)
         if gone.leaf is not None and (kept.leaf is None or isinstance(gone.leaf, Constant)):
             kept.leaf = gone.leaf
-        if kept.type.is_super(gone.type):
+        if kept.type is not gone.type and kept.type.is_super(gone.type):
             kept.type = gone.type
         self._pending.append(big)
         self._clean = False

@@ -20,6 +20,12 @@ anything, then into the e-graph (`add`).  On the side a rule produces, an
 add (mul) built as an operand of an add (mul) of its dtype is spliced into
 it, as interning flattens sums; the side a rule matched is built as it was
 matched, so that an explanation shows the exact term the rule saw.
+
+A side of fixed ops other than add and mul over variables and numbers also
+compiles to a matcher (`_Matcher`) that runs as Python made for it, one loop
+per atom (`_source`), and, with a plan, is built by position from a match's
+tuple of classes (`placed_plan`, `types_at`, `classes_at`, `add_at`): the
+runner's fast path, which finds and adds what the general one does.
 """
 
 from __future__ import annotations

@@ -17,8 +17,13 @@ again.  For a rule whose side read is fixed ops other than add and mul over
 variables (building it adds nothing new), a match whose other side is
 already in its class changes nothing: the search looks that up and notes it
 applied, and so does applying it (an earlier match of the iteration may
-have put it there), as egg and egglog skip such a substitution.  Saturated
-means an iteration in which no rule added anything: no e-node and no union.
+have put it there), as egg and egglog skip such a substitution.  Such a
+match of a compiled side whose two sides have plans (`EClasses.placed_plan`)
+is applied directly: from the tuple of its classes to the e-nodes of both
+sides (`_apply_direct`), with no substitution or built tree in between, and
+adds the same term nodes in the same order as building its sides would.
+Saturated means an iteration in which no rule added anything: no e-node and
+no union.
 
 An answer that would hold the class it is merged into as a proper subterm
 (``x -> -(-x)``), or, for add and mul, an e-node of the class as a
@@ -54,7 +59,11 @@ of one application; the time limit bounds every rule's search and is
 checked before every application.  A rule that raises, or whose search in
 one iteration outlasts `rule_seconds`, is reported by name in
 `Report.failed` and not run again; the run goes on.  `BackoffScheduler`
-keeps rules that match too often from flooding the graph.  With no time
+keeps rules that match too often from flooding the graph; the matches of a
+search it refused are kept, and when the next search of that (rule,
+direction) finds the e-graph unchanged (no e-node and no union since: the
+bans were lifted because nothing else changed it) they are what it finds
+again, without searching.  With no time
 limits (`seconds=rule_seconds=math.inf`) a run is deterministic: classes,
 rules and matches are visited in an order that depends on the input only.
 """
@@ -231,6 +240,7 @@ class _Compiled:
 
     @property
     def subst(self) -> dict:
+        """The match as a substitution (what `_apply_match` builds from)."""
         return {v: ClassRef(x) for v, x in zip(self.variables, self.values)}
 
 
@@ -297,6 +307,7 @@ class Runner:
         self._searched: dict[tuple[str, str], int] = {}  # how far into `egraph.changed` each has searched
         self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
         self._reached: set[int] = set()  # the classes reachable at the last search
+        self._reachable_at: tuple[tuple | None, list[int]] = (None, [])  # `_reachable`, and of what
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
         self._placed: dict[tuple, Callable | None] = {}  # the same, a function of a compiled side's matches
         self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
@@ -331,7 +342,7 @@ class Runner:
                 stop = StopReason.ITERATION_LIMIT
                 break
             before = (egraph.unions, egraph.node_count)
-            matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
+            matches, stop = self._search(self._reachable(roots), iteration, deadline)
             stop = self._apply(matches, iteration, deadline) or stop
             if stop is None:
                 self._searched.update(self._searching)
@@ -355,6 +366,15 @@ class Runner:
         report.stop_reason = stop
         self._note(report, iteration, started)
         return report
+
+    def _reachable(self, roots: list[int]) -> list[int]:
+        """`EGraph.reachable` from `roots`, read again only when an e-node or a union came since (or
+        the roots are others)."""
+        egraph = self.egraph
+        version = (egraph.unions, egraph.node_count, tuple(roots))
+        if self._reachable_at[0] != version:
+            self._reachable_at = (version, egraph.reachable(roots))
+        return self._reachable_at[1]
 
     def _note(self, report: Report, iteration: int, started: float) -> None:
         report.iterations = iteration
@@ -752,12 +772,13 @@ class Runner:
         if not types:
             return False
         write_types, read_types = types
-        if not egraph.classes[target].type.is_compatible(write_types[-1]):
+        class_type = egraph.classes[target].type
+        if class_type is not write_types[-1] and not class_type.is_compatible(write_types[-1]):
             return False
         source = machine.add_at(read, read_types, proxies)
         result = machine.add_at(write, write_types, proxies)
-        held = tuple([(name, find(values[k])) for name, k in bindings])
-        return egraph.union(source, result, Applied(m.rule, m.direction, source, result, held))
+        bound = tuple([(name, find(values[k])) for name, k in bindings])
+        return egraph.union(source, result, Applied(m.rule, m.direction, source, result, bound))
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
