@@ -315,26 +315,31 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        if type(op) in _AC_KINDS:
+        ac = type(op) in _AC_KINDS
+        if ac:
             children = tuple(sorted(children))
         key = (op, children)
-        found = self._exact.get(key)
+        exact = self._exact
+        found = exact.get(key)
         if found is not None:
             return found
         i = self._new(op, children, None, type_)
-        self._exact[key] = i
-        canon = self._canonical(i)
+        exact[key] = i
+        find = self.find
+        classes = tuple([find(c) for c in children])
+        canon = (op, tuple(sorted(classes)) if ac else classes)  # `_canonical(i)`
         existing = self._memo.get(canon)
         if existing is not None:
-            self._uf[i] = self.find(existing)
-            self.classes[self._uf[i]].terms.append(i)
+            root = self._uf[i] = find(existing)
+            self.classes[root].terms.append(i)
             self._link(i, existing, CONGRUENCE)
             return i
         self._memo[canon] = i
-        self.classes[i] = EClass(i, type_, None)
+        eclasses = self.classes
+        eclasses[i] = EClass(i, type_, None)
         self._touch_new(i, canon)
         for c in set(canon[1]):
-            self.classes[c].parents.append((canon, i))
+            eclasses[c].parents.append((canon, i))
         self._fold(i)
         return i
 

@@ -219,7 +219,7 @@ def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
         op, arity, equal, pairs, _, _ = atoms[j]
         constants[f"OP{j}"] = op
         pad = "    " * depth
-        lines.append(f"{pad}apps{j} = enodes(c{j})[0]")
+        lines.append(f"{pad}apps{j} = enodes(c{j})")
         lines.append(f"{pad}for k{j} in range(len(apps{j})) if f{j} is None else f{j}:")
         pad += "    "
         lines.append(f"{pad}op, a{j} = apps{j}[k{j}]")
@@ -295,7 +295,8 @@ class EClasses:
         self._plans: dict[Pattern, _Plan | None] = {}
         self._matchers: dict[Pattern, _Matcher | None] = {}
         self._views: dict[tuple[int, int], Variable] = {}
-        self._enodes: dict[int, tuple[tuple[tuple, ...], dict[tuple, int]]] = {}
+        self._enodes: dict[int, tuple[tuple, ...]] = {}
+        self._positions: dict[int, dict[tuple, int]] = {}
         self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
 
     def refresh(self) -> None:
@@ -303,6 +304,7 @@ class EClasses:
         self._applications = {}
         self._views = {}
         self._enodes = {}
+        self._positions = {}
         self._parent_apps = {}
 
     # -- the target protocol of `Pattern.matches`
@@ -371,14 +373,22 @@ class EClasses:
             self._matchers[pattern] = _Matcher.compile(pattern)
         return self._matchers[pattern]
 
-    def enodes(self, cls: int) -> tuple[tuple[tuple, ...], dict[tuple, int]]:
+    def enodes(self, cls: int) -> tuple[tuple, ...]:
         """The applications of class `cls` (a root) as ``(op, operand classes)``, in the order of its
-        e-nodes, and where each stands in that order; read once per search."""
+        e-nodes; read once per search."""
         found = self._enodes.get(cls)
         if found is None:
             canonical, op = self.egraph.canonical, self.egraph.op
-            apps = tuple([canonical(n) for n in self.egraph.classes[cls].nodes if op(n) is not None])
-            found = self._enodes[cls] = (apps, {app: k for k, app in enumerate(apps)})
+            found = self._enodes[cls] = tuple(
+                [canonical(n) for n in self.egraph.classes[cls].nodes if op(n) is not None]
+            )
+        return found
+
+    def positions(self, cls: int) -> dict[tuple, int]:
+        """Where each application of class `cls` (a root) stands in its `enodes`; read once per search."""
+        found = self._positions.get(cls)
+        if found is None:
+            found = self._positions[cls] = {app: k for k, app in enumerate(self.enodes(cls))}
         return found
 
     def parent_apps(self, cls: int) -> list[tuple[tuple, int, int]]:
@@ -394,7 +404,7 @@ class EClasses:
                 if app not in seen:
                     seen.add(app)
                     owner = find(node)
-                    found.append((app, owner, self.enodes(owner)[1][app]))
+                    found.append((app, owner, self.positions(owner)[app]))
             self._parent_apps[cls] = found
         return found
 
@@ -432,13 +442,20 @@ class EClasses:
                 constants.add(find(n))
             else:
                 by_op.setdefault(op, []).append(n)
-        found: list[tuple[int, tuple, tuple]] = []
+        found: list[tuple[tuple, tuple]] = []
         searched = 0
+        placed: dict[Op, list[tuple[int, int]]] = {}  # op -> (class, position) of its e-nodes in `nodes`
         for j, atom in enumerate(atoms):
+            at = placed.get(atom[0])
+            if at is None:
+                at = placed[atom[0]] = []
+                positions = self.positions
+                for n in by_op.get(atom[0], ()):
+                    cls = find(n)
+                    at.append((cls, positions(cls)[canonical(n)]))
             starts: dict[int, set[int]] = {}
-            for n in by_op.get(atom[0], ()):
-                cls = find(n)
-                starts.setdefault(cls, set()).add(self.enodes(cls)[1][canonical(n)])
+            for cls, k in at:
+                starts.setdefault(cls, set()).add(k)
             searched += len(starts)
             self._through(matcher, j, [(cls, {j: ks}) for cls, ks in starts.items()], found)
         for number, j, position in matcher.numbers:
