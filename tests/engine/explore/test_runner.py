@@ -5,6 +5,7 @@ import math
 import os
 import subprocess
 import sys
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -409,6 +410,31 @@ def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
     _, output = graph
     seminaive, full = both_searches([output], DEFAULT, "both", iterations=4, nodes=600)
     assert seminaive == full
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(2, 4), st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
+def test_compiled_sides_reach_the_state_their_patterns_reach_on_binary_terms(leaves, shape):
+    """The compiled path (a matcher made as Python, matches applied from their tuples of classes) adds
+    the term nodes, unions and proof links the general path (patterns, substitutions) adds, in order."""
+    xs = [scalar(f"x{k}") for k in range(leaves)]
+    terms = list(xs)
+    for times, pick in shape:
+        a, b = terms[pick % len(terms)], terms[(pick // 7) % len(terms)]
+        terms.append((TIMES if times else PLUS)(a, b))
+    rules = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
+        rule("distribute", (TIMES, "a", (PLUS, "b", "c")), (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c"))),
+        rule("twice", (PLUS, "a", "a"), (TIMES, 2.0, "a")),
+        rule("one", (TIMES, "a", 1.0), "a"),
+    ]
+    compiled = run_state([terms[-1]], rules, "both", iterations=5, nodes=1_500)
+    with (
+        patch.object(machine._Plan, "compile", staticmethod(lambda pattern: None)),
+        patch.object(machine._Matcher, "compile", staticmethod(lambda pattern: None)),
+    ):
+        assert run_state([terms[-1]], rules, "both", iterations=5, nodes=1_500) == compiled
 
 
 class Forgetful(dict):
