@@ -152,9 +152,9 @@ class _Matcher:
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
 
-    `run(enodes, literal, root, forced, out)` is the side's search as Python made for it (one loop
-    per atom, nested as the atoms are; see `_source`): it appends ``((root, values), order)`` to `out`
-    for each match at class `root` (`EClasses.match` describes `forced` and `order`).
+    `run(enodes, literal, root, forced, out, width)` is the side's search as Python made for it (one
+    loop per atom, nested as the atoms are; see `_source`): it appends ``((root, values), order)`` to
+    `out` for each match at class `root` (`EClasses.match` describes `forced` and `order`).
     """
 
     __slots__ = ("atoms", "numbers", "run", "variables")
@@ -211,7 +211,7 @@ def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
     the atom below; a check failing skips to the next e-node of the innermost loop, as
     `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
     """
-    lines = ["def run(enodes, literal, root, forced, out):"]
+    lines = ["def run(enodes, literal, root, forced, out, width):"]
     lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
     lines.append("    c0 = root")
 
@@ -247,7 +247,9 @@ def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
 
     depth = scan(0, 1)
     values = "".join(f"v{x}, " for x in range(variables))
-    order = "".join(f"k{j}, " for j in range(len(atoms)))
+    order = "k0"
+    for j in range(1, len(atoms)):
+        order = f"({order}) * width + k{j}"
     lines.append(f"{'    ' * (depth + 1)}out.append(((root, ({values})), ({order})))")
     return "\n".join(lines) + "\n"
 
@@ -298,6 +300,7 @@ class EClasses:
         self._enodes: dict[int, tuple[tuple, ...]] = {}
         self._positions: dict[int, dict[tuple, int]] = {}
         self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
+        self._width: int | None = None
 
     def refresh(self) -> None:
         """Forget the e-nodes read so far (the e-graph changed)."""
@@ -306,6 +309,7 @@ class EClasses:
         self._enodes = {}
         self._positions = {}
         self._parent_apps = {}
+        self._width = None
 
     # -- the target protocol of `Pattern.matches`
 
@@ -416,19 +420,28 @@ class EClasses:
         out: list | None = None,
     ) -> list[tuple]:
         """The matches at class `cls` (a root) as ``((cls, classes of the variables), order)``, `order`
-        the positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it,
-        matches come in the order `Pattern.matches` gives them.  `forced` names the positions an atom
-        may take; the matches are appended to `out` when given."""
+        the positions of the e-nodes each atom matched in their classes (`enodes`) as the digits of
+        one number in base `width`: sorted by it, matches come in the order `Pattern.matches` gives
+        them.  `forced` names the positions an atom may take; the matches are appended to `out`
+        when given."""
         found = [] if out is None else out
-        matcher.run(self.enodes, self._literal_class, cls, {} if forced is None else forced, found)
+        forced = {} if forced is None else forced
+        matcher.run(self.enodes, self._literal_class, cls, forced, found, self.width)
         return found
+
+    @property
+    def width(self) -> int:
+        """More than any class's number of e-nodes: the base of a match's `order` (per search)."""
+        if self._width is None:
+            self._width = 1 + max((len(e.nodes) for e in self.egraph.classes.values()), default=0)
+        return self._width
 
     def _literal_class(self, cls: int, number: Any) -> bool:
         """`literal` of a class id."""
         leaf = self.egraph.classes[self.egraph.find(cls)].leaf
         return isinstance(leaf, Constant) and is_literal(leaf, number)
 
-    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[tuple, tuple]], int]:
+    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[tuple, int]], int]:
         """The matches ``((class, classes of the variables), order)`` (see `match`) that read at least one
         of the e-nodes `nodes` (term nodes standing for e-nodes), each at least once; and how many
         classes they were looked for from."""
@@ -442,7 +455,7 @@ class EClasses:
                 constants.add(find(n))
             else:
                 by_op.setdefault(op, []).append(n)
-        found: list[tuple[tuple, tuple]] = []
+        found: list[tuple[tuple, int]] = []
         searched = 0
         placed: dict[Op, list[tuple[int, int]]] = {}  # op -> (class, position) of its e-nodes in `nodes`
         for j, atom in enumerate(atoms):
@@ -472,9 +485,9 @@ class EClasses:
             parent = atoms[j][4]
             frontier = self._up(atoms[parent], parent, atoms[j][5], frontier)
             j = parent
-        run, enodes, literal = matcher.run, self.enodes, self._literal_class
+        run, enodes, literal, width = matcher.run, self.enodes, self._literal_class, self.width
         for root, forced in frontier:
-            run(enodes, literal, root, forced, out)
+            run(enodes, literal, root, forced, out, width)
 
     def _up(self, atom: tuple, j: int, position: int, frontier: list) -> list:
         """The classes holding applications of `atom` (number `j`) with a frontier class as operand

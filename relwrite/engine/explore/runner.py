@@ -591,15 +591,16 @@ class Runner:
         else:
             matches, searched = machine.new_matches(matcher, nodes)
             stats.runs += searched
-        best: dict[tuple, tuple] = {}  # a match's key -> its least rank: (its root's position, order)
+        best: dict[tuple, int] = {}  # a match's key -> its least rank: its root's position, then order
         rank_of = best.get
+        scale = machine.width ** len(matcher.atoms)  # orders are below it
         for key, order in matches:
             if key in applied:
                 continue
             at = position.get(key[0])
             if at is None:
                 continue  # not reachable from the roots
-            rank = (at, order)
+            rank = at * scale + order
             known = rank_of(key)
             if known is None or rank < known:
                 best[key] = rank
