@@ -73,6 +73,7 @@ from __future__ import annotations
 import enum
 import gc
 import math
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -828,13 +829,26 @@ def _collector_relaxed() -> Iterator[None]:
     """Python's cyclic garbage collector run less often (generation 0 at `COLLECT_EVERY` allocations):
     a run allocates many small tuples that live as long as the e-graph, and the collector's passes
     over them (each full pass over the whole heap) took a quarter of a saturation's time (comm +
-    assoc of 8 leaves).  The cycles a run drops are still collected, in fewer passes."""
-    thresholds = gc.get_threshold()
-    gc.set_threshold(max(thresholds[0], COLLECT_EVERY), *thresholds[1:])
+    assoc of 8 leaves).  The cycles a run drops are still collected, in fewer passes.  Runs on
+    several threads share the setting: the first to start makes it, the last to end restores it."""
+    global _relaxed_runs, _thresholds
+    with _relaxing:
+        if _relaxed_runs == 0:
+            _thresholds = gc.get_threshold()
+            gc.set_threshold(max(_thresholds[0], COLLECT_EVERY), *_thresholds[1:])
+        _relaxed_runs += 1
     try:
         yield
     finally:
-        gc.set_threshold(*thresholds)
+        with _relaxing:
+            _relaxed_runs -= 1
+            if _relaxed_runs == 0:
+                gc.set_threshold(*_thresholds)
+
+
+_relaxing = threading.Lock()
+_relaxed_runs = 0  # the runs under `_collector_relaxed` now
+_thresholds = gc.get_threshold()  # the collector's thresholds before the first of them
 
 
 def _directions(rule: Rule, direction: str) -> list[tuple[str, tuple | None]]:

@@ -1,10 +1,12 @@
 """The runner: rules applied both ways within limits, failing rules skipped, the scheduler."""
 
+import gc
 import json
 import math
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from unittest.mock import patch
 
 import numpy as np
@@ -15,7 +17,7 @@ from hypothesis import strategies as st
 from relwrite import matrix, parse, scalar, vector
 from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
-from relwrite.engine.explore.runner import BackoffScheduler, Limits, Runner, StopReason
+from relwrite.engine.explore.runner import COLLECT_EVERY, BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
 from relwrite.relations.registry import Rule, catalogue, get_rule, rule
 from relwrite.testing import expression_graphs
@@ -435,6 +437,28 @@ def test_compiled_sides_reach_the_state_their_patterns_reach_on_binary_terms(lea
         patch.object(machine._Matcher, "compile", staticmethod(lambda pattern: None)),
     ):
         assert run_state([terms[-1]], rules, "both", iterations=5, nodes=1_500) == compiled
+
+
+def test_runs_on_threads_leave_the_garbage_collector_as_they_found_it():
+    """A run collects garbage less often; runs overlapping on threads restore the collector's setting
+    once, when the last ends."""
+    before = gc.get_threshold()
+    during = []
+
+    def one(k):
+        x = scalar(f"x{k}")
+        g = EGraph()
+        root = g.intern(o.log(1 + o.exp(x)) * (x - o.sigmoid(x)))
+
+        def progress(report):
+            during.append(gc.get_threshold()[0])
+
+        Runner(g, DEFAULT, limits=Limits(**WORK, iterations=4), progress=progress).run([root])
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(4)))
+    assert during and min(during) >= COLLECT_EVERY
+    assert gc.get_threshold() == before
 
 
 class Forgetful(dict):
