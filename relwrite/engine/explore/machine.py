@@ -31,6 +31,8 @@ runner's fast path, which finds and adds what the general one does.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
+from types import CodeType
 from typing import Any
 
 from etuples.core import ExpressionTuple
@@ -162,7 +164,7 @@ class _Matcher:
     def __init__(self, atoms: tuple, numbers: tuple, variables: tuple):
         self.atoms, self.numbers, self.variables = atoms, numbers, variables
         constants: dict[str, Any] = {}
-        exec(_source(atoms, len(variables), constants), constants)
+        exec(_compiled(_source(atoms, len(variables), constants)), constants)
         self.run = constants["run"]
 
     @staticmethod
@@ -201,6 +203,13 @@ class _Matcher:
         if atom(pattern.root, None, None) is None:
             return None
         return _Matcher(tuple(map(tuple, atoms)), tuple(numbers), tuple(variables))
+
+
+@lru_cache(maxsize=1024)
+def _compiled(source: str) -> CodeType:
+    """`source` compiled, once per text: sides of one shape share it (their ops are constants), and
+    compiling took more than a small exploration's search (the catalogue has a hundred sides)."""
+    return compile(source, "<relwrite.engine.explore.machine>", "exec")
 
 
 def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
@@ -641,7 +650,7 @@ class EClasses:
             return None
         constants: dict[str, Any] = {"enode_class": self.egraph.enode_class}
         where = [variables.index(v) for v in names]
-        exec(_probe_source(steps, where, constants), constants)
+        exec(_compiled(_probe_source(steps, where, constants)), constants)
         return constants["present"]
 
     # -- building sides
