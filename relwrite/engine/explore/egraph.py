@@ -141,6 +141,7 @@ class EGraph:
         made of e-nodes none of which is here since a search was there at that search, as it is now."""
         self._enode: list[bool] = []  # whether a term node stands for an e-node of its class
         self._signature: dict[int, tuple] = {}  # an e-node's canonical form when it was last touched
+        self._clean = True  # no union since the last rebuild: every e-node's signature is its form
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -171,7 +172,7 @@ class EGraph:
 
     def children(self, node: int) -> tuple[int, ...]:
         """The classes of a term node's operands (sorted for add and mul)."""
-        return self._canonical(node)[1]
+        return self.canonical(node)[1]
 
     def exact_children(self, node: int) -> tuple[int, ...]:
         """The term nodes a term node was built from."""
@@ -192,7 +193,12 @@ class EGraph:
 
     def canonical(self, node: int) -> tuple:
         """The e-node of a term node: its op and its operands' classes (sorted for add and mul);
-        term nodes with one canonical e-node are congruent."""
+        term nodes with one canonical e-node are congruent.  Between a rebuild and the next union an
+        e-node's form is the one `rebuild` recorded (no operand class has merged since)."""
+        if self._clean:
+            found = self._signature.get(node)
+            if found is not None:
+                return found
         return self._canonical(node)
 
     def reachable(self, roots: Iterable[int]) -> list[int]:
@@ -200,14 +206,15 @@ class EGraph:
         seen: set[int] = set()
         order: list[int] = []
         stack = [self.find(r) for r in roots]
+        classes, canonical = self.classes, self.canonical
         while stack:
             c = stack.pop()
             if c in seen:
                 continue
             seen.add(c)
             order.append(c)
-            for n in self.classes[c].nodes:
-                stack.extend(k for k in self.children(n) if k not in seen)
+            for n in classes[c].nodes:
+                stack.extend(canonical(n)[1])  # those seen by then are passed over when popped
         return order
 
     def mark_changed(self, classes: Iterable[int]) -> None:
@@ -249,6 +256,12 @@ class EGraph:
         classes = tuple([find(c) for c in children])
         if type(op) in _AC_KINDS:
             classes = tuple(sorted(classes))
+        found = self._memo.get((op, classes))
+        return None if found is None else self.find(found)
+
+    def enode_class(self, op: Op, classes: tuple[int, ...]) -> int | None:
+        """The class of the e-node whose canonical form is ``(op, classes)`` (`canonical`: classes as of
+        the last rebuild, sorted for add and mul), None when absent; `lookup_node` without the finds."""
         found = self._memo.get((op, classes))
         return None if found is None else self.find(found)
 
@@ -302,26 +315,31 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        if type(op) in _AC_KINDS:
+        ac = type(op) in _AC_KINDS
+        if ac:
             children = tuple(sorted(children))
         key = (op, children)
-        found = self._exact.get(key)
+        exact = self._exact
+        found = exact.get(key)
         if found is not None:
             return found
         i = self._new(op, children, None, type_)
-        self._exact[key] = i
-        canon = self._canonical(i)
+        exact[key] = i
+        find = self.find
+        classes = tuple([find(c) for c in children])
+        canon = (op, tuple(sorted(classes)) if ac else classes)  # `_canonical(i)`
         existing = self._memo.get(canon)
         if existing is not None:
-            self._uf[i] = self.find(existing)
-            self.classes[self._uf[i]].terms.append(i)
+            root = self._uf[i] = find(existing)
+            self.classes[root].terms.append(i)
             self._link(i, existing, CONGRUENCE)
             return i
         self._memo[canon] = i
-        self.classes[i] = EClass(i, type_, None)
+        eclasses = self.classes
+        eclasses[i] = EClass(i, type_, None)
         self._touch_new(i, canon)
         for c in set(canon[1]):
-            self.classes[c].parents.append((canon, i))
+            eclasses[c].parents.append((canon, i))
         self._fold(i)
         return i
 
@@ -487,9 +505,10 @@ class EGraph:
         kept.parents.extend(gone.parents)
         if gone.leaf is not None and (kept.leaf is None or isinstance(gone.leaf, Constant)):
             kept.leaf = gone.leaf
-        if kept.type.is_super(gone.type):
+        if kept.type is not gone.type and kept.type.is_super(gone.type):
             kept.type = gone.type
         self._pending.append(big)
+        self._clean = False
         self.changed.append(big)
         self.unions += 1
         return True
@@ -506,6 +525,7 @@ class EGraph:
                 self._repair(c, dirty)
         for cls in {self.find(c) for c in dirty}:
             self._tidy(cls)
+        self._clean = True
 
     def _tidy(self, cls: int) -> None:
         """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed."""
@@ -522,30 +542,38 @@ class EGraph:
         here.nodes = list(unique.values())
 
     def _repair(self, cls: int, dirty: set[int]) -> None:
-        parents, self.classes[self.find(cls)].parents = self.classes[self.find(cls)].parents, []
+        memo, find, canonical = self._memo, self.find, self._canonical
+        here = self.classes[find(cls)]
+        parents, here.parents = here.parents, []
         kept: dict[tuple, int] = {}
         for key, node in parents:
-            if self._memo.get(key) == node:
-                del self._memo[key]
-            canon = self._canonical(node)
-            other = self._memo.get(canon)
+            if memo.get(key) == node:
+                del memo[key]
+            canon = canonical(node)
+            other = memo.get(canon)
             if other is None:
-                self._memo[canon] = node
-            elif self.find(other) != self.find(node):
+                memo[canon] = other = node
+            elif find(other) != find(node):
                 self.union(other, node, CONGRUENCE)
-            kept[canon] = self._memo[canon]
+            kept[canon] = other
             dirty.add(node)
-            self._fold(self._memo[canon])
-        self.classes[self.find(cls)].parents.extend(kept.items())
+            self._fold(other)
+        self.classes[find(cls)].parents.extend(kept.items())
 
     def _fold(self, node: int) -> None:
         """Constant folding as a class analysis: an application of constants joins its value's class."""
         op = self._op[node]
         if op is None or isinstance(op, (ops.Fill, ops.Alloc)):
             return
+        classes, find = self.classes, self.find
+        constants = []
+        for c in self._children[node]:
+            leaf = classes[find(c)].leaf
+            if not isinstance(leaf, Constant):
+                return
+            constants.append(leaf)
         canon = self._canonical(node)
-        constants = [self.classes[c].leaf for c in (self.find(c) for c in self._children[node])]
-        if not all(isinstance(c, Constant) for c in constants) or canon in self._tried_folding:
+        if canon in self._tried_folding:
             return
         self._tried_folding.add(canon)
         try:

@@ -24,11 +24,19 @@ anything, then into the e-graph (`add`).  On the side a rule produces, an
 add (mul) built as an operand of an add (mul) of its dtype is spliced into
 it, as interning flattens sums; the side a rule matched is built as it was
 matched, so that an explanation shows the exact term the rule saw.
+
+A side of fixed ops other than add and mul over variables and numbers also
+compiles to a matcher (`_Matcher`) that runs as Python made for it, one loop
+per atom (`_source`), and, with a plan, is built by position from a match's
+tuple of classes (`placed_plan`, `types_at`, `classes_at`, `add_at`): the
+runner's fast path, which finds and adds what the general one does.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
+from functools import lru_cache
+from types import CodeType
 from typing import Any
 
 from etuples.core import ExpressionTuple
@@ -149,12 +157,19 @@ class _Matcher:
     `parent` and `position` where the atom stands in its parent atom (None for the root).  `numbers`
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
+
+    `run(enodes, literal, root, forced, out, width)` is the side's search as Python made for it (one
+    loop per atom, nested as the atoms are; see `_source`): it appends ``((root, values), order)`` to
+    `out` for each match at class `root` (`EClasses.match` describes `forced` and `order`).
     """
 
-    __slots__ = ("atoms", "numbers", "variables")
+    __slots__ = ("atoms", "numbers", "run", "variables")
 
     def __init__(self, atoms: tuple, numbers: tuple, variables: tuple):
         self.atoms, self.numbers, self.variables = atoms, numbers, variables
+        constants: dict[str, Any] = {}
+        exec(_compiled(_source(atoms, len(variables), constants)), constants)
+        self.run = constants["run"]
 
     @staticmethod
     def compile(pattern: Pattern) -> _Matcher | None:
@@ -194,6 +209,80 @@ class _Matcher:
         return _Matcher(tuple(map(tuple, atoms)), tuple(numbers), tuple(variables))
 
 
+@lru_cache(maxsize=1024)
+def _compiled(source: str) -> CodeType:
+    """`source` compiled, once per text: sides of one shape share it (their ops are constants), and
+    compiling took more than a small exploration's search (the catalogue has a hundred sides)."""
+    return compile(source, "<relwrite.engine.explore.machine>", "exec")
+
+
+def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
+    """The source of `_Matcher.run` for `atoms` (their ops and numbers go into `constants`).
+
+    Atom j scans the e-nodes of class ``c{j}`` (those `forced` names, or all), skipping those of
+    another op or arity; its operands bind ``v{x}``, check it, test a number, or open the loop of
+    the atom below; a check failing skips to the next e-node of the innermost loop, as
+    `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
+    """
+    lines = ["def run(enodes, literal, root, forced, out, width):"]
+    lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
+    lines.append("    c0 = root")
+
+    def scan(j: int, depth: int) -> int:
+        op, arity, equal, pairs, _, _ = atoms[j]
+        constants[f"OP{j}"] = op
+        pad = "    " * depth
+        lines.append(f"{pad}apps{j} = enodes(c{j})")
+        lines.append(f"{pad}for k{j} in range(len(apps{j})) if f{j} is None else f{j}:")
+        pad += "    "
+        lines.append(f"{pad}op, a{j} = apps{j}[k{j}]")
+        lines.append(f"{pad}if (op is not OP{j} and op != OP{j}) or len(a{j}) != {arity}:")
+        lines.append(f"{pad}    continue")
+        for a, b in equal:
+            lines.append(f"{pad}if a{j}[{a}] != a{j}[{b}]:")
+            lines.append(f"{pad}    continue")
+        for position, kind, x in pairs:
+            operand = f"a{j}[{position}]"
+            if kind == 0:
+                lines.append(f"{pad}v{x} = {operand}")
+            elif kind == 1:
+                lines.append(f"{pad}if {operand} != v{x}:")
+                lines.append(f"{pad}    continue")
+            elif kind == 2:
+                constants[f"N{j}_{position}"] = x
+                lines.append(f"{pad}if not literal({operand}, N{j}_{position}):")
+                lines.append(f"{pad}    continue")
+            else:
+                lines.append(f"{pad}c{x} = {operand}")
+                depth = scan(x, depth + 1)
+                pad = "    " * (depth + 1)
+        return depth
+
+    depth = scan(0, 1)
+    values = "".join(f"v{x}, " for x in range(variables))
+    order = "k0"
+    for j in range(1, len(atoms)):
+        order = f"({order}) * width + k{j}"
+    lines.append(f"{'    ' * (depth + 1)}out.append(((root, ({values})), ({order})))")
+    return "\n".join(lines) + "\n"
+
+
+def _probe_source(steps: tuple, where: list[int], constants: dict[str, Any]) -> str:
+    """The source of a `EClasses.presence` function for a probe's `steps` whose k-th variable is at
+    position ``where[k]`` of a match's values (the steps' ops go into `constants`)."""
+    lines = ["def present(values):"]
+    if not steps:
+        return f"{lines[0]}\n    return values[{where[0]}]\n"
+    for k, (op, spec) in enumerate(steps):
+        constants[f"OP{k}"] = op
+        operands = "".join(f"values[{where[x]}], " if kind == 0 else f"s{x}, " for kind, x in spec)
+        lines.append(f"    s{k} = enode_class(OP{k}, ({operands}))")
+        if k < len(steps) - 1:
+            lines += [f"    if s{k} is None:", "        return None"]
+    lines.append(f"    return s{len(steps) - 1}")
+    return "\n".join(lines) + "\n"
+
+
 class _Planned:
     """A side built by its plan under a substitution (nothing added yet): each step's operands (graph
     variables: classes' proxies and constants; `_Step`: earlier steps) and type."""
@@ -221,9 +310,11 @@ class EClasses:
         self._plans: dict[Pattern, _Plan | None] = {}
         self._matchers: dict[Pattern, _Matcher | None] = {}
         self._views: dict[tuple[int, int], Variable] = {}
-        self._enodes: dict[int, tuple[tuple[tuple, ...], dict[tuple, int]]] = {}
+        self._enodes: dict[int, tuple[tuple, ...]] = {}
+        self._positions: dict[int, dict[tuple, int]] = {}
         self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
         self._proxies: dict[int, Variable] = {}
+        self._width: int | None = None
 
     def refresh(self) -> None:
         """Forget the e-nodes and proxies read so far (the e-graph changed)."""
@@ -231,7 +322,9 @@ class EClasses:
         self._proxies = {}
         self._views = {}
         self._enodes = {}
+        self._positions = {}
         self._parent_apps = {}
+        self._width = None
 
     # -- the target protocol of `Pattern.matches`
 
@@ -299,14 +392,22 @@ class EClasses:
             self._matchers[pattern] = _Matcher.compile(pattern)
         return self._matchers[pattern]
 
-    def enodes(self, cls: int) -> tuple[tuple[tuple, ...], dict[tuple, int]]:
+    def enodes(self, cls: int) -> tuple[tuple, ...]:
         """The applications of class `cls` (a root) as ``(op, operand classes)``, in the order of its
-        e-nodes, and where each stands in that order; read once per search."""
+        e-nodes; read once per search."""
         found = self._enodes.get(cls)
         if found is None:
             canonical, op = self.egraph.canonical, self.egraph.op
-            apps = tuple([canonical(n) for n in self.egraph.classes[cls].nodes if op(n) is not None])
-            found = self._enodes[cls] = (apps, {app: k for k, app in enumerate(apps)})
+            found = self._enodes[cls] = tuple(
+                [canonical(n) for n in self.egraph.classes[cls].nodes if op(n) is not None]
+            )
+        return found
+
+    def positions(self, cls: int) -> dict[tuple, int]:
+        """Where each application of class `cls` (a root) stands in its `enodes`; read once per search."""
+        found = self._positions.get(cls)
+        if found is None:
+            found = self._positions[cls] = {app: k for k, app in enumerate(self.enodes(cls))}
         return found
 
     def parent_apps(self, cls: int) -> list[tuple[tuple, int, int]]:
@@ -322,50 +423,41 @@ class EClasses:
                 if app not in seen:
                     seen.add(app)
                     owner = find(node)
-                    found.append((app, owner, self.enodes(owner)[1][app]))
+                    found.append((app, owner, self.positions(owner)[app]))
             self._parent_apps[cls] = found
         return found
 
     def match(
-        self, matcher: _Matcher, cls: int, forced: Mapping[int, Collection[int]] | None = None
+        self,
+        matcher: _Matcher,
+        cls: int,
+        forced: Mapping[int, Collection[int]] | None = None,
+        out: list | None = None,
     ) -> list[tuple]:
-        """The matches at class `cls` (a root) as ``(classes of the variables, order)``, `order` the
-        positions of the e-nodes each atom matched in their classes (`enodes`): sorted by it, matches
-        come in the order `Pattern.matches` gives them.  `forced` names the positions an atom may take."""
-        return self._expand(matcher.atoms, 0, cls, ((), ()), forced or {})
-
-    def _expand(
-        self, atoms: tuple, j: int, cls: int, state: tuple, forced: Mapping[int, Collection[int]]
-    ) -> list:
-        op_, arity, equal, pairs, _, _ = atoms[j]
-        apps = self.enodes(cls)[0]
-        choices: Any = [(k, apps[k]) for k in forced[j]] if j in forced else enumerate(apps)
-        values, order = state
-        found: list = []
-        for k, (op, operands) in choices:
-            if (op is not op_ and op != op_) or len(operands) != arity:
-                continue
-            if equal and not all(operands[a] == operands[b] for a, b in equal):
-                continue
-            states = [(values, (*order, k))]
-            for position, kind, x in pairs:
-                c = operands[position]
-                if kind == 0:
-                    states = [((*v, c), o) for v, o in states]
-                elif kind == 1:
-                    states = [(v, o) for v, o in states if v[x] == c]
-                elif kind == 2:
-                    if not self.literal(ClassRef(c), x):
-                        states = []
-                else:
-                    states = [done for st in states for done in self._expand(atoms, x, c, st, forced)]
-                if not states:
-                    break
-            found.extend(states)
+        """The matches at class `cls` (a root) as ``((cls, classes of the variables), order)``, `order`
+        the positions of the e-nodes each atom matched in their classes (`enodes`) as the digits of
+        one number in base `width`: sorted by it, matches come in the order `Pattern.matches` gives
+        them.  `forced` names the positions an atom may take; the matches are appended to `out`
+        when given."""
+        found = [] if out is None else out
+        forced = {} if forced is None else forced
+        matcher.run(self.enodes, self._literal_class, cls, forced, found, self.width)
         return found
 
-    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[int, tuple, tuple]], int]:
-        """The matches (class, classes of the variables, order: see `match`) that read at least one
+    @property
+    def width(self) -> int:
+        """More than any class's number of e-nodes: the base of a match's `order` (per search)."""
+        if self._width is None:
+            self._width = 1 + max((len(e.nodes) for e in self.egraph.classes.values()), default=0)
+        return self._width
+
+    def _literal_class(self, cls: int, number: Any) -> bool:
+        """`literal` of a class id."""
+        leaf = self.egraph.classes[self.egraph.find(cls)].leaf
+        return isinstance(leaf, Constant) and is_literal(leaf, number)
+
+    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[tuple, int]], int]:
+        """The matches ``((class, classes of the variables), order)`` (see `match`) that read at least one
         of the e-nodes `nodes` (term nodes standing for e-nodes), each at least once; and how many
         classes they were looked for from."""
         egraph, atoms = self.egraph, matcher.atoms
@@ -378,31 +470,39 @@ class EClasses:
                 constants.add(find(n))
             else:
                 by_op.setdefault(op, []).append(n)
-        found: list[tuple[int, tuple, tuple]] = []
+        found: list[tuple[tuple, int]] = []
         searched = 0
+        placed: dict[Op, list[tuple[int, int]]] = {}  # op -> (class, position) of its e-nodes in `nodes`
         for j, atom in enumerate(atoms):
+            at = placed.get(atom[0])
+            if at is None:
+                at = placed[atom[0]] = []
+                positions = self.positions
+                for n in by_op.get(atom[0], ()):
+                    cls = find(n)
+                    at.append((cls, positions(cls)[canonical(n)]))
             starts: dict[int, set[int]] = {}
-            for n in by_op.get(atom[0], ()):
-                cls = find(n)
-                starts.setdefault(cls, set()).add(self.enodes(cls)[1][canonical(n)])
+            for cls, k in at:
+                starts.setdefault(cls, set()).add(k)
             searched += len(starts)
-            for cls, ks in starts.items():
-                found += self._through(matcher, j, [(cls, {j: ks})])
+            self._through(matcher, j, [(cls, {j: ks}) for cls, ks in starts.items()], found)
         for number, j, position in matcher.numbers:
             frontier = [(c, {}) for c in constants if self.literal(ClassRef(c), number)]
             searched += len(frontier)
-            found += self._through(matcher, j, self._up(atoms[j], j, position, frontier))
+            self._through(matcher, j, self._up(atoms[j], j, position, frontier), found)
         return found, searched
 
-    def _through(self, matcher: _Matcher, j: int, frontier: list) -> list[tuple[int, tuple, tuple]]:
-        """The matches through the applications of atom `j` a frontier names: up the parents to the
-        root atom, then down."""
+    def _through(self, matcher: _Matcher, j: int, frontier: list, out: list) -> None:
+        """The matches through the applications of atom `j` a frontier names, appended to `out`: up
+        the parents to the root atom, then down."""
         atoms = matcher.atoms
         while atoms[j][4] is not None:
             parent = atoms[j][4]
             frontier = self._up(atoms[parent], parent, atoms[j][5], frontier)
             j = parent
-        return [(root, *state) for root, forced in frontier for state in self.match(matcher, root, forced)]
+        run, enodes, literal, width = matcher.run, self.enodes, self._literal_class, self.width
+        for root, forced in frontier:
+            run(enodes, literal, root, forced, out, width)
 
     def _up(self, atom: tuple, j: int, position: int, frontier: list) -> list:
         """The classes holding applications of `atom` (number `j`) with a frontier class as operand
@@ -550,6 +650,19 @@ class EClasses:
             classes.append(cls)
         return classes[-1]
 
+    def presence(self, probe: tuple, variables: tuple) -> Callable[[tuple], int | None] | None:
+        """`present` for the matches of a compiled side: a function of a match's values (the classes
+        of `variables`, as of the last rebuild, as a search gives them) made for `probe` as Python (one
+        look-up per step, see `_probe_source`); None when the probe names a variable not in
+        `variables`."""
+        steps, names = probe
+        if not set(names) <= set(variables):
+            return None
+        constants: dict[str, Any] = {"enode_class": self.egraph.enode_class}
+        where = [variables.index(v) for v in names]
+        exec(_compiled(_probe_source(steps, where, constants)), constants)
+        return constants["present"]
+
     # -- building sides
 
     def instantiate(self, pattern: Pattern, s: Mapping, splice: bool = True) -> Any:
@@ -677,6 +790,81 @@ class EClasses:
                 raise Unbuildable(f"{op} has {len(node.outputs)} outputs")
             found = self._types[key] = node.outputs[0].type
         return found
+
+    # -- building sides by position: a compiled side's matches, without a substitution
+
+    def placed_plan(self, pattern: Pattern, variables: tuple) -> tuple | None:
+        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`,
+        `classes_at` and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
+        or ``(2, step)``.  None when the pattern has no plan, is one variable, holds a number, or
+        names a variable not in `variables`."""
+        plan = self.plan(pattern)
+        if plan is None or not plan.steps:
+            return None
+        placed = []
+        for op, spec in plan.steps:
+            operands = []
+            for kind, x in spec:
+                if kind == 1 or (kind == 0 and x not in variables):
+                    return None
+                operands.append((0, variables.index(x)) if kind == 0 else (2, x))
+            placed.append((op, tuple(operands)))
+        return tuple(placed)
+
+    def types_at(self, steps: tuple, proxies: list[Variable]) -> list[TensorType]:
+        """The types of placed `steps` built over the values' `proxies`, as `instantiate` types its
+        plan; raises `Unbuildable` when a step does not apply."""
+        types: list[TensorType] = []
+        for op, spec in steps:
+            inputs = [proxies[x] if kind == 0 else self._typed_variable(types[x]) for kind, x in spec]
+            types.append(self._type(op, inputs))
+        return types
+
+    def proxies(self, classes: tuple) -> list[Variable]:
+        """The `proxy` of each of `classes` (the same one from a search to the applying of its matches)."""
+        known, proxy = self._proxies, self.proxy
+        found = []
+        for c in classes:
+            p = known.get(c)
+            found.append(p if p is not None else proxy(c))
+        return found
+
+    def classes_at(self, steps: tuple, roots: list[int]) -> tuple[int | None, set[int]]:
+        """Where placed `steps` over the classes `roots` (found) already are, adding nothing: the class
+        of the last step (None: absent) and the classes of the steps' operands (`classes_inside`)."""
+        enode_class = self.egraph.enode_class  # steps are of ops that are not add or mul: no sorting
+        inside: set[int] = set()
+        cls: int | None = None
+        classes: list[int | None] = []
+        for op, spec in steps:
+            operands = tuple([roots[x] if kind == 0 else classes[x] for kind, x in spec])
+            inside.update(operands)
+            cls = None if None in operands else enode_class(op, operands)
+            classes.append(cls)
+        inside.discard(None)  # type: ignore[arg-type]
+        return cls, inside
+
+    def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
+        """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds
+        the plan `instantiate` built."""
+        egraph, placeholder_classes = self.egraph, self._classes
+        add_node, find, leaves = egraph.add_node, egraph.find, egraph.leaf_node
+        nodes: list[int] = []
+        for (op, spec), type_ in zip(steps, types):
+            children = []
+            for kind, x in spec:
+                if kind:
+                    children.append(nodes[x])
+                    continue
+                v = proxies[x]
+                cls = placeholder_classes.get(v)
+                if cls is None:
+                    cls = leaves(v)
+                    children.append(self._add_variable(v) if cls is None else cls)
+                else:
+                    children.append(find(cls))
+            nodes.append(add_node(op, tuple(children), type_))
+        return nodes[-1]
 
     def type_of(self, built: Any, like: int) -> TensorType:
         """The static type of a built tree (a number takes class `like`'s dtype)."""

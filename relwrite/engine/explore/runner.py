@@ -19,8 +19,13 @@ rule whose side read is fixed ops other than add and mul over variables
 (building it adds nothing new), a match whose other side is already in its
 class changes nothing: the search looks that up and notes it applied, and so
 does applying it (an earlier match of the iteration may have put it there),
-as egg and egglog skip such a substitution.  Saturated means an iteration in
-which no rule added anything: no e-node and no union.
+as egg and egglog skip such a substitution.  Such a match of a compiled side
+whose two sides have plans (`EClasses.placed_plan`) is applied directly:
+from the tuple of its classes to the e-nodes of both sides
+(`_apply_direct`), with no substitution or built tree in between, and adds
+the same term nodes in the same order as building its sides would.
+Saturated means an iteration in which no rule added anything: no e-node and
+no union.
 
 An answer that would hold the class it is merged into as a proper subterm
 (``x -> -(-x)``), or, for add and mul, an e-node of the class as a
@@ -62,7 +67,11 @@ of one application; the time limit bounds every rule's search and is
 checked before every application.  A rule that raises, or whose search in
 one iteration outlasts `rule_seconds`, is reported by name in
 `Report.failed` and not run again; the run goes on.  `BackoffScheduler`
-keeps rules that match too often from flooding the graph.  With no time
+keeps rules that match too often from flooding the graph; the matches of a
+search it refused are kept, and when the next search of that (rule,
+direction) finds the e-graph unchanged (no e-node and no union since: the
+bans were lifted because nothing else changed it) they are what it finds
+again, without searching.  With no time
 limits (`seconds=rule_seconds=math.inf`) a run is deterministic: classes,
 rules and matches are visited in an order that depends on the input only.
 """
@@ -70,11 +79,15 @@ rules and matches are visited in an order that depends on the input only.
 from __future__ import annotations
 
 import enum
+import gc
 import math
+import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -82,11 +95,15 @@ import numpy as np
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
-from relwrite.graph.basic import Op, Variable
+from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import completions
+
+COLLECT_EVERY = 50_000
+"""Allocations between two passes of the garbage collector's youngest generation during a run (see
+`_collector_relaxed`; Python's default is 700)."""
 
 
 class StopReason(enum.StrEnum):
@@ -209,13 +226,33 @@ class BackoffScheduler:
 @dataclass(frozen=True)
 class _Match:
     """A match of a pattern rule's side (`direction` says which) at class `cls`, completed as `subst`;
-    `key` names it up to the classes' current roots (None: its values cannot be hashed)."""
+    `key` names it up to the classes' current roots (None: its values cannot be hashed), and goes
+    into `applied` when it is applied."""
 
     rule: Rule
     direction: str
     cls: int
     subst: Mapping
     key: Any
+    applied: set
+
+
+class _Compiled:
+    """A match of a compiled side (`EClasses.match`): the classes `values` of its `variables`; its
+    key ``(cls, values)`` goes into `applied` when it is applied.  A match's few fields, without
+    the dict of `subst` until something reads it."""
+
+    __slots__ = ("applied", "cls", "direction", "key", "rule", "values", "variables")
+
+    def __init__(self, rule: Rule, direction: str, key: tuple, variables: tuple, applied: set):
+        self.rule, self.direction, self.key = rule, direction, key
+        self.variables, self.applied = variables, applied
+        self.cls, self.values = key
+
+    @property
+    def subst(self) -> dict:
+        """The match as a substitution (what `_apply_match` builds from)."""
+        return {v: ClassRef(x) for v, x in zip(self.variables, self.values)}
 
 
 @dataclass(frozen=True)
@@ -228,6 +265,9 @@ class _Answer:
     answer: Answer
 
     direction = "forward"
+
+
+_Found = _Match | _Compiled | _Answer
 
 
 class _OutOfTime(Exception):
@@ -265,6 +305,7 @@ class Runner:
         self._by_name = {r.name: r for r in self.rules}
         self._disabled: set[str] = set()
         self._applied: set[Any] = set()  # keys of the matches applied, and (rule name, term) of goal runs
+        self._compiled_applied: dict[tuple[str, str], set[tuple]] = {}  # the same, of compiled sides
         self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
         self._refused = False  # whether the scheduler held back matches this iteration
@@ -277,7 +318,13 @@ class Runner:
         self._searched: dict[tuple[str, str], int] = {}  # how far into `egraph.changed` each has searched
         self._searching: dict[tuple[str, str], int] = {}  # the same for this iteration's searches
         self._reached: set[int] = set()  # the classes reachable at the last search
+        self._reachable_at: tuple[tuple | None, list[int]] = (None, [])  # `_reachable`, and of what
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
+        self._placed: dict[tuple, Callable | None] = {}  # the same, a function of a compiled side's matches
+        self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
+        # (rule name, direction) -> the e-graph's version, the matches and the classes searched of its
+        # last search, when the scheduler refused them (the same search of the same e-graph finds them)
+        self._held: dict[tuple[str, str], tuple[tuple[int, int], list, int]] = {}
         self._noops = 0  # matches the search of one (rule, direction) found changing nothing
         self.focus: dict[int, float] = {}
         """Classes (any term node of them) -> bits of error lost there: their matches are applied first."""
@@ -289,7 +336,7 @@ class Runner:
 
         `until` is when to stop (a `time.perf_counter()` time; default: `limits.seconds` from now).
         """
-        with budget_clock():
+        with budget_clock(), _collector_relaxed():
             return self._run(list(roots), goal, until)
 
     def _run(self, roots: list[int], goal: Callable[[], bool] | None, until: float | None) -> Report:
@@ -308,7 +355,7 @@ class Runner:
                 stop = StopReason.ITERATION_LIMIT
                 break
             before = (egraph.unions, egraph.node_count)
-            matches, stop = self._search(egraph.reachable(roots), iteration, deadline)
+            matches, stop = self._search(self._reachable(roots), iteration, deadline)
             stop = self._apply(self._focused(matches), iteration, deadline) or stop
             if stop is None:
                 self._searched.update(self._searching)
@@ -343,6 +390,15 @@ class Runner:
             weight[find(c)] = max(weight.get(find(c), 0.0), bits)
         return sorted(matches, key=lambda m: -weight.get(find(m.cls), 0.0))
 
+    def _reachable(self, roots: list[int]) -> list[int]:
+        """`EGraph.reachable` from `roots`, read again only when an e-node or a union came since (or
+        the roots are others)."""
+        egraph = self.egraph
+        version = (egraph.unions, egraph.node_count, tuple(roots))
+        if self._reachable_at[0] != version:
+            self._reachable_at = (version, egraph.reachable(roots))
+        return self._reachable_at[1]
+
     def _note(self, report: Report, iteration: int, started: float) -> None:
         report.iterations = iteration
         report.nodes = self.egraph.node_count
@@ -363,7 +419,7 @@ class Runner:
 
     def _search(
         self, classes: list[int], iteration: int, deadline: float
-    ) -> tuple[list[_Match | _Answer], StopReason | None]:
+    ) -> tuple[list[_Found], StopReason | None]:
         """Every admitted match of every (rule, direction) on `classes`; TIME_LIMIT when the deadline
         cut the search (the matches found until then are kept)."""
         machine, egraph = self.machine, self.egraph
@@ -371,35 +427,37 @@ class Runner:
         egraph.mark_changed(c for c in classes if c not in self._reached)
         self._reached = set(classes)
         end = (len(egraph.changed), len(egraph.touched))
+        version = (egraph.unions, egraph.node_count)  # equal only when no e-node and no union came since
         near: dict[tuple[int, int], set[int]] = {}
         fresh: dict[int, list[int]] = {}
         self._searching = {}
-        by_op: dict[Op, list[int]] = {}
-        for c in classes:
-            for op, _ in machine.applications(ClassRef(c)):
-                holding = by_op.setdefault(op, [])
-                if not holding or holding[-1] != c:
-                    holding.append(c)
+        by_op: dict[Op, list[int]] | None = None  # the classes holding each op, made when first needed
         position = {c: k for k, c in enumerate(classes)}
-        matches: list[_Match | _Answer] = []
+        matches: list[_Found] = []
         self._runs = {}
         self._refused = False
         for rule in self.rules:
             for direction, heads in self._directions[rule.name]:
                 if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
                     continue
-                candidates = classes if heads is None else _holding(heads, by_op, position)
                 arm = (rule.name, direction)
                 since, levels = self._searched.get(arm), self._levels[arm]
                 nodes = None
-                if since is not None and levels is not None:
-                    if self._matcher(rule, direction) is not None:  # only matches through changed e-nodes
-                        if since[1] not in fresh:
-                            touched = egraph.touched[since[1] : end[1]]
-                            fresh[since[1]] = [n for n in dict.fromkeys(touched) if egraph.is_enode(n)]
-                        nodes = fresh[since[1]]
-                        candidates = []
+                if since is not None and levels is not None and self._matcher(rule, direction) is not None:
+                    # only the matches through changed e-nodes
+                    if since[1] not in fresh:
+                        touched = egraph.touched[since[1] : end[1]]
+                        fresh[since[1]] = [n for n in dict.fromkeys(touched) if egraph.is_enode(n)]
+                    nodes = fresh[since[1]]
+                    candidates = []
+                else:
+                    if heads is None:
+                        candidates = classes
                     else:
+                        if by_op is None:
+                            by_op = _by_op(machine, classes)
+                        candidates = _holding(heads, by_op, position)
+                    if since is not None and levels is not None:
                         if (since[0], levels) not in near:
                             near[since[0], levels] = egraph.near(egraph.changed[since[0] : end[0]], levels)
                         changed = near[since[0], levels]
@@ -407,13 +465,23 @@ class Runner:
                 if not candidates and not nodes:
                     self._searching[arm] = end
                     continue
-                try:
-                    found, runs = self._search_rule(rule, direction, candidates, nodes, position, deadline)
-                except _OutOfTime:
-                    return matches, StopReason.TIME_LIMIT
-                if found is None:
-                    continue
-                self.report.rules[rule.name].answers += len(found)
+                stats = self.report.rules[rule.name]
+                held = self._held.pop(arm, None)
+                if held is not None and held[0] == version:
+                    found, runs, searched, self._noops = held[1], [], held[2], 0
+                    stats.runs += searched
+                else:
+                    searched = stats.runs
+                    try:
+                        found, runs = self._search_rule(
+                            rule, direction, candidates, nodes, position, deadline
+                        )
+                    except _OutOfTime:
+                        return matches, StopReason.TIME_LIMIT
+                    if found is None:
+                        continue
+                    searched = stats.runs - searched
+                stats.answers += len(found)
                 if self.scheduler.admit(rule, direction, iteration, len(found)):
                     matches.extend(found)
                     self._runs[rule.name, direction] = len(found) + self._noops
@@ -421,6 +489,8 @@ class Runner:
                     self._searching[arm] = end
                 else:
                     self._refused = True
+                    if self._matcher(rule, direction) is not None:
+                        self._held[arm] = (version, found, searched)
         return matches, None
 
     def _search_rule(
@@ -431,7 +501,7 @@ class Runner:
         nodes: list[int] | None,
         position: Mapping[int, int],
         deadline: float,
-    ) -> tuple[list[_Match | _Answer] | None, list]:
+    ) -> tuple[list[_Found] | None, list]:
         """The new matches of (rule, direction) at `candidates` (or, for a compiled side, through the
         e-nodes `nodes`) and the goal runs made, within the rule's time (None: it failed, and is
         disabled); raises `_OutOfTime` past the run's deadline."""
@@ -441,7 +511,7 @@ class Runner:
         if left <= 0:
             raise _OutOfTime
         seconds = min(self.limits.rule_seconds, left)
-        found: list[_Match | _Answer] = []
+        found: list[_Found] = []
         runs: list = []
         self._noops = 0
         try:
@@ -488,6 +558,14 @@ class Runner:
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
 
+    def _presence(self, rule: Rule, direction: str, variables: tuple) -> Callable[[tuple], int | None] | None:
+        """`_probe` as a function of a compiled side's matches (`EClasses.presence`)."""
+        arm = (rule.name, direction)
+        if arm not in self._placed:
+            probe = self._probe(rule, direction)
+            self._placed[arm] = None if probe is None else self.machine.presence(probe, variables)
+        return self._placed[arm]
+
     def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
         """E-match the side of `rule` that `direction` reads at each candidate class; a match whose
         other side is already in its class changes nothing and is noted as applied."""
@@ -509,7 +587,7 @@ class Runner:
                         self._applied.add(key)  # its other side is in its class already
                         self._noops += 1
                         continue
-                    found.append(_Match(rule, direction, c, done, key))
+                    found.append(_Match(rule, direction, c, done, key, self._applied))
 
     def _match_compiled(
         self,
@@ -523,39 +601,39 @@ class Runner:
     ) -> None:
         """`_match` by a compiled matcher, at `candidates`, or (`nodes`, semi-naive) only the matches
         through those e-nodes: the same matches in the same order (`EClasses.match`)."""
-        machine, stats, applied = self.machine, self.report.rules[rule.name], self._applied
+        machine, stats = self.machine, self.report.rules[rule.name]
         variables = matcher.variables
         if direction == "backward" and not rule.sides.lhs_variables <= set(variables):
             return  # a match would leave the side it writes unbound
-        name = (rule.name, direction)
-        best: dict[tuple, tuple] = {}
+        applied = self._compiled_applied.setdefault((rule.name, direction), set())
         if nodes is None:
-            matches: Iterable[tuple] = (
-                (c, *state) for c in candidates for state in machine.match(matcher, c)
-            )
+            matches: list[tuple] = []
+            for c in candidates:
+                machine.match(matcher, c, out=matches)
             stats.runs += len(candidates)
         else:
             matches, searched = machine.new_matches(matcher, nodes)
             stats.runs += searched
-        for root, values, order in matches:
-            at = position.get(root)
-            if at is None:
-                continue  # not reachable from the roots
-            key = (*name, root, *values)
+        best: dict[tuple, int] = {}  # a match's key -> its least rank: its root's position, then order
+        rank_of = best.get
+        scale = machine.width ** len(matcher.atoms)  # orders are below it
+        for key, order in matches:
             if key in applied:
                 continue
-            rank = (at, order)
-            if key not in best or rank < best[key][0]:
-                best[key] = (rank, values)
-        probe = self._probe(rule, direction)
-        for key, (_, values) in sorted(best.items(), key=lambda item: item[1][0]):
-            root = key[2]
-            subst = dict(zip(variables, values))
-            if probe is not None and machine.present(probe, subst) == root:
+            at = position.get(key[0])
+            if at is None:
+                continue  # not reachable from the roots
+            rank = at * scale + order
+            known = rank_of(key)
+            if known is None or rank < known:
+                best[key] = rank
+        present = self._presence(rule, direction, variables)
+        for key, _ in sorted(best.items(), key=itemgetter(1)):
+            if present is not None and present(key[1]) == key[0]:
                 applied.add(key)  # its other side is in its class already: it changes nothing
                 self._noops += 1
                 continue
-            found.append(_Match(rule, direction, root, {v: ClassRef(x) for v, x in subst.items()}, key))
+            found.append(_Compiled(rule, direction, key, variables, applied))
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -601,20 +679,33 @@ class Runner:
 
     # -- apply -------------------------------------------------------------------------------
 
-    def _apply(self, matches: list[_Match | _Answer], iteration: int, deadline: float) -> StopReason | None:
+    def _apply(self, matches: list[_Found], iteration: int, deadline: float) -> StopReason | None:
         """Apply the matches up to a limit, without rebuilding (look-ups go through `find`)."""
-        egraph, report = self.egraph, self.report
+        egraph, report, limits = self.egraph, self.report, self.limits
         unions: dict[tuple[str, str], int] = {}
         stop = None
+        arm_rule, arm_direction, direct = None, None, None
         for m in matches:
-            stop = self._limit_reached(deadline)
-            if stop is not None:
+            if (
+                egraph.node_count >= limits.nodes
+                or len(egraph.classes) >= limits.classes
+                or (deadline < math.inf and time.perf_counter() >= deadline)
+            ):
+                stop = self._limit_reached(deadline)
                 break
             if m.rule.name in self._disabled:
                 continue
             before = egraph.node_count
             try:
-                merged = self._apply_match(m) if isinstance(m, _Match) else self._apply_answer(m)
+                if type(m) is _Compiled:
+                    if m.rule is not arm_rule or m.direction != arm_direction:  # an arm's come together
+                        arm_rule, arm_direction = m.rule, m.direction
+                        direct = self._direct(arm_rule, arm_direction)
+                    merged = self._apply_match(m) if direct is None else self._apply_direct(m, *direct)
+                elif isinstance(m, _Answer):
+                    merged = self._apply_answer(m)
+                else:
+                    merged = self._apply_match(m)
             except Exception as exc:
                 self._fail(m.rule, f"applying {m.direction}: {type(exc).__name__}: {exc}")
                 continue
@@ -628,11 +719,11 @@ class Runner:
             )
         return stop
 
-    def _apply_match(self, m: _Match) -> bool:
+    def _apply_match(self, m: _Match | _Compiled) -> bool:
         """Build the match's two sides and merge them; whether that merged two classes."""
         egraph, machine, rule = self.egraph, self.machine, m.rule
         if m.key is not None:
-            self._applied.add(m.key)
+            m.applied.add(m.key)
         read, write = (rule.lhs, rule.rhs) if m.direction == "forward" else (rule.rhs, rule.lhs)
         target = egraph.find(m.cls)
         try:
@@ -659,6 +750,63 @@ class Runner:
         source = machine.add(matched, target)
         result = machine.add(other, target)
         return egraph.union(source, result, Applied(rule, m.direction, source, result, tuple(bindings)))
+
+    def _direct(self, rule: Rule, direction: str) -> tuple | None:
+        """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
+        the side read and the side written, the positions of the assumption variables' values and
+        a store of their types; None when a side has no placed plan or applying a match whose
+        written side is in its class could change something (`_probe`)."""
+        arm = (rule.name, direction)
+        if arm not in self._directs:
+            self._directs[arm] = None
+            variables = self._matcher(rule, direction).variables
+            read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
+            read_steps = self.machine.placed_plan(read, variables)
+            write_steps = self.machine.placed_plan(write, variables)
+            if (
+                read_steps is not None
+                and write_steps is not None
+                and self._probe(rule, direction) is not None
+            ):
+                names = [rule.lhs.names.get(a.name) for a in rule.assumptions]
+                bindings = tuple(
+                    (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
+                )
+                self._directs[arm] = (read_steps, write_steps, bindings, {})
+        return self._directs[arm]
+
+    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict) -> bool:
+        """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
+        classes to the e-nodes they add, with no substitution or built tree in between (each check
+        that ends it changes nothing, so the cheapest comes first).  `typed` keeps the types of both
+        sides by what types them (the proxies' types, or constants)."""
+        egraph, machine = self.egraph, self.machine
+        m.applied.add(m.key)
+        find, values = egraph.find, m.values
+        target = find(m.cls)
+        cls, inside = machine.classes_at(write, [find(v) for v in values])
+        if cls == target or target in inside:
+            return False  # in its class already, or it would wrap the class in itself
+        proxies = machine.proxies(values)
+        key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
+        types = typed.get(key)
+        if types is None:
+            try:
+                types = typed[key] = (machine.types_at(write, proxies), machine.types_at(read, proxies))
+            except Unbuildable:
+                types = typed[key] = ()
+        if not types:
+            return False
+        write_types, read_types = types
+        class_type = egraph.classes[target].type
+        if class_type is not write_types[-1] and not class_type.is_compatible(write_types[-1]):
+            return False
+        source = machine.add_at(read, read_types, proxies)
+        result = machine.add_at(write, write_types, proxies)
+        bound = tuple([(name, find(values[k])) for name, k in bindings])
+        if bound and self._contradicted(m.rule, bound):
+            return False
+        return egraph.union(source, result, Applied(m.rule, m.direction, source, result, bound))
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
@@ -713,6 +861,33 @@ class Runner:
                 if mine != mine_all and not mine - mine_all:
                     return True
         return False
+
+
+@contextmanager
+def _collector_relaxed() -> Iterator[None]:
+    """Python's cyclic garbage collector run less often (generation 0 at `COLLECT_EVERY` allocations):
+    a run allocates many small tuples that live as long as the e-graph, and the collector's passes
+    over them (each full pass over the whole heap) took a quarter of a saturation's time (comm +
+    assoc of 8 leaves).  The cycles a run drops are still collected, in fewer passes.  Runs on
+    several threads share the setting: the first to start makes it, the last to end restores it."""
+    global _relaxed_runs, _thresholds
+    with _relaxing:
+        if _relaxed_runs == 0:
+            _thresholds = gc.get_threshold()
+            gc.set_threshold(max(_thresholds[0], COLLECT_EVERY), *_thresholds[1:])
+        _relaxed_runs += 1
+    try:
+        yield
+    finally:
+        with _relaxing:
+            _relaxed_runs -= 1
+            if _relaxed_runs == 0:
+                gc.set_threshold(*_thresholds)
+
+
+_relaxing = threading.Lock()
+_relaxed_runs = 0  # the runs under `_collector_relaxed` now
+_thresholds = gc.get_threshold()  # the collector's thresholds before the first of them
 
 
 def _directions(rule: Rule, direction: str) -> list[tuple[str, tuple | None]]:
@@ -773,6 +948,17 @@ def _present(machine: EClasses, probe: tuple, s: Mapping) -> int | None:
 
 def _heads(pattern: Pattern) -> tuple | None:
     return None if pattern.head is None else (pattern.head,)
+
+
+def _by_op(machine: EClasses, classes: list[int]) -> dict[Op, list[int]]:
+    """The classes among `classes` holding an e-node of each op, in the order of `classes`."""
+    by_op: dict[Op, list[int]] = {}
+    for c in classes:
+        for op, _ in machine.applications(ClassRef(c)):
+            holding = by_op.setdefault(op, [])
+            if not holding or holding[-1] != c:
+                holding.append(c)
+    return by_op
 
 
 def _holding(heads: Sequence[Op | type], by_op: dict[Op, list[int]], position: dict[int, int]) -> list[int]:

@@ -1,10 +1,13 @@
 """The runner: rules applied both ways within limits, failing rules skipped, the scheduler."""
 
+import gc
 import json
 import math
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -14,7 +17,7 @@ from hypothesis import strategies as st
 from relwrite import constant, matrix, parse, scalar, vector
 from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
-from relwrite.engine.explore.runner import BackoffScheduler, Limits, Runner, StopReason
+from relwrite.engine.explore.runner import COLLECT_EVERY, BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
 from relwrite.relations.registry import Rule, catalogue, get_rule, rule
 from relwrite.testing import expression_graphs
@@ -409,6 +412,88 @@ def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
     _, output = graph
     seminaive, full = both_searches([output], DEFAULT, "both", iterations=4, nodes=600)
     assert seminaive == full
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(2, 4), st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
+def test_compiled_sides_reach_the_state_their_patterns_reach_on_binary_terms(leaves, shape):
+    """The compiled path (a matcher made as Python, matches applied from their tuples of classes) adds
+    the term nodes, unions and proof links the general path (patterns, substitutions) adds, in order."""
+    xs = [scalar(f"x{k}") for k in range(leaves)]
+    terms = list(xs)
+    for times, pick in shape:
+        a, b = terms[pick % len(terms)], terms[(pick // 7) % len(terms)]
+        terms.append((TIMES if times else PLUS)(a, b))
+    rules = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
+        rule("distribute", (TIMES, "a", (PLUS, "b", "c")), (PLUS, (TIMES, "a", "b"), (TIMES, "a", "c"))),
+        rule("twice", (PLUS, "a", "a"), (TIMES, 2.0, "a")),
+        rule("one", (TIMES, "a", 1.0), "a"),
+    ]
+    compiled = run_state([terms[-1]], rules, "both", iterations=5, nodes=1_500)
+    with (
+        patch.object(machine._Plan, "compile", staticmethod(lambda pattern: None)),
+        patch.object(machine._Matcher, "compile", staticmethod(lambda pattern: None)),
+    ):
+        assert run_state([terms[-1]], rules, "both", iterations=5, nodes=1_500) == compiled
+
+
+def test_runs_on_threads_leave_the_garbage_collector_as_they_found_it():
+    """A run collects garbage less often; runs overlapping on threads restore the collector's setting
+    once, when the last ends."""
+    before = gc.get_threshold()
+    during = []
+
+    def one(k):
+        x = scalar(f"x{k}")
+        g = EGraph()
+        root = g.intern(o.log(1 + o.exp(x)) * (x - o.sigmoid(x)))
+
+        def progress(report):
+            during.append(gc.get_threshold()[0])
+
+        Runner(g, DEFAULT, limits=Limits(**WORK, iterations=4), progress=progress).run([root])
+
+    with ThreadPoolExecutor(2) as pool:
+        list(pool.map(one, range(4)))
+    assert during and min(during) >= COLLECT_EVERY
+    assert gc.get_threshold() == before
+
+
+class Forgetful(dict):
+    """A runner's store of refused searches that keeps nothing (every search is made afresh); counts
+    what it was given."""
+
+    given = 0
+
+    def __setitem__(self, key, value):
+        Forgetful.given += 1
+
+
+def test_a_refused_search_of_an_unchanged_egraph_is_reused_as_it_was():
+    """The scheduler refuses a search, nothing else changes the e-graph, the bans are lifted: the same
+    search of the same e-graph is not made again, and the run is the one that makes it again."""
+    xs = [scalar(f"x{k}") for k in range(6)]
+    total = xs[0]
+    for x in xs[1:]:
+        total = PLUS(total, x)
+    rules = [
+        rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
+        rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
+    ]
+    states = []
+    for forgetful in (False, True):
+        g = EGraph()
+        root = g.intern(total)
+        runner = Runner(g, rules, "forward", Limits(**WORK, iterations=100), BackoffScheduler(match_limit=40))
+        if forgetful:
+            runner._held = Forgetful()
+        report = runner.run([root])
+        stats = {name: (r.runs, r.answers, r.unions) for name, r in report.rules.items()}
+        states.append((egraph_state(g), report.stop_reason, report.iterations, stats))
+    assert Forgetful.given > 0 and states[0] == states[1]
+    assert states[0][1] == StopReason.SATURATED and states[0][0][0] == 608
 
 
 def test_a_match_whose_other_side_is_in_its_class_changes_nothing():
