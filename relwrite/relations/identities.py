@@ -239,6 +239,22 @@ one_minus_cos = rule(
     "becomes the difference.",
 )
 
+square_quotient = rule(
+    "square_quotient",
+    (o.true_div, (o.sqr, "a"), (o.sqr, "b")),
+    (o.sqr, (o.true_div, "a", "b")),
+    TAGS,
+    semantics=REAL,
+    assumptions=("b != 0",),
+    where=lambda a, b: one_float_dtype(a, b),
+    keeps_type=True,
+    examples=("sqr(a) / sqr(b)",),
+    types=SCALARS,
+    doc="sqr(a) / sqr(b) -> sqr(a / b): one square of a ratio, which neither underflows nor overflows "
+    "where the two squares would ((1 - cos x) / x**2 near 0); backward the ratio's square splits.  "
+    "For b != 0.",
+)
+
 sin_double = rule(
     "sin_double",
     (o.sin, (o.mul, 2, "x")),

@@ -130,6 +130,11 @@ def test_the_identities_never_make_abs_x_equal_x():
             lambda x, e: 1 / (o.cbrt(x + 1) ** 2 + o.cbrt(x + 1) * o.cbrt(x) + o.cbrt(x) ** 2),
             "cbrt_difference",
         ),
+        (
+            lambda x, e: (1 - o.cos(x)) / (x * x),
+            lambda x, e: 2.0 * o.sqr(o.sin(x / 2.0) / x),
+            "square_quotient",
+        ),
     ],
 )
 def test_the_accurate_forms_of_herbies_benchmarks_are_reached(expr, accurate, rule):
