@@ -414,16 +414,23 @@ def test_the_seminaive_search_agrees_with_a_full_search_on_any_graph(graph):
     assert seminaive == full
 
 
-@settings(max_examples=10, deadline=None)
-@given(st.integers(2, 4), st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
-def test_compiled_sides_reach_the_state_their_patterns_reach_on_binary_terms(leaves, shape):
-    """The compiled path (a matcher made as Python, matches applied from their tuples of classes) adds
-    the term nodes, unions and proof links the general path (patterns, substitutions) adds, in order."""
+def _binary_terms(leaves: int, shape: list[tuple[bool, int]]) -> tuple[list, list]:
+    """`leaves` scalar inputs, and terms of sums and products over them and the terms before, as `shape`
+    (times?, pick) draws them."""
     xs = [scalar(f"x{k}") for k in range(leaves)]
     terms = list(xs)
     for times, pick in shape:
         a, b = terms[pick % len(terms)], terms[(pick // 7) % len(terms)]
         terms.append((TIMES if times else PLUS)(a, b))
+    return xs, terms
+
+
+@settings(max_examples=10, deadline=None)
+@given(st.integers(2, 4), st.lists(st.tuples(st.booleans(), st.integers(0, 10**6)), min_size=1, max_size=4))
+def test_compiled_sides_reach_the_state_their_patterns_reach_on_binary_terms(leaves, shape):
+    """The compiled path (a matcher made as Python, matches applied from their tuples of classes) adds
+    the term nodes, unions and proof links the general path (patterns, substitutions) adds, in order."""
+    xs, terms = _binary_terms(leaves, shape)
     rules = [
         rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
         rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
@@ -513,11 +520,7 @@ def test_a_match_whose_other_side_is_in_its_class_changes_nothing():
 def test_the_seminaive_search_agrees_with_a_full_search_on_binary_terms(leaves, shape):
     """Compiled sides (the search from changed e-nodes up) reach the state a full search does, on
     sums and products of any shape, under rules reading one and two levels and binding a name twice."""
-    xs = [scalar(f"x{k}") for k in range(leaves)]
-    terms = list(xs)
-    for times, pick in shape:
-        a, b = terms[pick % len(terms)], terms[(pick // 7) % len(terms)]
-        terms.append((TIMES if times else PLUS)(a, b))
+    xs, terms = _binary_terms(leaves, shape)
     rules = [
         rule("comm", (PLUS, "a", "b"), (PLUS, "b", "a")),
         rule("assoc", (PLUS, "a", (PLUS, "b", "c")), (PLUS, (PLUS, "a", "b"), "c")),
