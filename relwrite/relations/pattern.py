@@ -432,33 +432,32 @@ class Pattern:
         and numbers as they are): how a target other than etuples (an e-graph) builds a side."""
         return _build(self.root, s, apply)
 
-    def guards(self) -> list[tuple[Any, Constraint]]:
-        """Every constraint of the pattern with the compiled sub-pattern it applies to."""
-        found, stack = [], [self.root]
+    def nodes(self) -> Iterator[Any]:
+        """Every compiled node of the pattern: each guard, application and its operands, depth first."""
+        stack = [self.root]
         while stack:
             item = stack.pop()
+            yield item
             if isinstance(item, _Guarded):
-                found.append((item.inner, item.constraint))
                 stack.append(item.inner)
             elif isinstance(item, _Apply):
                 stack.extend(item.args)
-        return found
+
+    def guards(self) -> list[tuple[Any, Constraint]]:
+        """Every constraint of the pattern with the compiled sub-pattern it applies to."""
+        return [(item.inner, item.constraint) for item in self.nodes() if isinstance(item, _Guarded)]
 
     def variables(self) -> set[Var]:
         """The logic variables the pattern names (sequence, op and prop variables included)."""
-        found, stack = set(), [self.root]
-        while stack:
-            item = stack.pop()
+        found = set()
+        for item in self.nodes():
             if isinstance(item, (_Named, _Sequence)):
                 found.add(item.var)
-            elif isinstance(item, _Guarded):
-                stack.append(item.inner)
             elif isinstance(item, _Apply):
-                stack.extend(item.args)
                 if item.op_is_var:
                     found.add(item.op)
                 elif isinstance(item.op, _OpTemplate):
-                    stack.extend(w for _, w in item.op.props if isinstance(w, _Named))
+                    found.update(w.var for _, w in item.op.props if isinstance(w, _Named))
         return found
 
     def depth(self) -> int:

@@ -622,16 +622,11 @@ class EClasses:
         of it, it adds no e-node the match did not read (add and mul are built unspliced, which may
         make new e-nodes of parts of a sum; a number becomes a constant of the class's dtype, which
         may be new)."""
-        stack = [pattern.root]
-        while stack:
-            node = stack.pop()
-            if isinstance(node, _Guarded):
-                stack.append(node.inner)
-            elif isinstance(node, _Apply):
+        for node in pattern.nodes():
+            if isinstance(node, _Apply):
                 if not isinstance(node.op, Op) or node.op in AC_OPS or node.multiset or node.sequence:
                     return False
-                stack.extend(node.args)
-            elif not isinstance(node, _Named):
+            elif not isinstance(node, (_Guarded, _Named)):
                 return False
         return True
 

@@ -923,15 +923,11 @@ def _levels(rule: Rule, direction: str) -> int | None:
     if rule.sides is not None and (rule.sides.computed or rule.sides.where):
         return None  # code reads `VIEW_DEPTH` levels below what it is given: any change may matter
     side = rule.lhs if direction == "forward" else rule.rhs
-    stack = [side.root]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, _Guarded):
-            stack.append(item.inner)
-        elif isinstance(item, _Apply):
-            stack.extend(item.args)
-        elif isinstance(item, _Exactly) and isinstance(item.value, Variable) and item.value.owner is not None:
-            return None  # a graph given in the pattern is looked up as deep as it goes
+    if any(
+        isinstance(item, _Exactly) and isinstance(item.value, Variable) and item.value.owner is not None
+        for item in side.nodes()
+    ):
+        return None  # a graph given in the pattern is looked up as deep as it goes
     return side.depth() + 1
 
 
