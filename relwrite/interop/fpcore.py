@@ -688,34 +688,14 @@ _NUMPY_NAMES = {
     "switch": "np.where",
     "erf": "np.vectorize(math.erf)",
     "erfc": "np.vectorize(math.erfc)",
-    **{
-        name: f"np.{name}"
-        for name in [
-            "sqrt",
-            "cbrt",
-            "exp",
-            "exp2",
-            "expm1",
-            "log",
-            "log2",
-            "log10",
-            "log1p",
-            "sin",
-            "cos",
-            "tan",
-            "sinh",
-            "cosh",
-            "tanh",
-            "hypot",
-            "floor",
-            "ceil",
-            "trunc",
-            "copysign",
-            "fmod",
-        ]
-    },
 }
-"""relwrite's op names -> the NumPy function `to_python` calls."""
+"""relwrite's op names -> the NumPy function `to_python` calls: these, and every math.h function
+NumPy has as a ufunc of the same name."""
+_NUMPY_NAMES.update(
+    (name, f"np.{name}")
+    for name in MATH_FUNCTIONS
+    if name not in _NUMPY_NAMES and isinstance(getattr(np, name, None), np.ufunc)
+)
 
 _C_NAMES = {
     "abs": "fabs",
