@@ -29,7 +29,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-GARBAGE_ALLOWANCE = 128 * 2**20
+GARBAGE_ALLOWANCE = 64 * 2**20
 """Resident bytes a test may leave above the last collection's level before the cyclic collector runs."""
 
 _PAGE_SIZE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
