@@ -767,6 +767,12 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write an HTML page per benchmark (error plots, derivation, assumptions) and index.html",
     )
+    improve.add_argument(
+        "--no-series",
+        dest="series",
+        action="store_false",
+        help="only forms equal to the input (no truncated series, which are approximations)",
+    )
     improve.add_argument("--json", action="store_true", help="print one JSON document instead of the table")
     improve.set_defaults(run=_improve)
 

@@ -52,9 +52,13 @@ def run(args: argparse.Namespace) -> int:
     with Progress(len(benchmarks), "improving", unit="benchmark") as bar:
         if args.jobs > 1 and len(benchmarks) > 1:
             with ProcessPoolExecutor(max_workers=min(args.jobs, len(benchmarks))) as pool:
-                done = improve_benchmarks(benchmarks, pool, limits, names=names, progress=bar.update)
+                done = improve_benchmarks(
+                    benchmarks, pool, limits, names=names, series=args.series, progress=bar.update
+                )
         else:
-            done = improve_benchmarks(benchmarks, None, limits, names=names, progress=bar.update)
+            done = improve_benchmarks(
+                benchmarks, None, limits, names=names, series=args.series, progress=bar.update
+            )
     results = [done[slot] if isinstance(slot, int) else slot for slot in slots]
     if out is not None:
         _write_outputs(out, formats, results)
@@ -144,7 +148,7 @@ def _print_table(results: list[Any]) -> None:
         if not r.ok:
             print(f"{name:<{width}}  {'-':>6}  {'-':>6}  {r.seconds:6.2f}s  failed: {r.error}")
             continue
-        text = expression_text(r.form.expr)
+        text = expression_text(r.form.expr) + ("  (approximate)" if r.form.approximate else "")
         print(f"{name:<{width}}  {r.input_bits:6.2f}  {r.output_bits:6.2f}  {r.seconds:6.2f}s  {text}")
     ok = [r for r in results if r.ok]
     better = sum(r.output_bits < r.input_bits for r in ok)

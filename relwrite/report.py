@@ -275,7 +275,13 @@ def improve_report(improvement: Any) -> str:
         if form.unsafe
         else ""
     )
-    sections.append(_section("Assumptions", f"<p>{html.escape(assumptions)}</p>{unsafe}"))
+    approximate = (
+        "<p class='unsafe'>An approximation: a truncated series stands for the input on its range (see the "
+        "derivation), more accurate there than every equal form found, not equal to the input.</p>"
+        if form.approximate
+        else ""
+    )
+    sections.append(_section("Assumptions", f"<p>{html.escape(assumptions)}</p>{unsafe}{approximate}"))
     return _page(title, sections)
 
 

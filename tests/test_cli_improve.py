@@ -251,7 +251,7 @@ def test_a_piecewise_form_shows_its_split_points_in_the_report_json_and_outputs(
     (bench,) = read_fpcores('(FPCore (x) :name "hyperbolic" (+ (sqrt (+ 1 (* x x))) x))')
     root = (o.sqrt, (o.add, 1.0, (o.mul, "x", "x")))
     conjugate = rule("conjugate", (o.add, root, "x"), (o.true_div, 1.0, (o.sub, root, "x")), tags=["explore"])
-    form = best_form(bench.expr, cost="accuracy", rules=[conjugate], limits=LIMITS)
+    form = best_form(bench.expr, cost="accuracy", rules=[conjugate], limits=LIMITS, series=False)
     accuracy = Accuracy(bench.expr)
     improvement = Improvement("hyperbolic", bench, form, accuracy(bench.expr), form.cost, accuracy=accuracy)
     assert improvement.output_bits < improvement.input_bits - 5
@@ -266,3 +266,20 @@ def test_a_piecewise_form_shows_its_split_points_in_the_report_json_and_outputs(
     assert "(if (< x -1.2) (/ 1 (- (sqrt" in fpcore_text([improvement])
     assert "np.where(x < -1.2, " in python_module([improvement])
     assert "return (x < -1.2) ? " in c_source([improvement])
+
+
+def test_a_series_approximation_is_marked_and_no_series_keeps_to_equal_forms(tmp_path, capsys):
+    path = tmp_path / "invcot.fpcore"
+    path.write_text(
+        '(FPCore (x) :name "invcot" :pre (and (< -0.026 x) (< x 0.026)) (- (/ 1 x) (/ 1 (tan x))))',
+        encoding="utf-8",
+    )
+    assert main(["improve", str(path), *WORK, "--json"]) == 0
+    (found,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert found["approximate"] is True and found["derivation"].startswith("series in x at 0")
+    assert found["output_bits"] < 1 < 50 < found["input_bits"]
+    assert main(["improve", str(path), *WORK]) == 0
+    assert _rows(capsys.readouterr().out)["invcot"][3].endswith("(approximate)")
+    assert main(["improve", str(path), *WORK, "--no-series", "--json"]) == 0
+    (exact,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert exact["approximate"] is False and "series" not in exact["derivation"]

@@ -7,6 +7,10 @@ where its `:pre` holds, running the catalogue with its unsafe rules and the
 whole budget: the reference, the search, extracting and checking the form).
 Where no single form is accurate over the whole sample, the form is
 piecewise: forms joined by `switch` on ranges of one input (`regime_form`).
+As Herbie does, truncated series of the body (at 0 and at ±infinity in each
+input) are candidates too: a form using one is approximate
+(`Form.approximate`), chosen only where it is more accurate than every
+equal form found, on the sample and on a fresh one.
 Anything that goes wrong inside one benchmark becomes a failed
 `Improvement` carrying the error's text, never an exception.
 
@@ -28,7 +32,7 @@ from typing import Any
 
 from relwrite.engine.explore.api import Exploration, Form, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
-from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
+from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE, CHOICE_SHARE
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph.printing import expression_text
 from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
@@ -85,6 +89,7 @@ class Improvement:
             document["steps"] = [s.to_dict() for s in self.form.steps]
             document["assumptions"] = sorted(self.form.assumptions)
             document["unsafe"] = self.form.unsafe
+            document["approximate"] = self.form.approximate
             if self.form.regimes is not None:
                 document["regimes"] = self.form.regimes.to_dict()
             document["search"] = self.search
@@ -100,9 +105,14 @@ def benchmark_name(benchmark: Benchmark, number: int) -> str:
 
 
 def improve_benchmark(
-    benchmark: Benchmark, limits: Limits | None = None, name: str | None = None, seed: int = 0
+    benchmark: Benchmark,
+    limits: Limits | None = None,
+    name: str | None = None,
+    seed: int = 0,
+    series: bool = True,
 ) -> Improvement:
-    """The most accurate form of `benchmark`'s body found within `limits` (see the module docstring)."""
+    """The most accurate form of `benchmark`'s body found within `limits` (see the module docstring); with
+    `series`, truncated series of the body are candidates too (a form using one is approximate)."""
     name = name or benchmark_name(benchmark, 1)
     start = time.perf_counter()
     try:
@@ -113,10 +123,12 @@ def improve_benchmark(
                 name, "the time limit passed while computing the exact reference", benchmark, _since(start)
             )
         exploration.focus(accuracy)
+        if series:
+            exploration.approximate(accuracy)
         report = exploration.run(share=ACCURACY_SEARCH_SHARE)
-        form = exploration.best(0, accuracy)
-        if not math.isnan(form.cost):
-            form = regime_form(exploration, 0, accuracy, form)
+        with exploration.deadline.reserving(CHOICE_SHARE):
+            best = exploration.best(0, accuracy)
+        form = regime_form(exploration, 0, accuracy, best)
         input_bits = float(accuracy(benchmark.expr))
         output_bits = input_bits if math.isnan(form.cost) or not form.steps else float(form.cost)
         if math.isnan(form.cost):
@@ -154,6 +166,7 @@ def improve_benchmarks(
     *,
     names: Sequence[str] | None = None,
     seed: int = 0,
+    series: bool = True,
     progress: Callable[[int], None] | None = None,
 ) -> list[Improvement]:
     """`improve_benchmark` of each benchmark, in order: on `executor` (any `concurrent.futures.Executor`)
@@ -165,12 +178,13 @@ def improve_benchmarks(
     results: list[Improvement] = []
     if executor is None:
         for bench, name in zip(benchmarks, names):
-            results.append(improve_benchmark(bench, limits, name, seed))
+            results.append(improve_benchmark(bench, limits, name, seed, series))
             if progress is not None:
                 progress(len(results))
         return results
     futures = [
-        executor.submit(improve_benchmark, b, limits, name, seed) for b, name in zip(benchmarks, names)
+        executor.submit(improve_benchmark, b, limits, name, seed, series)
+        for b, name in zip(benchmarks, names)
     ]
     for bench, name, future in zip(benchmarks, names, futures):
         try:

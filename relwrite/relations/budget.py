@@ -8,7 +8,8 @@ count is deterministic; kanren itself is left as it is.  Time is a deadline:
 on the main thread a SIGALRM timer (`setitimer`) interrupts the block when
 it passes, so even a goal spinning in plain Python (``while True: pass``)
 is stopped; off the main thread, where signals do not arrive, the clock is
-read as steps are charged.  An interrupt falling due inside an import (or
+read as steps are charged (`charging_calls` charges every Python call of a
+block that would charge none).  An interrupt falling due inside an import (or
 a garbage collection) is put off until it is done: a module cut off
 mid-import would stay broken for the rest of the process.
 
@@ -224,6 +225,28 @@ def metered(stream: Iterable[Any]) -> Iterator[Any]:
         except StopIteration:
             return
         yield value
+
+
+@contextmanager
+def charging_calls(everywhere: bool = False) -> Iterator[None]:
+    """Charge every Python function call inside the block as a step (a trace function), off the main
+    thread or `everywhere`: a library's long computation that never charges (SymPy's limits) still reads
+    its budget's clock, or counts against its steps.  On the main thread the timer interrupts it, so by
+    default nothing is installed there (tracing doubles the cost of the calls)."""
+    if (_can_interrupt() and not everywhere) or not _meters():
+        yield
+        return
+    previous = sys.gettrace()
+
+    def trace(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            charge()
+
+    sys.settrace(trace)
+    try:
+        yield
+    finally:
+        sys.settrace(previous)
 
 
 def enclosing_spent(exc: BaseException | None) -> BudgetExceeded | None:

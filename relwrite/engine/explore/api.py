@@ -25,6 +25,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,9 +45,11 @@ from relwrite.engine.explore.costs import (
 )
 from relwrite.engine.explore.deadline import (
     ACCURACY_SEARCH_SHARE,
+    CHOICE_SHARE,
     EXTRACTION_SHARE,
     PROOF_SHARE,
     SEARCH_SHARE,
+    SERIES_SHARE,
     Deadline,
     TimeLimitReached,
 )
@@ -54,11 +57,13 @@ from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
 from relwrite.engine.explore.extract import CostFunction, Trees, best_dag_tree, enumerate_trees, ranked_trees
 from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
-from relwrite.engine.explore.runner import Limits, Report, Runner
+from relwrite.engine.explore.runner import Limits, Report, Runner, StopReason
+from relwrite.engine.explore.series import Approximation, approximations
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
 from relwrite.graph.terms import GraphETuple
+from relwrite.relations.budget import charging_calls, relation_budget
 from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
 
 DIRECTIONS = ("forward", "backward", "both")
@@ -73,6 +78,16 @@ CHECK_EXAMPLES = 10
 MOST_FORMS = 100
 """How many forms `explore` lists at most (an e-graph with cycles holds endlessly many)."""
 
+APPROXIMATE_ABOVE = 1.0
+"""Bits of error above which an expression's series approximations are computed (below, none can pay)."""
+
+SERIES_STEPS = 5_000_000
+"""Python calls SymPy may make expanding one expression when the call has no time limit (a bound on
+work, so that a run on work budgets ends, and ends alike on a loaded machine)."""
+
+FRESH_SAMPLES = 256
+"""Points of the fresh sample an approximate form must also be more accurate on than the best form."""
+
 Cost = str | CostFunction | Callable[[Variable], float]
 
 
@@ -85,6 +100,9 @@ class Form:
     values are finite and the assumptions hold).  A form ranked by accuracy
     names its `worst_subterm`: the subterm that loses the most bits (Herbie's
     local error, `Accuracy.local_errors`) and how many, where some are lost.
+    A form made of a truncated series (`approximation`, or a branch of its
+    `regimes` that is one) is *approximate*: not equal to the input, but more
+    accurate than every form found, on the sample and on a fresh one.
     """
 
     expr: Variable
@@ -94,13 +112,24 @@ class Form:
     unsafe: bool = False
     regimes: Regimes | None = None
     worst_subterm: tuple[Variable, float] | None = None
+    approximation: Approximation | None = None
+
+    @property
+    def approximate(self) -> bool:
+        """Whether the form is (or has a branch that is) a truncated series rather than an equal form."""
+        if self.regimes is not None:
+            return any(b.approximate for b in self.regimes.branches)
+        return self.approximation is not None
 
     @property
     def derivation(self) -> str:
         """The derivation on one line: the rules used in order, ``~`` marking a backward run (for a piecewise
-        form, its regimes: each range of the input and its branch's derivation)."""
+        form, its regimes: each range of the input and its branch's derivation; for an approximation,
+        which series)."""
         if self.regimes is not None:
             return str(self.regimes)
+        if self.approximation is not None:
+            return f"{self.approximation} (an approximation)"
         return " ; ".join(s.rule + ("~" if s.direction == "backward" else "") for s in self.steps) or "input"
 
     def checked(self) -> Variable:
@@ -125,6 +154,7 @@ class Form:
             "steps": [s.to_dict() for s in self.steps],
             "assumptions": sorted(self.assumptions),
             "unsafe": self.unsafe,
+            "approximate": self.approximate,
             **({"regimes": self.regimes.to_dict()} if self.regimes is not None else {}),
             "worst_subterm": None
             if self.worst_subterm is None
@@ -264,6 +294,8 @@ class Exploration:
         self.report: Report | None = None
         self.measured: dict[int, tuple[Trees, list[int]]] = {}
         """Per expression, the trees the last search by accuracy measured (`_accurate_forms`)."""
+        self.approximations: dict[int, list[Approximation]] = {}
+        """Per expression, its series approximations (`approximate`), for `regime_form`."""
 
     def focus(self, accuracy: Accuracy, index: int = 0) -> None:
         """Have the search apply matches where expression `index` loses the most bits first (its local
@@ -273,6 +305,46 @@ class Exploration:
                 self.runner.focus = focus(self.egraph, accuracy, self.exprs[index])
         except TimeLimitReached:
             pass
+
+    def approximate(self, accuracy: Accuracy, index: int = 0) -> list[Approximation]:
+        """The series approximations of expression `index` (`series.approximations`), kept for
+        `regime_form`: none when it loses at most `APPROXIMATE_ABOVE` bits under `accuracy`; within
+        `SERIES_SHARE` of the time left (those found when it passes), or `SERIES_STEPS` calls without a
+        time limit."""
+        expr, found = self.exprs[index], []
+        self.approximations[index] = found
+        try:
+            with self.deadline.interrupting("cost"):
+                if not float(accuracy(expr)) > APPROXIMATE_ABOVE:
+                    return found
+        except TimeLimitReached:
+            return found
+        points = {v.name: p for v, p in zip(accuracy.inputs, accuracy.points) if v.name and v.type.ndim == 0}
+        if math.isinf(self.deadline.seconds):
+            limit = {"max_steps": SERIES_STEPS, "max_seconds": None}
+            whole = relation_budget("series", **limit, error=TimeLimitReached)
+            everywhere = True
+
+            def bounded(pending: int) -> AbstractContextManager:
+                return relation_budget("a series term", max_steps=SERIES_STEPS // 4, max_seconds=None)
+
+        else:
+            part, everywhere = self.deadline.part(SERIES_SHARE), False
+            whole = part.interrupting("series")
+
+            def bounded(pending: int) -> AbstractContextManager:
+                left = part.left() / pending + 1e-3
+                return relation_budget("a series term", max_steps=None, max_seconds=left)
+
+        try:
+            with whole, charging_calls(everywhere):
+                for approximation in approximations(expr, points, bounded=bounded):
+                    found.append(approximation)
+        except TimeLimitReached:
+            self.deadline.stops.setdefault(
+                "series", StopReason.WORK_LIMIT if everywhere else StopReason.TIME_LIMIT
+            )
+        return found
 
     def run(self, goal: Callable[[], bool] | None = None, share: float = SEARCH_SHARE) -> Report:
         """Grow the e-graph until saturation, a limit, `goal()` (see `Runner.run`), or `share` of the
@@ -577,6 +649,7 @@ def best_form(
     check_examples: int = CHECK_EXAMPLES,
     ranges: Domain | None = None,
     regimes: bool | None = None,
+    series: bool | None = None,
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
     cost NaN, when no form was measured, explained and checked within the time limit.
@@ -585,9 +658,13 @@ def best_form(
     piecewise (`regime_form`: forms joined by `switch` on ranges of one scalar input, `Form.regimes`
     saying where each applies).  `regimes` None (the default) infers regimes under the accuracy cost
     when the expression has a scalar input, True insists (a ValueError if the cost is not accuracy or no
-    input is a scalar), False never does.
+    input is a scalar), False never does.  `series` likewise offers truncated series of `expr` in its
+    scalar inputs (`relwrite.engine.explore.series`) as candidates: a form using one is
+    `Form.approximate` (not equal to `expr`, but more accurate than every form found, on the sample and
+    on a fresh one).
     """
-    wanted = _regimes_wanted(regimes, cost, expr)
+    wanted = _accuracy_option("regimes", regimes, cost, expr)
+    approximate = _accuracy_option("series", series, cost, expr)
     if cost == "accuracy":
         include = _with_accuracy_rules(include)
     exploration = Exploration([expr], rules, direction, limits, include, unsafe)
@@ -596,30 +673,33 @@ def best_form(
         return Form(expr, math.nan)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
+        if approximate:
+            exploration.approximate(scored)
     exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
-    form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
-    if wanted and isinstance(scored, Accuracy):
-        return regime_form(exploration, 0, scored, form, check, check_examples)
-    return form
+    if not ((wanted or approximate) and isinstance(scored, Accuracy)):
+        return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
+    with exploration.deadline.reserving(CHOICE_SHARE):
+        form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
+    return regime_form(exploration, 0, scored, form, check, check_examples, split=wanted)
 
 
-def _regimes_wanted(regimes: bool | None, cost: Cost, expr: Variable) -> bool:
-    """Whether `best_form` infers regimes (see its docstring); ValueError where `regimes=True` cannot be."""
+def _accuracy_option(name: str, value: bool | None, cost: Cost, expr: Variable) -> bool:
+    """Whether `best_form` uses regimes or series (`name`; see its docstring); ValueError where `value`
+    True cannot be honoured."""
     accuracy = isinstance(cost, Accuracy) or (isinstance(cost, str) and cost == "accuracy")
     scalar = any(v.type.ndim == 0 for v in graph_inputs([expr]) if not isinstance(v, Constant))
-    if regimes is None:
+    if value is None:
         return accuracy and scalar
-    if regimes and not accuracy:
+    what = {"regimes": "regimes join the forms most accurate on ranges of an input",
+            "series": "series approximations are chosen for accuracy"}[name]  # fmt: skip
+    if value and not accuracy:
+        raise ValueError(f"{name}=True needs cost='accuracy' ({what}), got cost={cost!r}")
+    if value and not scalar:
         raise ValueError(
-            "regimes=True needs cost='accuracy' (regimes join the forms most accurate on ranges of an"
-            f" input), got cost={cost!r}"
+            f"{name}=True works on a scalar input, and {expression_text(expr)} has none"
+            " (element by element is out of scope)"
         )
-    if regimes and not scalar:
-        raise ValueError(
-            f"regimes=True splits the range of a scalar input, and {expression_text(expr)} has none"
-            " (splitting inputs element by element is out of scope)"
-        )
-    return bool(regimes)
+    return bool(value)
 
 
 def regime_form(
@@ -629,59 +709,112 @@ def regime_form(
     best: Form,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
+    split: bool = True,
 ) -> Form:
-    """`best`, or a piecewise form of expression `index` more accurate than it over `accuracy`'s sample.
+    """`best`, or a form of expression `index` more accurate than it over `accuracy`'s sample: piecewise
+    (with `split`) or one of its series approximations.
 
-    The branches are chosen among `best`, the input and the forms the search by accuracy measured
-    (`Exploration.measured`: the beam over every e-node and the smallest forms; see
-    `relwrite.engine.explore.regimes`); the
-    form's steps are its branches' derivations, then one `regimes` step
-    joining them, and it is checked as every form is.  `best` itself when
-    no split pays, when no input is a scalar, or when the deadline passes first.
+    The candidates are `best`, the input, the forms the search by accuracy
+    measured (`Exploration.measured`: the beam over every e-node and the
+    smallest forms) and the series approximations `Exploration.approximate`
+    made (`relwrite.engine.explore.series`).  With `split`, regimes join
+    the most accurate on ranges of one scalar input
+    (`relwrite.engine.explore.regimes`); else, or where no split pays, the
+    single most accurate is taken.  The form's steps are its branches'
+    derivations, then one `regimes` step joining them.  An exact form is
+    checked as every form is; one using an approximation must also be more
+    accurate than `best` on a fresh sample, else the choice is made again
+    among exact forms only.  `best` itself when nothing beats it, when no
+    input is a scalar, or when the deadline passes first.
     """
     expr = exploration.exprs[index]
     if not any(v.type.ndim == 0 for v in accuracy.inputs):
         return best
     try:
         with exploration.deadline.interrupting("regimes"):
-            if index not in exploration.measured:
-                return best
-            trees, pool = exploration.measured[index]
             sources: list[Form | int] = [best, Form(expr, math.nan)]  # a form, or a tree to explain
             graphs = [best.expr, expr]
             seen = {expression_text(g) for g in graphs}
-            for t in pool:
-                graph = trees.graph(t)
-                if expression_text(graph) not in seen:
-                    seen.add(expression_text(graph))
-                    sources.append(t)
-                    graphs.append(graph)
-            split = infer_regimes(accuracy, graphs)
-            if split is None or not split.bits < best.cost:
+            trees = None
+            if index in exploration.measured:
+                trees, pool = exploration.measured[index]
+                for t in pool:
+                    graph = trees.graph(t)
+                    if expression_text(graph) not in seen:
+                        seen.add(expression_text(graph))
+                        sources.append(t)
+                        graphs.append(graph)
+            exact = len(graphs)
+            for approximation in exploration.approximations.get(index, ()):
+                step = Step("series", "forward", expr, approximation.expr, approximation.expr)
+                sources.append(Form(approximation.expr, math.nan, (step,), approximation=approximation))
+                graphs.append(approximation.expr)
+            choice = _choose(accuracy, graphs, split)
+            if any(c >= exact for c in choice[1]) and not _confirmed(accuracy, choice, graphs, best.expr):
+                choice = _choose(accuracy, graphs[:exact], split)
+            variable, splits, choices, bits = choice
+            to_beat = float(accuracy(best.expr)) if math.isnan(best.cost) else best.cost
+            if not bits < to_beat or choices == (0,):
                 return best
             branches = []
-            for c in split.choices:
-                source, bits = sources[c], float(accuracy(graphs[c]))
+            for c in choices:
+                source, branch_bits = sources[c], float(accuracy(graphs[c]))
                 if isinstance(source, Form):
-                    branches.append(dataclasses.replace(source, cost=bits))
+                    branches.append(dataclasses.replace(source, cost=branch_bits))
                 else:
-                    branches.append(exploration._form(index, trees, source, bits, check, check_examples))
-        joined = switch_graph(split.variable, split.splits, [b.expr for b in branches])
+                    assert trees is not None
+                    branches.append(
+                        exploration._form(index, trees, source, branch_bits, check, check_examples)
+                    )
+        if len(branches) == 1:
+            return branches[0]
+        joined = switch_graph(variable, splits, [b.expr for b in branches])
         steps = (*(s for b in branches for s in b.steps), Step("regimes", "forward", expr, joined, joined))
         form = Form(
             joined,
-            split.bits,
+            bits,
             steps,
             frozenset().union(*(b.assumptions for b in branches)),
             any(b.unsafe for b in branches),
-            Regimes(split.variable.name or str(split.variable), split.splits, tuple(branches)),
+            Regimes(variable.name or str(variable), splits, tuple(branches)),
         )
-        if check:
+        if check and not form.approximate:
             with exploration.deadline.interrupting("checking"):
                 check_form(expr, form, exploration.tags(form), check_examples)
     except (TimeLimitReached, UncheckedFormError):
         return best
     return form
+
+
+_Choice = tuple[Variable | None, tuple[float, ...], tuple[int, ...], float]
+"""What `_choose` picks: the input split on (None: no split), the split points, the candidates chosen (one
+per range) and the mean bits of error of the whole."""
+
+
+def _choose(accuracy: Accuracy, graphs: Sequence[Variable], split: bool) -> _Choice:
+    """Regimes of `graphs` over `accuracy`'s sample (with `split`), or the single most accurate."""
+    found = infer_regimes(accuracy, graphs) if split and len(graphs) > 1 else None
+    if found is not None:
+        return found.variable, found.splits, found.choices, found.bits
+    bits = [float(accuracy(g)) for g in graphs]
+    k = min(range(len(graphs)), key=lambda j: (math.isnan(bits[j]), bits[j]))
+    return None, (), (k,), bits[k]
+
+
+def _confirmed(accuracy: Accuracy, choice: _Choice, graphs: Sequence[Variable], best: Variable) -> bool:
+    """Whether the form `choice` makes is more accurate than `best` on `FRESH_SAMPLES` points the search
+    did not see (an approximation chosen on one sample is no better elsewhere, else)."""
+    variable, splits, choices, _ = choice
+    form = (
+        graphs[choices[0]]
+        if variable is None
+        else switch_graph(variable, splits, [graphs[c] for c in choices])
+    )
+    try:
+        fresh = accuracy.resampled(FRESH_SAMPLES, seed=1 + accuracy.seed)
+    except AccuracyError:
+        return False
+    return bool(float(fresh(form)) < float(fresh(best)))
 
 
 def prove(

@@ -481,9 +481,10 @@ class Accuracy:
         if unknown:
             raise AccuracyError(f"ranges name no input of the expression: {', '.join(unknown)}")
         self.expr, self.precondition, self.precision = expr, precondition, precision
+        self.seed, self._ranges = seed, ranges
+        self._shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
         rng = np.random.default_rng(seed)
-        shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
-        self.points, self.reference = self._measured(self._points(rng, samples, shapes, ranges))
+        self.points, self.reference = self._measured(self._points(rng, samples, self._shapes, ranges))
         if not len(self.reference):
             raise AccuracyError(
                 f"{expression_text(expr)} is not a real number, or overflows, at every sample point"
@@ -506,6 +507,14 @@ class Accuracy:
         points = [np.asarray(p, dtype=v.type.numpy_dtype) for v, p in zip(self.inputs, points, strict=True)]
         other = copy.copy(self)
         other.points, other.reference = self._measured(self._holding(points))
+        return other
+
+    def resampled(self, samples: int, seed: int) -> Accuracy:
+        """The same measure over `samples` fresh points drawn with `seed` (same ranges and precondition):
+        to confirm on points a search did not see what it chose on these."""
+        other = copy.copy(self)
+        drawn = self._points(np.random.default_rng(seed), samples, self._shapes, self._ranges)
+        other.points, other.reference = self._measured(drawn)
         return other
 
     def _points(

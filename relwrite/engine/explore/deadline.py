@@ -32,6 +32,12 @@ e-node of the e-graph against exact values: `accurate`)."""
 EXTRACTION_SHARE = 0.7
 """The share of the time left after the search that extracting forms by accuracy may take (the rest is
 for measuring, explaining and checking them)."""
+SERIES_SHARE = 0.15
+"""The share of the time left that expanding an expression in series may take (before the search, when
+the accuracy search is to offer approximations: `Exploration.approximate`)."""
+CHOICE_SHARE = 0.2
+"""The share of the time left after the search that choosing among the forms measured and the series
+approximations (`regime_form`: regimes, a fresh sample) keeps from extracting and checking forms."""
 PROOF_SHARE = 0.8
 """The share a proof's search may take (what follows it is one explanation and its check)."""
 SLACK = 0.05
@@ -68,6 +74,19 @@ class Deadline:
         part = Deadline(share * self.left() if not math.isinf(self.at) else math.inf)
         part.seconds, part.stops = self.seconds, self.stops
         return part
+
+    @contextmanager
+    def reserving(self, share: float) -> Iterator[None]:
+        """Within the block the deadline comes `share` of the time left earlier, so that what follows the
+        block keeps that time (regimes and series after the forms are extracted)."""
+        if math.isinf(self.at):
+            yield
+            return
+        at, self.at = self.at, self.at - share * self.left()
+        try:
+            yield
+        finally:
+            self.at = at
 
     def check(self, phase: str) -> None:
         """TimeLimitReached naming `phase` once the deadline has passed (the phase recorded in `stops`)."""

@@ -114,6 +114,7 @@ class StopReason(enum.StrEnum):
     NODE_LIMIT = "node limit"
     CLASS_LIMIT = "class limit"
     TIME_LIMIT = "time limit"
+    WORK_LIMIT = "work limit"
     GOAL = "goal reached"
 
 
