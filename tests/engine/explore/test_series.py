@@ -82,7 +82,7 @@ def test_expansions_take_turns_term_by_term():
 def test_what_sympy_cannot_expand_has_no_series():
     x = parse("x")
     assert list(approximations(o.switch(o.lt(x, 0.0), x, -x), NEAR_ZERO)) == []
-    with pytest.raises(NoSeries, match="lt has no SymPy counterpart|Lt"):
+    with pytest.raises(NoSeries, match="lt has no SymPy counterpart"):
         to_sympy(o.lt(x, 0.0))
     with pytest.raises(ValueError, match="most_terms must be at least 1"):
         next(approximations(x, NEAR_ZERO, most_terms=0))
