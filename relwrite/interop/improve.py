@@ -123,12 +123,10 @@ def improve_benchmark(
                 name, "the time limit passed while computing the exact reference", benchmark, _since(start)
             )
         exploration.focus(accuracy)
-        if series:
-            exploration.approximate(accuracy)
         report = exploration.run(share=ACCURACY_SEARCH_SHARE)
         with exploration.deadline.reserving(CHOICE_SHARE):
             best = exploration.best(0, accuracy)
-        form = regime_form(exploration, 0, accuracy, best)
+        form = regime_form(exploration, 0, accuracy, best, series=series)
         input_bits = float(accuracy(benchmark.expr))
         output_bits = input_bits if math.isnan(form.cost) or not form.steps else float(form.cost)
         if math.isnan(form.cost):

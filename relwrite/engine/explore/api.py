@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -79,7 +80,8 @@ MOST_FORMS = 100
 """How many forms `explore` lists at most (an e-graph with cycles holds endlessly many)."""
 
 APPROXIMATE_ABOVE = 1.0
-"""Bits of error above which an expression's series approximations are computed (below, none can pay)."""
+"""Bits of error of the best form above which the input's series approximations are computed (below,
+none can pay)."""
 
 SERIES_STEPS = 5_000_000
 """Python calls SymPy may make expanding one expression when the call has no time limit (a bound on
@@ -307,18 +309,11 @@ class Exploration:
             pass
 
     def approximate(self, accuracy: Accuracy, index: int = 0) -> list[Approximation]:
-        """The series approximations of expression `index` (`series.approximations`), kept for
-        `regime_form`: none when it loses at most `APPROXIMATE_ABOVE` bits under `accuracy`; within
-        `SERIES_SHARE` of the time left (those found when it passes), or `SERIES_STEPS` calls without a
-        time limit."""
+        """The series approximations of expression `index` (`series.approximations`) where `accuracy`
+        samples it, kept for `regime_form`: within `SERIES_SHARE` of the time left (those found when it
+        passes), or `SERIES_STEPS` calls without a time limit."""
         expr, found = self.exprs[index], []
         self.approximations[index] = found
-        try:
-            with self.deadline.interrupting("cost"):
-                if not float(accuracy(expr)) > APPROXIMATE_ABOVE:
-                    return found
-        except TimeLimitReached:
-            return found
         points = {v.name: p for v, p in zip(accuracy.inputs, accuracy.points) if v.name and v.type.ndim == 0}
         if math.isinf(self.deadline.seconds):
             limit = {"max_steps": SERIES_STEPS, "max_seconds": None}
@@ -673,14 +668,12 @@ def best_form(
         return Form(expr, math.nan)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
-        if approximate:
-            exploration.approximate(scored)
     exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if not ((wanted or approximate) and isinstance(scored, Accuracy)):
         return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
     with exploration.deadline.reserving(CHOICE_SHARE):
         form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
-    return regime_form(exploration, 0, scored, form, check, check_examples, split=wanted)
+    return regime_form(exploration, 0, scored, form, check, check_examples, split=wanted, series=approximate)
 
 
 def _accuracy_option(name: str, value: bool | None, cost: Cost, expr: Variable) -> bool:
@@ -710,14 +703,16 @@ def regime_form(
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
     split: bool = True,
+    series: bool = True,
 ) -> Form:
     """`best`, or a form of expression `index` more accurate than it over `accuracy`'s sample: piecewise
     (with `split`) or one of its series approximations.
 
     The candidates are `best`, the input, the forms the search by accuracy
     measured (`Exploration.measured`: the beam over every e-node and the
-    smallest forms) and the series approximations `Exploration.approximate`
-    made (`relwrite.engine.explore.series`).  With `split`, regimes join
+    smallest forms) and, with `series` where `best` loses more than
+    `APPROXIMATE_ABOVE` bits, the input's series approximations
+    (`Exploration.approximate`, `relwrite.engine.explore.series`).  With `split`, regimes join
     the most accurate on ranges of one scalar input
     (`relwrite.engine.explore.regimes`); else, or where no split pays, the
     single most accurate is taken.  The form's steps are its branches'
@@ -731,6 +726,10 @@ def regime_form(
     if not any(v.type.ndim == 0 for v in accuracy.inputs):
         return best
     try:
+        with exploration.deadline.interrupting("regimes"):
+            to_beat = float(accuracy(best.expr)) if math.isnan(best.cost) else best.cost
+        if series and to_beat > APPROXIMATE_ABOVE and index not in exploration.approximations:
+            exploration.approximate(accuracy, index)
         with exploration.deadline.interrupting("regimes"):
             sources: list[Form | int] = [best, Form(expr, math.nan)]  # a form, or a tree to explain
             graphs = [best.expr, expr]
@@ -753,7 +752,6 @@ def regime_form(
             if any(c >= exact for c in choice[1]) and not _confirmed(accuracy, choice, graphs, best.expr):
                 choice = _choose(accuracy, graphs[:exact], split)
             variable, splits, choices, bits = choice
-            to_beat = float(accuracy(best.expr)) if math.isnan(best.cost) else best.cost
             if not bits < to_beat or choices == (0,):
                 return best
             branches = []
@@ -921,6 +919,9 @@ def share_inputs(a: Variable, b: Variable) -> Variable:
 
 # -- numerical re-check ----------------------------------------------------------------------------
 
+_CHECKING = threading.Lock()
+"""Held while a form is checked numerically (hypothesis runs one test at a time per process)."""
+
 _COMPARISONS = {">": ops.gt, ">=": ops.ge, "<": ops.lt, "<=": ops.le, "!=": ops.neq}
 
 
@@ -998,8 +999,29 @@ def _check_pair(
     from relwrite.testing.soundness import check_relation, hypothesis_files_in_cache
 
     rule = Rule(name, relation, tags=("unsafe",) if finite_only else ())
-    with hypothesis_files_in_cache():  # a library call: nothing written where it runs, nothing replayed
-        check_relation(rule, direction="forward", max_examples=examples, example_database=False, seed=0)
+    try:
+        # hypothesis is not thread-safe: checks on several threads (an executor's) take turns
+        with _CHECKING, hypothesis_files_in_cache():  # nothing written where it runs, nothing replayed
+            check_relation(rule, direction="forward", max_examples=examples, example_database=False, seed=0)
+    except Exception as error:
+        # hypothesis turns a deadline's interrupt inside its engine into errors of its own (an
+        # AssertionError, a flaky-generation error): the interrupt is what happened
+        interrupt = _interrupt_behind(error)
+        if interrupt is not None:
+            raise interrupt from None
+        raise
+
+
+def _interrupt_behind(error: BaseException) -> TimeLimitReached | None:
+    """The deadline's interrupt among the exceptions `error` was raised while handling, if any."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, TimeLimitReached):
+            return cause
+        cause = cause.__context__
+    return None
 
 
 def _everywhere(condition: Variable, like: Variable) -> Variable:

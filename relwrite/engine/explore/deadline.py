@@ -32,10 +32,10 @@ e-node of the e-graph against exact values: `accurate`)."""
 EXTRACTION_SHARE = 0.7
 """The share of the time left after the search that extracting forms by accuracy may take (the rest is
 for measuring, explaining and checking them)."""
-SERIES_SHARE = 0.15
-"""The share of the time left that expanding an expression in series may take (before the search, when
-the accuracy search is to offer approximations: `Exploration.approximate`)."""
-CHOICE_SHARE = 0.2
+SERIES_SHARE = 0.6
+"""The share of the time left (when the forms are extracted: `CHOICE_SHARE`) that expanding the input in
+series may take (`Exploration.approximate`); the rest is for choosing regimes and checking them."""
+CHOICE_SHARE = 0.3
 """The share of the time left after the search that choosing among the forms measured and the series
 approximations (`regime_form`: regimes, a fresh sample) keeps from extracting and checking forms."""
 PROOF_SHARE = 0.8

@@ -146,9 +146,6 @@ def test_series_with_another_cost_or_without_a_scalar_input_are_clear_errors():
     assert not best_form(parse("exp(x) - 1"), cost="nodes", limits=WORK).approximate
 
 
-def test_an_accurate_input_is_not_expanded():
-    from relwrite.engine.explore.api import Exploration
-
-    expr = parse("log1p(x)")
-    exploration = Exploration([expr], limits=WORK)
-    assert exploration.approximate(Accuracy(expr)) == []
+def test_an_accurate_form_is_not_replaced_by_a_series():
+    form = best_form(parse("log(1 + x)"), cost="accuracy", limits=WORK)
+    assert form.derivation == "log1p" and not form.approximate
