@@ -87,7 +87,7 @@ SERIES_STEPS = 5_000_000
 """Python calls SymPy may make expanding one expression when the call has no time limit (a bound on
 work, so that a run on work budgets ends, and ends alike on a loaded machine)."""
 
-FRESH_SAMPLES = 256
+FRESH_SAMPLES = 128
 """Points of the fresh sample an approximate form must also be more accurate on than the best form."""
 
 Cost = str | CostFunction | Callable[[Variable], float]
