@@ -62,6 +62,39 @@ def same_full_shape(terms: Sequence[Variable]) -> bool:
     return all(fits(u.type.shape, t.type.shape) for t in terms for u in terms)
 
 
+# -- associativity ----------------------------------------------------------------------------------
+
+add_assoc = rule(
+    "add_assoc",
+    (o.add, (o.add, "y", "*ys"), "*xs"),
+    (o.add, "y", "*ys", "*xs"),
+    TAGS,
+    semantics=REAL,
+    where=lambda y, ys, xs: bool(xs) and one_dtype(y, ys, xs),
+    keeps_type=True,
+    examples=("(a + b) + c", "add(add(a, b), c, d)"),
+    types=SCALARS,
+    doc="(a + b) + c -> a + b + c: a sum among the terms of a sum spliced into it, one level, through "
+    "every e-node of the term's class (flatten_add's code sees one arrangement of a class, and a class "
+    "that becomes a sum after its parent was made, a - b as a + -b, is spliced only so).  Forward only: "
+    "the flat sum does not say which terms were nested.  Equal over the reals.",
+)
+
+mul_assoc = rule(
+    "mul_assoc",
+    (o.mul, (o.mul, "y", "*ys"), "*xs"),
+    (o.mul, "y", "*ys", "*xs"),
+    TAGS,
+    semantics=REAL,
+    where=lambda y, ys, xs: bool(xs) and one_dtype(y, ys, xs),
+    keeps_type=True,
+    examples=("(a * b) * c", "mul(mul(a, b), c, d)"),
+    types=SCALARS,
+    doc="(a * b) * c -> a * b * c: a product among the factors of a product spliced into it, one level, "
+    "through every e-node of the factor's class (as add_assoc).  Forward only.  Equal over the reals.",
+)
+
+
 # -- distribution -----------------------------------------------------------------------------------
 
 mul_distribute = rule(

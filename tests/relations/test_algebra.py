@@ -34,7 +34,10 @@ DIVISORS = {
     "mul_distribute": set(),
     "dot_distribute": set(),
     "dot_assoc": set(),
+    "add_assoc": set(),
+    "mul_assoc": set(),
 }
+FORWARD_ONLY = {"add_assoc", "mul_assoc"}  # a flat sum does not say which of its terms were nested
 
 
 def forward(rule, graph):
@@ -50,7 +53,7 @@ def test_every_identity_is_explored_by_default_equal_over_the_reals_and_assumes_
     for r in RULES:
         assert r.tags == {"canonicalize", "explore"} and r.semantics == "reassociates", r.name
         assert {str(a) for a in r.assumptions} == DIVISORS[r.name], r.name
-        assert r.backward, r.name
+        assert r.backward == (r.name not in FORWARD_ONLY), r.name
 
 
 def test_no_rewriting_pipeline_distributes():
@@ -136,7 +139,8 @@ def test_fractions_of_integers_are_left_alone():
 @pytest.mark.parametrize("name", sorted(DIVISORS))
 def test_each_rule_is_sound_both_ways_over_the_reals(name):
     report = check_relation(get_rule(name), direction="both", max_examples=40)
-    assert report.examples["forward"] > 0 and report.examples["backward"] > 0
+    directions = ("forward",) if name in FORWARD_ONLY else ("forward", "backward")
+    assert all(report.examples.get(d, 0) > 0 for d in directions), report.examples
 
 
 @settings(max_examples=25, deadline=None)
