@@ -12,7 +12,10 @@ exploration uses them by default, the rewriting pipelines never do
 inputs are finite and its assumptions hold).
 
 Each rule is one pattern pair run both ways: forward it distributes or
-splits, backward it gathers.  add and mul are flat and sorted, so the
+splits, backward it gathers.  add_assoc and mul_assoc run forward only: they
+splice a sum found among the terms of a sum, which interning does for the
+terms it sees and an e-graph must also do for a term class that becomes a
+sum later (``exp(x) - 2`` as ``-2 + exp(x)``).  add and mul are flat and sorted, so the
 patterns use sequence variables: ``(mul, (add, "x", "*ys"), "*fs")``
 matches a sum among the factors of any product, taking one term of it as
 `x` (the rule runs again on the rest, ``(add, *ys)``, so a sum of n terms
