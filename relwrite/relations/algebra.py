@@ -32,6 +32,7 @@ from collections.abc import Sequence
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
 from relwrite.graph.types import fits
+from relwrite.relations.operands import canonical_key
 from relwrite.relations.predicates import regroupable
 from relwrite.relations.registry import rule
 
@@ -67,13 +68,22 @@ def same_full_shape(terms: Sequence[Variable]) -> bool:
 
 # -- associativity ----------------------------------------------------------------------------------
 
+
+def spliceable(y: Variable, ys: Sequence[Variable], xs: Sequence[Variable]) -> bool:
+    """Whether a nested sum (product) ``y, *ys`` splices into its parent's other operands `xs`: there are
+    some, all share one dtype, and `y` sorts first among the nested operands (`canonical_key`), so a
+    nested sum of n terms is one match, not n that each build the same flat sum."""
+    key = canonical_key(y)
+    return bool(xs) and all(key <= canonical_key(v) for v in ys) and one_dtype(y, ys, xs)
+
+
 add_assoc = rule(
     "add_assoc",
     (o.add, (o.add, "y", "*ys"), "*xs"),
     (o.add, "y", "*ys", "*xs"),
     TAGS,
     semantics=REAL,
-    where=lambda y, ys, xs: bool(xs) and one_dtype(y, ys, xs),
+    where=spliceable,
     keeps_type=True,
     examples=("(a + b) + c", "add(add(a, b), c, d)"),
     types=SCALARS,
@@ -89,7 +99,7 @@ mul_assoc = rule(
     (o.mul, "y", "*ys", "*xs"),
     TAGS,
     semantics=REAL,
-    where=lambda y, ys, xs: bool(xs) and one_dtype(y, ys, xs),
+    where=spliceable,
     keeps_type=True,
     examples=("(a * b) * c", "mul(mul(a, b), c, d)"),
     types=SCALARS,

@@ -169,3 +169,16 @@ def test_a_product_of_a_sum_of_n_terms_distributes_to_values_it_had(n, data):
     f = function([a, *terms], [expr, flat])
     left, right = f(*map(np.float64, values))
     assert np.isclose(left, right, rtol=1e-9, atol=1e-9 * max(1.0, *map(abs, values)) ** 2)
+
+
+def test_association_splices_a_nested_sum_once_in_one_dtype_and_runs_forward_only():
+    a, b, c, d = (scalar(n) for n in "abcd")
+    assert forward(algebra.add_assoc, o.add(o.add(a, b, c), d)) == ["(a + b + c + d)"]  # one match, not 3
+    assert set(forward(algebra.mul_assoc, o.mul(o.mul(a, b), o.mul(c, d)))) == {  # one level at a time
+        "(a * b * (c * d))",
+        "(c * d * (a * b))",
+    }
+    assert forward(algebra.add_assoc, o.add(a, b)) == []
+    i = scalar("i", dtype="int8")
+    assert forward(algebra.add_assoc, o.add(o.add(i, i), a)) == []  # int8 i + i wraps before widening
+    assert backward(algebra.add_assoc, o.add(a, b, c)) == []
