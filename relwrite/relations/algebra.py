@@ -12,7 +12,10 @@ exploration uses them by default, the rewriting pipelines never do
 inputs are finite and its assumptions hold).
 
 Each rule is one pattern pair run both ways: forward it distributes or
-splits, backward it gathers.  add and mul are flat and sorted, so the
+splits, backward it gathers.  add_assoc and mul_assoc run forward only: they
+splice a sum found among the terms of a sum, which interning does for the
+terms it sees and an e-graph must also do for a term class that becomes a
+sum later (``exp(x) - 2`` as ``-2 + exp(x)``).  add and mul are flat and sorted, so the
 patterns use sequence variables: ``(mul, (add, "x", "*ys"), "*fs")``
 matches a sum among the factors of any product, taking one term of it as
 `x` (the rule runs again on the rest, ``(add, *ys)``, so a sum of n terms
@@ -29,6 +32,7 @@ from collections.abc import Sequence
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
 from relwrite.graph.types import fits
+from relwrite.relations.operands import canonical_key
 from relwrite.relations.predicates import regroupable
 from relwrite.relations.registry import rule
 
@@ -60,6 +64,48 @@ def not_constant(*values: Variable) -> bool:
 def same_full_shape(terms: Sequence[Variable]) -> bool:
     """Whether static shapes prove every term has the same shape (none broadcasts into another)."""
     return all(fits(u.type.shape, t.type.shape) for t in terms for u in terms)
+
+
+# -- associativity ----------------------------------------------------------------------------------
+
+
+def spliceable(y: Variable, ys: Sequence[Variable], xs: Sequence[Variable]) -> bool:
+    """Whether a nested sum (product) ``y, *ys`` splices into its parent's other operands `xs`: there are
+    some, all share one dtype, and `y` sorts first among the nested operands (`canonical_key`), so a
+    nested sum of n terms is one match, not n that each build the same flat sum."""
+    key = canonical_key(y)
+    return bool(xs) and all(key <= canonical_key(v) for v in ys) and one_dtype(y, ys, xs)
+
+
+add_assoc = rule(
+    "add_assoc",
+    (o.add, (o.add, "y", "*ys"), "*xs"),
+    (o.add, "y", "*ys", "*xs"),
+    TAGS,
+    semantics=REAL,
+    where=spliceable,
+    keeps_type=True,
+    examples=("(a + b) + c", "add(add(a, b), c, d)"),
+    types=SCALARS,
+    doc="(a + b) + c -> a + b + c: a sum among the terms of a sum spliced into it, one level, through "
+    "every e-node of the term's class (flatten_add's code sees one arrangement of a class, and a class "
+    "that becomes a sum after its parent was made, a - b as a + -b, is spliced only so).  Forward only: "
+    "the flat sum does not say which terms were nested.  Equal over the reals.",
+)
+
+mul_assoc = rule(
+    "mul_assoc",
+    (o.mul, (o.mul, "y", "*ys"), "*xs"),
+    (o.mul, "y", "*ys", "*xs"),
+    TAGS,
+    semantics=REAL,
+    where=spliceable,
+    keeps_type=True,
+    examples=("(a * b) * c", "mul(mul(a, b), c, d)"),
+    types=SCALARS,
+    doc="(a * b) * c -> a * b * c: a product among the factors of a product spliced into it, one level, "
+    "through every e-node of the factor's class (as add_assoc).  Forward only.  Equal over the reals.",
+)
 
 
 # -- distribution -----------------------------------------------------------------------------------

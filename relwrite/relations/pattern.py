@@ -24,7 +24,10 @@ flat by canonicalize) match their operands as a multiset: ``(log, (add, 1,
 operand must be matched.  Elsewhere operands match in order, and a
 sequence variable takes the operands between the fixed ones.  Built back,
 ``(add, *rest)`` of one operand is that operand, and of none does not build
-(`EmptyApplication`: the match gives no answer).
+(`EmptyApplication`: the match gives no answer).  A side that is only built
+(a rule's right side) may splice several sequence variables into one
+application, ``(add, *inner, *outer)``; such a side matches nothing (which
+operands each would take is not determined), so its rule runs forward only.
 
 One compiled pattern runs on two targets: graph variables (`GraphTarget`,
 for the equilibrium engine and the rule runtime, reading every node through
@@ -298,6 +301,8 @@ class Pattern:
         self.input_side = staged
         self.commutative = commutative
         self.names: dict[str, Var] = {} if names is None else names
+        self.matchable = True
+        """False when an application splices several sequence variables: the side is only built."""
         self.root = self._compile(spec)
         root = self.root
         while isinstance(root, _Guarded):
@@ -385,7 +390,11 @@ class Pattern:
                 args = tuple(compile_(s, False) for s in item[1:])
                 sequences = [a for a in args if isinstance(a, _Sequence)]
                 if len(sequences) > 1:
-                    raise ValueError(f"at most one sequence variable per application, got {item!r}")
+                    if self.input_side:
+                        raise ValueError(
+                            f"at most one sequence variable per application of a matched side, got {item!r}"
+                        )
+                    self.matchable = False
                 return _Apply(op, args, self.commutative and is_variadic(op), op_is_var)
             return leaf(item, top)
 
@@ -404,7 +413,10 @@ class Pattern:
 
         Sequence variables are bound to tuples of operands; a right side
         (not `staged`) also reads ``(add, *rest)`` as the sum of one operand.
+        A side that is not `matchable` matches nothing.
         """
+        if not self.matchable:
+            return iter(())
         return _match(self.root, value, dict(subst or {}), target, True, not self.input_side)
 
     def screen(self, value: Any) -> bool:

@@ -357,6 +357,8 @@ def _backward(
     lhs: Pattern, rhs: Pattern, computed: tuple[_Compute, ...], names: Mapping[str, Var]
 ) -> bool | str:
     """True when running backward determines the left side, else why not."""
+    if not rhs.matchable:
+        return "the right side splices several sequence variables into one application: it matches nothing"
     bound = set(rhs.variables())
     for c in reversed(computed):
         if c.var in bound:
