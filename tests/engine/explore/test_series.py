@@ -155,7 +155,6 @@ SERIES_BENCHMARKS = (
     "invcot (example 3.9)",
     "sintan (problem 3.4.5)",
     "3frac (problem 3.3.3)",
-    "logs (example 3.8)",
 )
 
 
