@@ -4,7 +4,9 @@ Every term the explorer sees is interned as *term nodes*: an op applied to
 the exact term nodes of its operands, or a leaf (a graph input or a
 constant).  Term nodes live in equivalence classes kept by union-find; an
 *e-node* is a term node up to the classes of its operands, hash-consed in
-`_memo`, and a class is the set of its e-nodes.  Congruence (equal operands
+`_memo`, and a class is the set of its e-nodes.  An e-node's canonical form
+names its op by a small int (`op_id`), so hashing and comparing forms is
+hashing ints, not ops (an op's hash is Python code).  Congruence (equal operands
 give equal applications) is restored by `rebuild`, egg's deferred rebuilding.
 
 add and mul are associative and commutative: their e-nodes hold the sorted
@@ -113,6 +115,8 @@ class EGraph:
 
     def __init__(self) -> None:
         self._op: list[Op | None] = []
+        self._kind: list[int] = []  # a term node's op id (0 for a leaf)
+        self._op_ids: dict[Op, int] = {}
         self._children: list[tuple[int, ...]] = []
         self._leaf: list[Variable | None] = []
         self._type: list[TensorType] = []
@@ -170,6 +174,17 @@ class EGraph:
     def type(self, node: int) -> TensorType:
         return self._type[node]
 
+    def op_id(self, op: Op) -> int:
+        """The small int standing for `op` (and every op equal to it) in canonical forms: from 1 up,
+        negative for add and mul (their operands are sorted)."""
+        found = self._op_ids.get(op)
+        if found is None:
+            found = len(self._op_ids) + 1
+            if type(op) in _AC_KINDS:
+                found = -found
+            self._op_ids[op] = found
+        return found
+
     def children(self, node: int) -> tuple[int, ...]:
         """The classes of a term node's operands (sorted for add and mul)."""
         return self.canonical(node)[1]
@@ -192,7 +207,8 @@ class EGraph:
         return self.classes[self.find(cls)].terms
 
     def canonical(self, node: int) -> tuple:
-        """The e-node of a term node: its op and its operands' classes (sorted for add and mul);
+        """The e-node of a term node: its op's id (`op_id`) and its operands' classes (sorted for add
+        and mul);
         term nodes with one canonical e-node are congruent.  Between a rebuild and the next union an
         e-node's form is the one `rebuild` recorded (no operand class has merged since)."""
         if self._clean:
@@ -252,17 +268,21 @@ class EGraph:
 
         Between rebuilds the hash-cons may miss an e-node whose operands were merged since.
         """
+        kind = self._op_ids.get(op)
+        if kind is None:
+            return None
         find = self.find
         classes = tuple([find(c) for c in children])
-        if type(op) in _AC_KINDS:
+        if kind < 0:
             classes = tuple(sorted(classes))
-        found = self._memo.get((op, classes))
+        found = self._memo.get((kind, classes))
         return None if found is None else self.find(found)
 
-    def enode_class(self, op: Op, classes: tuple[int, ...]) -> int | None:
-        """The class of the e-node whose canonical form is ``(op, classes)`` (`canonical`: classes as of
-        the last rebuild, sorted for add and mul), None when absent; `lookup_node` without the finds."""
-        found = self._memo.get((op, classes))
+    def enode_class(self, kind: int, classes: tuple[int, ...]) -> int | None:
+        """The class of the e-node whose canonical form is ``(kind, classes)`` (`canonical`: an op's id,
+        classes as of the last rebuild, sorted for add and mul), None when absent; `lookup_node`
+        without the finds."""
+        found = self._memo.get((kind, classes))
         return None if found is None else self.find(found)
 
     def term(self, node: int) -> Variable:
@@ -315,19 +335,21 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        ac = type(op) in _AC_KINDS
-        if ac:
+        kind = self._op_ids.get(op)
+        if kind is None:
+            kind = self.op_id(op)
+        if kind < 0:
             children = tuple(sorted(children))
-        key = (op, children)
+        key = (kind, children)
         exact = self._exact
         found = exact.get(key)
         if found is not None:
             return found
-        i = self._new(op, children, None, type_)
+        i = self._new(op, children, None, type_, kind)
         exact[key] = i
         find = self.find
         classes = tuple([find(c) for c in children])
-        canon = (op, tuple(sorted(classes)) if ac else classes)  # `_canonical(i)`
+        canon = (kind, tuple(sorted(classes)) if kind < 0 else classes)  # `_canonical(i)`
         existing = self._memo.get(canon)
         if existing is not None:
             root = self._uf[i] = find(existing)
@@ -464,9 +486,17 @@ class EGraph:
         self._enode[i] = True
         self._signature[i] = self._canonical(i) if canon is None else canon
 
-    def _new(self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType) -> int:
+    def _new(
+        self,
+        op: Op | None,
+        children: tuple[int, ...],
+        leaf: Variable | None,
+        type_: TensorType,
+        kind: int = 0,
+    ) -> int:
         i = len(self._op)
         self._op.append(op)
+        self._kind.append(kind)
         self._children.append(children)
         self._leaf.append(leaf)
         self._type.append(type_)
@@ -478,12 +508,12 @@ class EGraph:
         return i
 
     def _canonical(self, node: int) -> tuple:
-        op = self._op[node]
-        if op is None:
+        kind = self._kind[node]
+        if not kind:
             return (None, (), node)
         find = self.find
         classes = tuple([find(c) for c in self._children[node]])
-        return (op, tuple(sorted(classes)) if type(op) in _AC_KINDS else classes)
+        return (kind, tuple(sorted(classes)) if kind < 0 else classes)
 
     # -- merging ---------------------------------------------------------------------------------
 

@@ -93,7 +93,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
-from relwrite.engine.explore.machine import ClassRef, EClasses
+from relwrite.engine.explore.machine import ClassRef, EClasses, Matches
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
@@ -606,34 +606,22 @@ class Runner:
         if direction == "backward" and not rule.sides.lhs_variables <= set(variables):
             return  # a match would leave the side it writes unbound
         applied = self._compiled_applied.setdefault((rule.name, direction), set())
+        # ranked by their root's position (unreachable roots are passed over), then order; a match
+        # whose other side is in its class already changes nothing, and goes into `applied`
+        into = Matches(
+            applied, position, machine.width ** len(matcher.atoms), self._presence(rule, direction, variables)
+        )
         if nodes is None:
-            matches: list[tuple] = []
             for c in candidates:
-                machine.match(matcher, c, out=matches)
+                machine.match(matcher, c, into)
             stats.runs += len(candidates)
         else:
-            matches, searched = machine.new_matches(matcher, nodes)
-            stats.runs += searched
-        best: dict[tuple, int] = {}  # a match's key -> its least rank: its root's position, then order
-        rank_of = best.get
-        scale = machine.width ** len(matcher.atoms)  # orders are below it
-        for key, order in matches:
-            if key in applied:
-                continue
-            at = position.get(key[0])
-            if at is None:
-                continue  # not reachable from the roots
-            rank = at * scale + order
-            known = rank_of(key)
-            if known is None or rank < known:
-                best[key] = rank
-        present = self._presence(rule, direction, variables)
-        for key, _ in sorted(best.items(), key=itemgetter(1)):
-            if present is not None and present(key[1]) == key[0]:
-                applied.add(key)  # its other side is in its class already: it changes nothing
-                self._noops += 1
-                continue
-            found.append(_Compiled(rule, direction, key, variables, applied))
+            stats.runs += machine.new_matches(matcher, nodes, into)
+        self._noops += into.noops
+        found.extend(
+            _Compiled(rule, direction, key, variables, applied)
+            for key, _ in sorted(into.best.items(), key=itemgetter(1))
+        )
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
