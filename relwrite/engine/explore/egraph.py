@@ -285,6 +285,12 @@ class EGraph:
         found = self._memo.get((kind, classes))
         return None if found is None else self.find(found)
 
+    def lookup_tables(self) -> tuple[Callable[[tuple], int | None], list[int]]:
+        """The hash-cons's ``get`` (canonical form -> a term node of that e-node) and the union-find
+        array (a term node's parent, itself at a root), for code that looks e-nodes up as
+        `enode_class` does without a call per look-up; the same objects for the e-graph's life."""
+        return self._memo.get, self._uf
+
     def term(self, node: int) -> Variable:
         """The graph a term node stands for (its exact term), built once and kept."""
         graphs = self._graphs

@@ -28,7 +28,7 @@ matched, so that an explanation shows the exact term the rule saw.
 A side of fixed ops other than add and mul over variables and numbers also
 compiles to a matcher (`_Matcher`) that runs as Python made for it, one loop
 per atom (`_source`), and, with a plan, is built by position from a match's
-tuple of classes (`placed_plan`, `types_at`, `classes_at`, `add_at`): the
+tuple of classes (`placed_plan`, `types_at`, `add_at`, `presence`): the
 runner's fast path, which finds and adds what the general one does.
 """
 
@@ -295,18 +295,40 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
     return "\n".join(lines) + "\n"
 
 
-def _probe_source(steps: tuple, where: list[int], constants: dict[str, Any]) -> str:
-    """The source of a `EClasses.presence` function for a probe's `steps` whose k-th variable is at
-    position ``where[k]`` of a match's values (`constants` holds the steps' op ids, ``OP0``...)."""
+def _probe_source(steps: tuple, where: list[int]) -> str:
+    """The source of the `EClasses.presence` functions for a probe's `steps` whose k-th variable is
+    at position ``where[k]`` of a match's values: `present(values)` and `settled(values, target)`.
+    They read the hash-cons (``get``), the union-find array (``uf``, ``find``) and the steps' op
+    ids (``OP0``...) from their globals, one look-up per step with no call but to ``get``."""
     lines = ["def present(values):"]
     if not steps:
-        return f"{lines[0]}\n    return values[{where[0]}]\n"
+        lines.append(f"    return values[{where[0]}]")
     for k, (_, spec) in enumerate(steps):
         operands = "".join(f"values[{where[x]}], " if kind == 0 else f"s{x}, " for kind, x in spec)
-        lines.append(f"    s{k} = enode_class(OP{k}, ({operands}))")
-        if k < len(steps) - 1:
-            lines += [f"    if s{k} is None:", "        return None"]
-    lines.append(f"    return s{len(steps) - 1}")
+        lines.append(f"    s{k} = get((OP{k}, ({operands})))")
+        lines += [f"    if s{k} is None:", "        return None", f"    if uf[s{k}] != s{k}:"]
+        lines.append(f"        s{k} = find(s{k})")
+    if steps:
+        lines.append(f"    return s{len(steps) - 1}")
+    lines.append("def settled(values, target):")
+    for k, at in enumerate(where):
+        lines += [f"    x{k} = values[{at}]", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
+    lines.append(f"    if target in ({''.join(f'x{k}, ' for k in range(len(where)))}):")
+    lines.append("        return True")
+    for k, (_, spec) in enumerate(steps):
+        operands = "".join(f"x{x}, " if kind == 0 else f"s{x}, " for kind, x in spec)
+        needed = [f"s{x} is not None" for kind, x in spec if kind == 1]
+        look = f"get((OP{k}, ({operands})))"
+        lines.append(
+            f"    s{k} = {look} if {' and '.join(needed)} else None" if needed else f"    s{k} = {look}"
+        )
+        lines += [
+            f"    if s{k} is not None:",
+            f"        if uf[s{k}] != s{k}:",
+            f"            s{k} = find(s{k})",
+        ]
+        lines += [f"        if s{k} == target:", "            return True"]
+    lines.append("    return False")
     return "\n".join(lines) + "\n"
 
 
@@ -708,19 +730,27 @@ class EClasses:
             classes.append(cls)
         return classes[-1]
 
-    def presence(self, probe: tuple, variables: tuple) -> Callable[[tuple], int | None] | None:
-        """`present` for the matches of a compiled side: a function of a match's values (the classes
-        of `variables`, as of the last rebuild, as a search gives them) made for `probe` as Python (one
-        look-up per step, see `_probe_source`); None when the probe names a variable not in
-        `variables`."""
+    def presence(self, probe: tuple, variables: tuple) -> tuple[Callable, Callable] | None:
+        """`present` for the matches of a compiled side, made for `probe` as Python (one look-up per
+        step, see `_probe_source`), and what applying such a match needs to know of its written side:
+
+        - ``present(values)``: `present` of a match's values (the classes of `variables`, as of the
+          last rebuild, as a search gives them);
+        - ``settled(values, target)``: whether, over the values' current classes, the side is in
+          class `target` or holds it as a proper subterm (applying the match would change nothing,
+          or wrap the class in itself).
+
+        None when the probe names a variable not in `variables`."""
         steps, names = probe
         if not set(names) <= set(variables):
             return None
-        constants: dict[str, Any] = {"enode_class": self.egraph.enode_class}
-        constants.update((f"OP{k}", self.egraph.op_id(op)) for k, (op, _) in enumerate(steps))
+        egraph = self.egraph
+        get, uf = egraph.lookup_tables()
+        constants: dict[str, Any] = {"get": get, "uf": uf, "find": egraph.find}
+        constants.update((f"OP{k}", egraph.op_id(op)) for k, (op, _) in enumerate(steps))
         where = [variables.index(v) for v in names]
-        exec(_compiled(_probe_source(steps, where, constants)), constants)
-        return constants["present"]
+        exec(_compiled(_probe_source(steps, where)), constants)
+        return constants["present"], constants["settled"]
 
     # -- building sides
 
@@ -853,8 +883,8 @@ class EClasses:
     # -- building sides by position: a compiled side's matches, without a substitution
 
     def placed_plan(self, pattern: Pattern, variables: tuple) -> tuple | None:
-        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`,
-        `classes_at` and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
+        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`
+        and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
         or ``(2, step)``.  None when the pattern has no plan, is one variable, holds a number, or
         names a variable not in `variables`."""
         plan = self.plan(pattern)
@@ -887,22 +917,6 @@ class EClasses:
             p = known.get(c)
             found.append(p if p is not None else proxy(c))
         return found
-
-    def classes_at(self, steps: tuple, roots: list[int]) -> tuple[int | None, set[int]]:
-        """Where placed `steps` over the classes `roots` (found) already are, adding nothing: the class
-        of the last step (None: absent) and the classes of the steps' operands (`classes_inside`)."""
-        egraph = self.egraph
-        enode_class = egraph.enode_class  # steps are of ops that are not add or mul: no sorting
-        inside: set[int] = set()
-        cls: int | None = None
-        classes: list[int | None] = []
-        for op, spec in steps:
-            operands = tuple([roots[x] if kind == 0 else classes[x] for kind, x in spec])
-            inside.update(operands)
-            cls = None if None in operands else enode_class(egraph.op_id(op), operands)
-            classes.append(cls)
-        inside.discard(None)  # type: ignore[arg-type]
-        return cls, inside
 
     def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
         """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds

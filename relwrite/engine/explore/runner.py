@@ -558,8 +558,9 @@ class Runner:
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
 
-    def _presence(self, rule: Rule, direction: str, variables: tuple) -> Callable[[tuple], int | None] | None:
-        """`_probe` as a function of a compiled side's matches (`EClasses.presence`)."""
+    def _presence(self, rule: Rule, direction: str, variables: tuple) -> tuple[Callable, Callable] | None:
+        """`_probe` as functions of a compiled side's matches (`EClasses.presence`: ``present`` for its
+        search, ``settled`` for applying it)."""
         arm = (rule.name, direction)
         if arm not in self._placed:
             probe = self._probe(rule, direction)
@@ -608,9 +609,9 @@ class Runner:
         applied = self._compiled_applied.setdefault((rule.name, direction), set())
         # ranked by their root's position (unreachable roots are passed over), then order; a match
         # whose other side is in its class already changes nothing, and goes into `applied`
-        into = Matches(
-            applied, position, machine.width ** len(matcher.atoms), self._presence(rule, direction, variables)
-        )
+        presence = self._presence(rule, direction, variables)
+        present = None if presence is None else presence[0]
+        into = Matches(applied, position, machine.width ** len(matcher.atoms), present)
         if nodes is None:
             for c in candidates:
                 machine.match(matcher, c, into)
@@ -741,9 +742,10 @@ class Runner:
 
     def _direct(self, rule: Rule, direction: str) -> tuple | None:
         """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
-        the side read and the side written, the positions of the assumption variables' values and
-        a store of their types; None when a side has no placed plan or applying a match whose
-        written side is in its class could change something (`_probe`)."""
+        the side read and the side written, the positions of the assumption variables' values, a
+        store of their types and whether a match's written side is settled (`EClasses.presence`);
+        None when a side has no placed plan or applying a match whose written side is in its class
+        could change something (`_probe`)."""
         arm = (rule.name, direction)
         if arm not in self._directs:
             self._directs[arm] = None
@@ -751,19 +753,18 @@ class Runner:
             read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
             read_steps = self.machine.placed_plan(read, variables)
             write_steps = self.machine.placed_plan(write, variables)
-            if (
-                read_steps is not None
-                and write_steps is not None
-                and self._probe(rule, direction) is not None
-            ):
+            presence = self._presence(rule, direction, variables)
+            if read_steps is not None and write_steps is not None and presence is not None:
                 names = [rule.lhs.names.get(a.name) for a in rule.assumptions]
                 bindings = tuple(
                     (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
                 )
-                self._directs[arm] = (read_steps, write_steps, bindings, {})
+                self._directs[arm] = (read_steps, write_steps, bindings, {}, presence[1])
         return self._directs[arm]
 
-    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict) -> bool:
+    def _apply_direct(
+        self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict, settled: Callable
+    ) -> bool:
         """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
         classes to the e-nodes they add, with no substitution or built tree in between (each check
         that ends it changes nothing, so the cheapest comes first).  `typed` keeps the types of both
@@ -772,8 +773,7 @@ class Runner:
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
-        cls, inside = machine.classes_at(write, [find(v) for v in values])
-        if cls == target or target in inside:
+        if settled(values, target):
             return False  # in its class already, or it would wrap the class in itself
         proxies = machine.proxies(values)
         key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
