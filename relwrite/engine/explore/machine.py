@@ -277,13 +277,12 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
         order = f"({order}) * width + k{j}"
     pad = "    " * (depth + 1)
     lines += [
-        f"{pad}values = ({values})",
-        f"{pad}key = (root, values)",
+        f"{pad}key = (root, {values})",
         f"{pad}if key not in applied:",
         f"{pad}    rank = base + ({order})",
         f"{pad}    known = best.get(key)",
         f"{pad}    if known is None:",
-        f"{pad}        if present is not None and present(values) == root:",
+        f"{pad}        if present is not None and present({values}) == root:",
         f"{pad}            applied.add(key)",
         f"{pad}            noops += 1",
         f"{pad}        else:",
@@ -295,24 +294,26 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
     return "\n".join(lines) + "\n"
 
 
-def _probe_source(steps: tuple, where: list[int]) -> str:
+def _probe_source(steps: tuple, where: list[int], count: int) -> str:
     """The source of the `EClasses.presence` functions for a probe's `steps` whose k-th variable is
-    at position ``where[k]`` of a match's values: `present(values)` and `settled(values, target)`.
-    They read the hash-cons (``get``), the union-find array (``uf``, ``find``) and the steps' op
-    ids (``OP0``...) from their globals, one look-up per step with no call but to ``get``."""
-    lines = ["def present(values):"]
+    at position ``where[k]`` of a match's `count` values: `present` and `settled`.
+    They take the values as arguments, and read the hash-cons (``get``), the union-find array
+    (``uf``, ``find``) and the steps' op ids (``OP0``...) from their globals, one look-up per step
+    with no call but to ``get``."""
+    arguments = "".join(f"v{k}, " for k in range(count))
+    lines = [f"def present({arguments}):"]
     if not steps:
-        lines.append(f"    return values[{where[0]}]")
+        lines.append(f"    return v{where[0]}")
     for k, (_, spec) in enumerate(steps):
-        operands = "".join(f"values[{where[x]}], " if kind == 0 else f"s{x}, " for kind, x in spec)
+        operands = "".join(f"v{where[x]}, " if kind == 0 else f"s{x}, " for kind, x in spec)
         lines.append(f"    s{k} = get((OP{k}, ({operands})))")
         lines += [f"    if s{k} is None:", "        return None", f"    if uf[s{k}] != s{k}:"]
         lines.append(f"        s{k} = find(s{k})")
     if steps:
         lines.append(f"    return s{len(steps) - 1}")
-    lines.append("def settled(values, target):")
+    lines.append(f"def settled(target, {arguments}):")
     for k, at in enumerate(where):
-        lines += [f"    x{k} = values[{at}]", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
+        lines += [f"    x{k} = v{at}", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
     lines.append(f"    if target in ({''.join(f'x{k}, ' for k in range(len(where)))}):")
     lines.append("        return True")
     for k, (_, spec) in enumerate(steps):
@@ -344,7 +345,7 @@ class _Planned:
 
 class Matches:
     """What the searches of a compiled side collect (`EClasses.match`, `new_matches`): `best` maps
-    each new match's key ``(class, values)`` to its least rank (its root's place in `position` times
+    each new match's key ``(class, *values)`` to its least rank (its root's place in `position` times
     `scale`, plus its order); a key in `applied` is passed over, and one whose written side `present`
     (a function of a match's values, or None) finds in its class changes nothing: it goes into
     `applied` and is counted in `noops`.  Sorted by rank, `best` is the order a full search gives."""
@@ -356,7 +357,7 @@ class Matches:
         applied: set,
         position: Mapping[int, int],
         scale: int,
-        present: Callable[[tuple], int | None] | None,
+        present: Callable[..., int | None] | None,
     ):
         self.applied, self.position, self.scale, self.present = applied, position, scale, present
         self.best: dict[tuple, int] = {}
@@ -502,7 +503,7 @@ class EClasses:
         self, matcher: _Matcher, cls: int, into: Matches, forced: Mapping[int, Collection[int]] | None = None
     ) -> None:
         """Collect `into` the matches at class `cls` (a root; none when `into.position` does not hold
-        it), keyed ``(cls, classes of the variables)``, with the order of each: the positions of the
+        it), keyed ``(cls, *classes of the variables)``, with the order of each: the positions of the
         e-nodes each atom matched in their classes (`enodes`) as the digits of one number in base
         `width` (sorted by it, matches come in the order `Pattern.matches` gives them).  `forced`
         names the positions an atom may take."""
@@ -734,9 +735,9 @@ class EClasses:
         """`present` for the matches of a compiled side, made for `probe` as Python (one look-up per
         step, see `_probe_source`), and what applying such a match needs to know of its written side:
 
-        - ``present(values)``: `present` of a match's values (the classes of `variables`, as of the
+        - ``present(*values)``: `present` of a match's values (the classes of `variables`, as of the
           last rebuild, as a search gives them);
-        - ``settled(values, target)``: whether, over the values' current classes, the side is in
+        - ``settled(target, *values)``: whether, over the values' current classes, the side is in
           class `target` or holds it as a proper subterm (applying the match would change nothing,
           or wrap the class in itself).
 
@@ -749,7 +750,7 @@ class EClasses:
         constants: dict[str, Any] = {"get": get, "uf": uf, "find": egraph.find}
         constants.update((f"OP{k}", egraph.op_id(op)) for k, (op, _) in enumerate(steps))
         where = [variables.index(v) for v in names]
-        exec(_compiled(_probe_source(steps, where)), constants)
+        exec(_compiled(_probe_source(steps, where, len(variables))), constants)
         return constants["present"], constants["settled"]
 
     # -- building sides

@@ -239,7 +239,7 @@ class _Match:
 
 class _Compiled:
     """A match of a compiled side (`EClasses.match`): the classes `values` of its `variables`; its
-    key ``(cls, values)`` goes into `applied` when it is applied.  A match's few fields, without
+    key ``(cls, *values)`` goes into `applied` when it is applied.  A match's few fields, without
     the dict of `subst` until something reads it."""
 
     __slots__ = ("applied", "cls", "direction", "key", "rule", "values", "variables")
@@ -247,7 +247,7 @@ class _Compiled:
     def __init__(self, rule: Rule, direction: str, key: tuple, variables: tuple, applied: set):
         self.rule, self.direction, self.key = rule, direction, key
         self.variables, self.applied = variables, applied
-        self.cls, self.values = key
+        self.cls, self.values = key[0], key[1:]
 
     @property
     def subst(self) -> dict:
@@ -773,7 +773,7 @@ class Runner:
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
-        if settled(values, target):
+        if settled(target, *values):
             return False  # in its class already, or it would wrap the class in itself
         proxies = machine.proxies(values)
         key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
