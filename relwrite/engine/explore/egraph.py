@@ -244,10 +244,6 @@ class EGraph:
         """Whether term node `node` stands for an e-node of its class (is in `nodes` of its class)."""
         return self._enode[node]
 
-    def parent_nodes(self, cls: int) -> list[int]:
-        """Term nodes of the e-nodes that have class `cls` as an operand (some may be congruent)."""
-        return [node for _, node in self.classes[self.find(cls)].parents]
-
     def near(self, classes: Iterable[int], levels: int) -> set[int]:
         """The classes of `classes` (found) and those up to `levels` parent links above them: where an
         e-match reading that deep can see them."""

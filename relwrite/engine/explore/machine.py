@@ -383,7 +383,6 @@ class EClasses:
         self._views: dict[tuple[int, int], Variable] = {}
         self._enodes: dict[int, tuple[tuple, ...]] = {}
         self._positions: dict[int, dict[tuple, int]] = {}
-        self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
         self._proxies: dict[int, Variable] = {}
         self._width: int | None = None
 
@@ -394,7 +393,6 @@ class EClasses:
         self._views = {}
         self._enodes = {}
         self._positions = {}
-        self._parent_apps = {}
         self._width = None
 
     # -- the target protocol of `Pattern.matches`
@@ -480,23 +478,6 @@ class EClasses:
         found = self._positions.get(cls)
         if found is None:
             found = self._positions[cls] = {app: k for k, app in enumerate(self.enodes(cls))}
-        return found
-
-    def parent_apps(self, cls: int) -> list[tuple[tuple, int, int]]:
-        """The applications with class `cls` (a root) as an operand, each once, as ``(application,
-        its class, its position in that class's `enodes`)``; read once per search."""
-        found = self._parent_apps.get(cls)
-        if found is None:
-            egraph = self.egraph
-            canonical, find, seen = egraph.canonical, egraph.find, set()
-            found = []
-            for node in egraph.parent_nodes(cls):
-                app = canonical(node)
-                if app not in seen:
-                    seen.add(app)
-                    owner = find(node)
-                    found.append((app, owner, self.positions(owner)[app]))
-            self._parent_apps[cls] = found
         return found
 
     def match(
@@ -594,12 +575,17 @@ class EClasses:
         """The classes holding applications of atom `j` with a frontier class as operand `position`,
         each with the frontier's forced positions and those applications'."""
         kind, arity = matcher.kinds[j], matcher.atoms[j][1]
+        egraph, positions = self.egraph, self.positions
+        canonical, find, eclasses = egraph.canonical, egraph.find, egraph.classes
         grown = []
         for cls, forced in frontier:
             above: dict[int, set[int]] = {}
-            for (op, operands), owner, k in self.parent_apps(cls):
-                if op == kind and len(operands) == arity and operands[position] == cls:
-                    above.setdefault(owner, set()).add(k)
+            for _, node in eclasses[cls].parents:  # congruent ones are one e-node: its position again
+                app = canonical(node)
+                operands = app[1]
+                if app[0] == kind and len(operands) == arity and operands[position] == cls:
+                    owner = find(node)
+                    above.setdefault(owner, set()).add(positions(owner)[app])
             grown += [(owner, {**forced, j: ks}) for owner, ks in above.items()]
         return grown
 
