@@ -560,10 +560,16 @@ class EGraph:
         self._clean = True
 
     def _tidy(self, cls: int) -> None:
-        """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed."""
-        here, signature, unique = self.classes[cls], self._signature, {}
+        """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed.
+
+        An e-node's form changed only when an operand class of its signature is no longer a root."""
+        here, signature, unique, uf = self.classes[cls], self._signature, {}, self._uf
         for n in here.nodes:
-            canon = self._canonical(n)
+            canon = signature[n]
+            for c in canon[1]:
+                if uf[c] != c:
+                    canon = self._canonical(n)
+                    break
             if unique.setdefault(canon, n) != n:
                 self._enode[n] = False
                 del signature[n]
