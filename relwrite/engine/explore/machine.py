@@ -158,8 +158,9 @@ class _Matcher:
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
 
-    `run(enodes, literal, root, forced, width, base, applied, best, present)` is the side's search
-    as Python made for it (one loop per atom, nested as the atoms are; see `_source`): it collects
+    `run(read, enodes, literal, root, forced, width, base, applied, best, present)` is the side's
+    search as Python made for it (one loop per atom, nested as the atoms are; see `_source`), which
+    takes a class's e-nodes from `read` (`EClasses.enodes` so far) or `enodes`: it collects
     each match at class `root` into a `Matches` (whose fields are its last four arguments), its
     rank `base` plus its order (`EClasses.match` describes `forced` and `order`), and returns how
     many it found changing nothing.  It reads ops as the op ids of one e-graph (`kinds`, one per
@@ -235,7 +236,7 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
     the atom below; a check failing skips to the next e-node of the innermost loop, as
     `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
     """
-    lines = ["def run(enodes, literal, root, forced, width, base, applied, best, present):"]
+    lines = ["def run(read, enodes, literal, root, forced, width, base, applied, best, present):"]
     lines.append("    noops = 0")
     lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
     lines.append("    c0 = root")
@@ -244,7 +245,9 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
         _, arity, equal, pairs, _, _ = atoms[j]
         constants[f"OP{j}"] = kinds[j]
         pad = "    " * depth
-        lines.append(f"{pad}apps{j} = enodes(c{j})")
+        lines.append(f"{pad}apps{j} = read.get(c{j})")
+        lines.append(f"{pad}if apps{j} is None:")
+        lines.append(f"{pad}    apps{j} = enodes(c{j})")
         lines.append(f"{pad}for k{j} in range(len(apps{j})) if f{j} is None else f{j}:")
         pad += "    "
         lines.append(f"{pad}op, a{j} = apps{j}[k{j}]")
@@ -491,6 +494,7 @@ class EClasses:
         at = into.position.get(cls)
         if at is not None:
             into.noops += matcher.run(
+                self._enodes,
                 self.enodes,
                 self._literal_class,
                 cls,
@@ -556,7 +560,13 @@ class EClasses:
             parent = atoms[j][4]
             frontier = self._up(matcher, parent, atoms[j][5], frontier)
             j = parent
-        run, enodes, literal, width = matcher.run, self.enodes, self._literal_class, self.width
+        run, read, enodes, literal, width = (
+            matcher.run,
+            self._enodes,
+            self.enodes,
+            self._literal_class,
+            self.width,
+        )
         position, scale, applied, best, present = (
             into.position,
             into.scale,
@@ -568,7 +578,7 @@ class EClasses:
         for root, forced in frontier:
             at = position.get(root)
             if at is not None:
-                noops += run(enodes, literal, root, forced, width, at * scale, applied, best, present)
+                noops += run(read, enodes, literal, root, forced, width, at * scale, applied, best, present)
         into.noops += noops
 
     def _up(self, matcher: _Matcher, j: int, position: int, frontier: list) -> list:
