@@ -651,7 +651,7 @@ class EGraph:
         A congruence link records which operands of a and b it paired (operands
         whose classes are equal now, so proved equal by links made before it).
         """
-        if reason == CONGRUENCE:
+        if type(reason) is str and reason == CONGRUENCE:
             self._paired[(a, b) if a < b else (b, a)] = self._pairing(a, b) if a < b else self._pairing(b, a)
         self._clock += 1
         node, parent, why, when = a, b, reason, self._clock
@@ -663,9 +663,10 @@ class EGraph:
     def _pairing(self, a: int, b: int) -> tuple[tuple[int, int], ...]:
         """The operands of congruent term nodes a and b paired, in a's order, each with one of b's
         operands in its class (for add and mul, any one not yet taken)."""
-        xs, ys = self._children[a], list(self._children[b])
-        if self._op[a] not in AC_OPS:
-            return tuple(zip(xs, ys))
+        xs = self._children[a]
+        if self._kind[a] >= 0:  # not add or mul
+            return tuple(zip(xs, self._children[b]))
+        ys = list(self._children[b])
         pairs = []
         for c in xs:
             k = next(j for j, d in enumerate(ys) if d is not None and self.find(d) == self.find(c))
