@@ -274,17 +274,10 @@ class EGraph:
         found = self._memo.get((kind, classes))
         return None if found is None else self.find(found)
 
-    def enode_class(self, kind: int, classes: tuple[int, ...]) -> int | None:
-        """The class of the e-node whose canonical form is ``(kind, classes)`` (`canonical`: an op's id,
-        classes as of the last rebuild, sorted for add and mul), None when absent; `lookup_node`
-        without the finds."""
-        found = self._memo.get((kind, classes))
-        return None if found is None else self.find(found)
-
     def lookup_tables(self) -> tuple[Callable[[tuple], int | None], list[int]]:
         """The hash-cons's ``get`` (canonical form -> a term node of that e-node) and the union-find
-        array (a term node's parent, itself at a root), for code that looks e-nodes up as
-        `enode_class` does without a call per look-up; the same objects for the e-graph's life."""
+        array (a term node's parent, itself at a root), for code that looks e-nodes up by canonical
+        form without a call per look-up; the same objects for the e-graph's life."""
         return self._memo.get, self._uf
 
     def term(self, node: int) -> Variable:
