@@ -125,6 +125,7 @@ class EGraph:
         self._why: list[Reason | None] = []
         self._when: list[int] = []
         self._clock = 0
+        # congruence links (a < b) -> a's operands paired with b's; () when they pair in order
         self._paired: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
         self._spare: dict[int, list[tuple[int, Applied]]] = {}
         self._exact: dict[tuple, int] = {}
@@ -642,10 +643,12 @@ class EGraph:
         """Add the proof-forest edge a - b: re-root a's tree at a, then hang it under b.
 
         A congruence link records which operands of a and b it paired (operands
-        whose classes are equal now, so proved equal by links made before it).
+        whose classes are equal now, so proved equal by links made before it): for
+        ops other than add and mul, the operands in order, noted as ().
         """
         if type(reason) is str and reason == CONGRUENCE:
-            self._paired[(a, b) if a < b else (b, a)] = self._pairing(a, b) if a < b else self._pairing(b, a)
+            key = (a, b) if a < b else (b, a)
+            self._paired[key] = () if self._kind[a] >= 0 else self._pairing(*key)
         self._clock += 1
         node, parent, why, when = a, b, reason, self._clock
         while node is not None:
@@ -654,12 +657,9 @@ class EGraph:
             node, parent, why, when = node_parent, node, node_why, node_when
 
     def _pairing(self, a: int, b: int) -> tuple[tuple[int, int], ...]:
-        """The operands of congruent term nodes a and b paired, in a's order, each with one of b's
-        operands in its class (for add and mul, any one not yet taken)."""
-        xs = self._children[a]
-        if self._kind[a] >= 0:  # not add or mul
-            return tuple(zip(xs, self._children[b]))
-        ys = list(self._children[b])
+        """The operands of congruent add (mul) term nodes a and b paired, in a's order, each with one
+        of b's operands in its class not yet taken."""
+        xs, ys = self._children[a], list(self._children[b])
         pairs = []
         for c in xs:
             k = next(j for j, d in enumerate(ys) if d is not None and self.find(d) == self.find(c))
@@ -671,6 +671,8 @@ class EGraph:
         """The operand pairs of the congruence link between term nodes a and b, in a's operand order
         (None when the forest has no such link)."""
         pairs = self._paired.get((a, b) if a < b else (b, a))
+        if pairs == ():  # paired in order (as a pairing of no operands reads too)
+            return tuple(zip(self._children[a], self._children[b]))
         return pairs if pairs is None or a < b else flip_pairs(self._children[a], pairs)
 
     def forest_link(self, node: int) -> tuple[int, Reason, int] | None:
