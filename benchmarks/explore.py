@@ -38,6 +38,8 @@ egglog is an optional extra: when it is missing the script installs it
 with pip into the running interpreter (`--no-install` to skip; its columns
 are then empty).  It is never a dependency of relwrite.  `--quick` runs every
 row on tiny inputs (a smoke test, what tests/test_benchmarks.py runs).
+`--only TEXT` runs only the equal-work rows whose label holds TEXT (e.g.
+``--only "comm + assoc"``), and no other section.
 
     python benchmarks/explore.py
     python benchmarks/explore.py --repeat 3 --baseline main
@@ -260,7 +262,7 @@ def seed_proof_egglog(egglog: Any, repeat: int) -> Side:
     return egglog_side(egglog, [z + ((y * x) / y) * (z / x), T(2) * z], rules, True, repeat)
 
 
-def equal_work(egglog: Any, repeat: int, leaves: tuple[int, ...]) -> None:
+def equal_work(egglog: Any, repeat: int, leaves: tuple[int, ...], only: str | None = None) -> None:
     print("1. Equal work: binary (non-AC) ops, the same rules and input on both sides")
     header = (
         f"{'row':<34} | {'relwrite':>10} {'e-nodes':>8} {'e-nodes/s':>10} | {'egglog':>10} {'e-nodes':>8} "
@@ -291,6 +293,8 @@ def equal_work(egglog: Any, repeat: int, leaves: tuple[int, ...]) -> None:
         )
     )
     for label, ours_of, theirs_of in rows:
+        if only is not None and only.lower() not in label.lower():
+            continue
         theirs = None if egglog is None else theirs_of(egglog)
         print(equal_work_row(label, ours_of(), theirs), flush=True)
     print()
@@ -542,12 +546,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="do not pip-install egglog when missing")
     parser.add_argument("--baseline", metavar="REV", help="also measure rewrite speed at this git revision")
     parser.add_argument("--quick", action="store_true", help="every row on tiny inputs (a smoke test)")
+    parser.add_argument(
+        "--only", metavar="TEXT", help="only the equal-work rows whose label holds TEXT, no other section"
+    )
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
     egglog = load_egglog(not args.no_install)
     if egglog is None:
         print("egglog is not available: its columns are empty.\n")
+    if args.only is not None:
+        equal_work(egglog, args.repeat, leaves=(3,) if args.quick else (6, 7, 8), only=args.only)
+        return 0
     if args.quick:
         equal_work(egglog, args.repeat, leaves=(3,))
         proving(args.repeat, sizes=(3,))

@@ -4,7 +4,9 @@ Every term the explorer sees is interned as *term nodes*: an op applied to
 the exact term nodes of its operands, or a leaf (a graph input or a
 constant).  Term nodes live in equivalence classes kept by union-find; an
 *e-node* is a term node up to the classes of its operands, hash-consed in
-`_memo`, and a class is the set of its e-nodes.  Congruence (equal operands
+`_memo`, and a class is the set of its e-nodes.  An e-node's canonical form
+names its op by a small int (`op_id`), so hashing and comparing forms is
+hashing ints, not ops (an op's hash is Python code).  Congruence (equal operands
 give equal applications) is restored by `rebuild`, egg's deferred rebuilding.
 
 add and mul are associative and commutative: their e-nodes hold the sorted
@@ -113,6 +115,8 @@ class EGraph:
 
     def __init__(self) -> None:
         self._op: list[Op | None] = []
+        self._kind: list[int] = []  # a term node's op id (0 for a leaf)
+        self._op_ids: dict[Op, int] = {}
         self._children: list[tuple[int, ...]] = []
         self._leaf: list[Variable | None] = []
         self._type: list[TensorType] = []
@@ -121,6 +125,7 @@ class EGraph:
         self._why: list[Reason | None] = []
         self._when: list[int] = []
         self._clock = 0
+        # congruence links (a < b) -> a's operands paired with b's; () when they pair in order
         self._paired: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
         self._spare: dict[int, list[tuple[int, Applied]]] = {}
         self._exact: dict[tuple, int] = {}
@@ -170,6 +175,17 @@ class EGraph:
     def type(self, node: int) -> TensorType:
         return self._type[node]
 
+    def op_id(self, op: Op) -> int:
+        """The small int standing for `op` (and every op equal to it) in canonical forms: from 1 up,
+        negative for add and mul (their operands are sorted)."""
+        found = self._op_ids.get(op)
+        if found is None:
+            found = len(self._op_ids) + 1
+            if type(op) in _AC_KINDS:
+                found = -found
+            self._op_ids[op] = found
+        return found
+
     def children(self, node: int) -> tuple[int, ...]:
         """The classes of a term node's operands (sorted for add and mul)."""
         return self.canonical(node)[1]
@@ -192,7 +208,8 @@ class EGraph:
         return self.classes[self.find(cls)].terms
 
     def canonical(self, node: int) -> tuple:
-        """The e-node of a term node: its op and its operands' classes (sorted for add and mul);
+        """The e-node of a term node: its op's id (`op_id`) and its operands' classes (sorted for add
+        and mul);
         term nodes with one canonical e-node are congruent.  Between a rebuild and the next union an
         e-node's form is the one `rebuild` recorded (no operand class has merged since)."""
         if self._clean:
@@ -228,10 +245,6 @@ class EGraph:
         """Whether term node `node` stands for an e-node of its class (is in `nodes` of its class)."""
         return self._enode[node]
 
-    def parent_nodes(self, cls: int) -> list[int]:
-        """Term nodes of the e-nodes that have class `cls` as an operand (some may be congruent)."""
-        return [node for _, node in self.classes[self.find(cls)].parents]
-
     def near(self, classes: Iterable[int], levels: int) -> set[int]:
         """The classes of `classes` (found) and those up to `levels` parent links above them: where an
         e-match reading that deep can see them."""
@@ -252,18 +265,21 @@ class EGraph:
 
         Between rebuilds the hash-cons may miss an e-node whose operands were merged since.
         """
+        kind = self._op_ids.get(op)
+        if kind is None:
+            return None
         find = self.find
         classes = tuple([find(c) for c in children])
-        if type(op) in _AC_KINDS:
+        if kind < 0:
             classes = tuple(sorted(classes))
-        found = self._memo.get((op, classes))
+        found = self._memo.get((kind, classes))
         return None if found is None else self.find(found)
 
-    def enode_class(self, op: Op, classes: tuple[int, ...]) -> int | None:
-        """The class of the e-node whose canonical form is ``(op, classes)`` (`canonical`: classes as of
-        the last rebuild, sorted for add and mul), None when absent; `lookup_node` without the finds."""
-        found = self._memo.get((op, classes))
-        return None if found is None else self.find(found)
+    def lookup_tables(self) -> tuple[Callable[[tuple], int | None], list[int]]:
+        """The hash-cons's ``get`` (canonical form -> a term node of that e-node) and the union-find
+        array (a term node's parent, itself at a root), for code that looks e-nodes up by canonical
+        form without a call per look-up; the same objects for the e-graph's life."""
+        return self._memo.get, self._uf
 
     def term(self, node: int) -> Variable:
         """The graph a term node stands for (its exact term), built once and kept."""
@@ -315,19 +331,21 @@ class EGraph:
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        ac = type(op) in _AC_KINDS
-        if ac:
+        kind = self._op_ids.get(op)
+        if kind is None:
+            kind = self.op_id(op)
+        if kind < 0:
             children = tuple(sorted(children))
-        key = (op, children)
+        key = (kind, children)
         exact = self._exact
         found = exact.get(key)
         if found is not None:
             return found
-        i = self._new(op, children, None, type_)
+        i = self._new(op, children, None, type_, kind)
         exact[key] = i
         find = self.find
         classes = tuple([find(c) for c in children])
-        canon = (op, tuple(sorted(classes)) if ac else classes)  # `_canonical(i)`
+        canon = (kind, tuple(sorted(classes)) if kind < 0 else classes)  # `_canonical(i)`
         existing = self._memo.get(canon)
         if existing is not None:
             root = self._uf[i] = find(existing)
@@ -464,9 +482,17 @@ class EGraph:
         self._enode[i] = True
         self._signature[i] = self._canonical(i) if canon is None else canon
 
-    def _new(self, op: Op | None, children: tuple[int, ...], leaf: Variable | None, type_: TensorType) -> int:
+    def _new(
+        self,
+        op: Op | None,
+        children: tuple[int, ...],
+        leaf: Variable | None,
+        type_: TensorType,
+        kind: int = 0,
+    ) -> int:
         i = len(self._op)
         self._op.append(op)
+        self._kind.append(kind)
         self._children.append(children)
         self._leaf.append(leaf)
         self._type.append(type_)
@@ -478,12 +504,12 @@ class EGraph:
         return i
 
     def _canonical(self, node: int) -> tuple:
-        op = self._op[node]
-        if op is None:
+        kind = self._kind[node]
+        if not kind:
             return (None, (), node)
         find = self.find
         classes = tuple([find(c) for c in self._children[node]])
-        return (op, tuple(sorted(classes)) if type(op) in _AC_KINDS else classes)
+        return (kind, tuple(sorted(classes)) if kind < 0 else classes)
 
     # -- merging ---------------------------------------------------------------------------------
 
@@ -528,10 +554,16 @@ class EGraph:
         self._clean = True
 
     def _tidy(self, cls: int) -> None:
-        """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed."""
-        here, signature, unique = self.classes[cls], self._signature, {}
+        """Drop e-nodes of class `cls` congruent to an earlier one; touch those whose form changed.
+
+        An e-node's form changed only when an operand class of its signature is no longer a root."""
+        here, signature, unique, uf = self.classes[cls], self._signature, {}, self._uf
         for n in here.nodes:
-            canon = self._canonical(n)
+            canon = signature[n]
+            for c in canon[1]:
+                if uf[c] != c:
+                    canon = self._canonical(n)
+                    break
             if unique.setdefault(canon, n) != n:
                 self._enode[n] = False
                 del signature[n]
@@ -611,10 +643,12 @@ class EGraph:
         """Add the proof-forest edge a - b: re-root a's tree at a, then hang it under b.
 
         A congruence link records which operands of a and b it paired (operands
-        whose classes are equal now, so proved equal by links made before it).
+        whose classes are equal now, so proved equal by links made before it): for
+        ops other than add and mul, the operands in order, noted as ().
         """
-        if reason == CONGRUENCE:
-            self._paired[(a, b) if a < b else (b, a)] = self._pairing(a, b) if a < b else self._pairing(b, a)
+        if type(reason) is str and reason == CONGRUENCE:
+            key = (a, b) if a < b else (b, a)
+            self._paired[key] = () if self._kind[a] >= 0 else self._pairing(*key)
         self._clock += 1
         node, parent, why, when = a, b, reason, self._clock
         while node is not None:
@@ -623,11 +657,9 @@ class EGraph:
             node, parent, why, when = node_parent, node, node_why, node_when
 
     def _pairing(self, a: int, b: int) -> tuple[tuple[int, int], ...]:
-        """The operands of congruent term nodes a and b paired, in a's order, each with one of b's
-        operands in its class (for add and mul, any one not yet taken)."""
+        """The operands of congruent add (mul) term nodes a and b paired, in a's order, each with one
+        of b's operands in its class not yet taken."""
         xs, ys = self._children[a], list(self._children[b])
-        if self._op[a] not in AC_OPS:
-            return tuple(zip(xs, ys))
         pairs = []
         for c in xs:
             k = next(j for j, d in enumerate(ys) if d is not None and self.find(d) == self.find(c))
@@ -639,6 +671,8 @@ class EGraph:
         """The operand pairs of the congruence link between term nodes a and b, in a's operand order
         (None when the forest has no such link)."""
         pairs = self._paired.get((a, b) if a < b else (b, a))
+        if pairs == ():  # paired in order (as a pairing of no operands reads too)
+            return tuple(zip(self._children[a], self._children[b]))
         return pairs if pairs is None or a < b else flip_pairs(self._children[a], pairs)
 
     def forest_link(self, node: int) -> tuple[int, Reason, int] | None:

@@ -28,7 +28,7 @@ matched, so that an explanation shows the exact term the rule saw.
 A side of fixed ops other than add and mul over variables and numbers also
 compiles to a matcher (`_Matcher`) that runs as Python made for it, one loop
 per atom (`_source`), and, with a plan, is built by position from a match's
-tuple of classes (`placed_plan`, `types_at`, `classes_at`, `add_at`): the
+tuple of classes (`placed_plan`, `types_at`, `add_at`, `presence`): the
 runner's fast path, which finds and adds what the general one does.
 """
 
@@ -158,18 +158,29 @@ class _Matcher:
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
 
-    `run(enodes, literal, root, forced, out, width)` is the side's search as Python made for it (one
-    loop per atom, nested as the atoms are; see `_source`): it appends ``((root, values), order)`` to
-    `out` for each match at class `root` (`EClasses.match` describes `forced` and `order`).
+    `run(read, enodes, literal, root, forced, width, base, applied, best, present)` is the side's
+    search as Python made for it (one loop per atom, nested as the atoms are; see `_source`), which
+    takes a class's e-nodes from `read` (`EClasses.enodes` so far) or `enodes`: it collects
+    each match at class `root` into a `Matches` (whose fields are its last four arguments), its
+    rank `base` plus its order (`EClasses.match` describes `forced` and `order`), and returns how
+    many it found changing nothing.  It reads ops as the op ids of one e-graph (`kinds`, one per
+    atom), so it is made for that e-graph (`bind`).
     """
 
-    __slots__ = ("atoms", "numbers", "run", "variables")
+    __slots__ = ("atoms", "kinds", "numbers", "run", "variables")
 
     def __init__(self, atoms: tuple, numbers: tuple, variables: tuple):
         self.atoms, self.numbers, self.variables = atoms, numbers, variables
+        self.kinds: tuple[int, ...] = ()
+        self.run: Callable | None = None
+
+    def bind(self, op_id: Callable[[Op], int]) -> _Matcher:
+        """Make `run` for the e-graph whose `op_id` is given (this matcher, bound)."""
+        self.kinds = tuple(op_id(atom[0]) for atom in self.atoms)
         constants: dict[str, Any] = {}
-        exec(_compiled(_source(atoms, len(variables), constants)), constants)
+        exec(_compiled(_source(self.atoms, self.kinds, len(self.variables), constants)), constants)
         self.run = constants["run"]
+        return self
 
     @staticmethod
     def compile(pattern: Pattern) -> _Matcher | None:
@@ -216,27 +227,31 @@ def _compiled(source: str) -> CodeType:
     return compile(source, "<relwrite.engine.explore.machine>", "exec")
 
 
-def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
-    """The source of `_Matcher.run` for `atoms` (their ops and numbers go into `constants`).
+def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dict[str, Any]) -> str:
+    """The source of `_Matcher.run` for `atoms`, their ops' ids `kinds` (they and the numbers go into
+    `constants`).
 
     Atom j scans the e-nodes of class ``c{j}`` (those `forced` names, or all), skipping those of
     another op or arity; its operands bind ``v{x}``, check it, test a number, or open the loop of
     the atom below; a check failing skips to the next e-node of the innermost loop, as
     `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
     """
-    lines = ["def run(enodes, literal, root, forced, out, width):"]
+    lines = ["def run(read, enodes, literal, root, forced, width, base, applied, best, present):"]
+    lines.append("    noops = 0")
     lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
     lines.append("    c0 = root")
 
     def scan(j: int, depth: int) -> int:
-        op, arity, equal, pairs, _, _ = atoms[j]
-        constants[f"OP{j}"] = op
+        _, arity, equal, pairs, _, _ = atoms[j]
+        constants[f"OP{j}"] = kinds[j]
         pad = "    " * depth
-        lines.append(f"{pad}apps{j} = enodes(c{j})")
+        lines.append(f"{pad}apps{j} = read.get(c{j})")
+        lines.append(f"{pad}if apps{j} is None:")
+        lines.append(f"{pad}    apps{j} = enodes(c{j})")
         lines.append(f"{pad}for k{j} in range(len(apps{j})) if f{j} is None else f{j}:")
         pad += "    "
         lines.append(f"{pad}op, a{j} = apps{j}[k{j}]")
-        lines.append(f"{pad}if (op is not OP{j} and op != OP{j}) or len(a{j}) != {arity}:")
+        lines.append(f"{pad}if op != OP{j} or len(a{j}) != {arity}:")
         lines.append(f"{pad}    continue")
         for a, b in equal:
             lines.append(f"{pad}if a{j}[{a}] != a{j}[{b}]:")
@@ -263,23 +278,61 @@ def _source(atoms: tuple, variables: int, constants: dict[str, Any]) -> str:
     order = "k0"
     for j in range(1, len(atoms)):
         order = f"({order}) * width + k{j}"
-    lines.append(f"{'    ' * (depth + 1)}out.append(((root, ({values})), ({order})))")
+    pad = "    " * (depth + 1)
+    lines += [
+        f"{pad}key = (root, {values})",
+        f"{pad}if key not in applied:",
+        f"{pad}    rank = base + ({order})",
+        f"{pad}    known = best.get(key)",
+        f"{pad}    if known is None:",
+        f"{pad}        if present is not None and present({values}) == root:",
+        f"{pad}            applied.add(key)",
+        f"{pad}            noops += 1",
+        f"{pad}        else:",
+        f"{pad}            best[key] = rank",
+        f"{pad}    elif rank < known:",
+        f"{pad}        best[key] = rank",
+        "    return noops",
+    ]
     return "\n".join(lines) + "\n"
 
 
-def _probe_source(steps: tuple, where: list[int], constants: dict[str, Any]) -> str:
-    """The source of a `EClasses.presence` function for a probe's `steps` whose k-th variable is at
-    position ``where[k]`` of a match's values (the steps' ops go into `constants`)."""
-    lines = ["def present(values):"]
+def _probe_source(steps: tuple, where: list[int], count: int) -> str:
+    """The source of the `EClasses.presence` functions for a probe's `steps` whose k-th variable is
+    at position ``where[k]`` of a match's `count` values: `present` and `settled`.
+    They take the values as arguments, and read the hash-cons (``get``), the union-find array
+    (``uf``, ``find``) and the steps' op ids (``OP0``...) from their globals, one look-up per step
+    with no call but to ``get``."""
+    arguments = "".join(f"v{k}, " for k in range(count))
+    lines = [f"def present({arguments}):"]
     if not steps:
-        return f"{lines[0]}\n    return values[{where[0]}]\n"
-    for k, (op, spec) in enumerate(steps):
-        constants[f"OP{k}"] = op
-        operands = "".join(f"values[{where[x]}], " if kind == 0 else f"s{x}, " for kind, x in spec)
-        lines.append(f"    s{k} = enode_class(OP{k}, ({operands}))")
-        if k < len(steps) - 1:
-            lines += [f"    if s{k} is None:", "        return None"]
-    lines.append(f"    return s{len(steps) - 1}")
+        lines.append(f"    return v{where[0]}")
+    for k, (_, spec) in enumerate(steps):
+        operands = "".join(f"v{where[x]}, " if kind == 0 else f"s{x}, " for kind, x in spec)
+        lines.append(f"    s{k} = get((OP{k}, ({operands})))")
+        lines += [f"    if s{k} is None:", "        return None", f"    if uf[s{k}] != s{k}:"]
+        lines.append(f"        s{k} = find(s{k})")
+    if steps:
+        lines.append(f"    return s{len(steps) - 1}")
+    lines.append(f"def settled(target, {arguments}):")
+    for k, at in enumerate(where):
+        lines += [f"    x{k} = v{at}", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
+    lines.append(f"    if target in ({''.join(f'x{k}, ' for k in range(len(where)))}):")
+    lines.append("        return True")
+    for k, (_, spec) in enumerate(steps):
+        operands = "".join(f"x{x}, " if kind == 0 else f"s{x}, " for kind, x in spec)
+        needed = [f"s{x} is not None" for kind, x in spec if kind == 1]
+        look = f"get((OP{k}, ({operands})))"
+        lines.append(
+            f"    s{k} = {look} if {' and '.join(needed)} else None" if needed else f"    s{k} = {look}"
+        )
+        lines += [
+            f"    if s{k} is not None:",
+            f"        if uf[s{k}] != s{k}:",
+            f"            s{k} = find(s{k})",
+        ]
+        lines += [f"        if s{k} == target:", "            return True"]
+    lines.append("    return False")
     return "\n".join(lines) + "\n"
 
 
@@ -291,6 +344,27 @@ class _Planned:
 
     def __init__(self, plan: _Plan, operands: list[list[Any]], types: list[TensorType]):
         self.plan, self.operands, self.types = plan, operands, types
+
+
+class Matches:
+    """What the searches of a compiled side collect (`EClasses.match`, `new_matches`): `best` maps
+    each new match's key ``(class, *values)`` to its least rank (its root's place in `position` times
+    `scale`, plus its order); a key in `applied` is passed over, and one whose written side `present`
+    (a function of a match's values, or None) finds in its class changes nothing: it goes into
+    `applied` and is counted in `noops`.  Sorted by rank, `best` is the order a full search gives."""
+
+    __slots__ = ("applied", "best", "noops", "position", "present", "scale")
+
+    def __init__(
+        self,
+        applied: set,
+        position: Mapping[int, int],
+        scale: int,
+        present: Callable[..., int | None] | None,
+    ):
+        self.applied, self.position, self.scale, self.present = applied, position, scale, present
+        self.best: dict[tuple, int] = {}
+        self.noops = 0
 
 
 class EClasses:
@@ -312,7 +386,6 @@ class EClasses:
         self._views: dict[tuple[int, int], Variable] = {}
         self._enodes: dict[int, tuple[tuple, ...]] = {}
         self._positions: dict[int, dict[tuple, int]] = {}
-        self._parent_apps: dict[int, list[tuple[tuple, int, int]]] = {}
         self._proxies: dict[int, Variable] = {}
         self._width: int | None = None
 
@@ -323,7 +396,6 @@ class EClasses:
         self._views = {}
         self._enodes = {}
         self._positions = {}
-        self._parent_apps = {}
         self._width = None
 
     # -- the target protocol of `Pattern.matches`
@@ -389,12 +461,13 @@ class EClasses:
     def matcher(self, pattern: Pattern) -> _Matcher | None:
         """`pattern` compiled for `match` (None when it has parts only `Pattern.matches` reads)."""
         if pattern not in self._matchers:
-            self._matchers[pattern] = _Matcher.compile(pattern)
+            matcher = _Matcher.compile(pattern)
+            self._matchers[pattern] = None if matcher is None else matcher.bind(self.egraph.op_id)
         return self._matchers[pattern]
 
     def enodes(self, cls: int) -> tuple[tuple, ...]:
-        """The applications of class `cls` (a root) as ``(op, operand classes)``, in the order of its
-        e-nodes; read once per search."""
+        """The applications of class `cls` (a root) as ``(op id, operand classes)`` (`EGraph.canonical`),
+        in the order of its e-nodes; read once per search."""
         found = self._enodes.get(cls)
         if found is None:
             canonical, op = self.egraph.canonical, self.egraph.op
@@ -410,39 +483,28 @@ class EClasses:
             found = self._positions[cls] = {app: k for k, app in enumerate(self.enodes(cls))}
         return found
 
-    def parent_apps(self, cls: int) -> list[tuple[tuple, int, int]]:
-        """The applications with class `cls` (a root) as an operand, each once, as ``(application,
-        its class, its position in that class's `enodes`)``; read once per search."""
-        found = self._parent_apps.get(cls)
-        if found is None:
-            egraph = self.egraph
-            canonical, find, seen = egraph.canonical, egraph.find, set()
-            found = []
-            for node in egraph.parent_nodes(cls):
-                app = canonical(node)
-                if app not in seen:
-                    seen.add(app)
-                    owner = find(node)
-                    found.append((app, owner, self.positions(owner)[app]))
-            self._parent_apps[cls] = found
-        return found
-
     def match(
-        self,
-        matcher: _Matcher,
-        cls: int,
-        forced: Mapping[int, Collection[int]] | None = None,
-        out: list | None = None,
-    ) -> list[tuple]:
-        """The matches at class `cls` (a root) as ``((cls, classes of the variables), order)``, `order`
-        the positions of the e-nodes each atom matched in their classes (`enodes`) as the digits of
-        one number in base `width`: sorted by it, matches come in the order `Pattern.matches` gives
-        them.  `forced` names the positions an atom may take; the matches are appended to `out`
-        when given."""
-        found = [] if out is None else out
-        forced = {} if forced is None else forced
-        matcher.run(self.enodes, self._literal_class, cls, forced, found, self.width)
-        return found
+        self, matcher: _Matcher, cls: int, into: Matches, forced: Mapping[int, Collection[int]] | None = None
+    ) -> None:
+        """Collect `into` the matches at class `cls` (a root; none when `into.position` does not hold
+        it), keyed ``(cls, *classes of the variables)``, with the order of each: the positions of the
+        e-nodes each atom matched in their classes (`enodes`) as the digits of one number in base
+        `width` (sorted by it, matches come in the order `Pattern.matches` gives them).  `forced`
+        names the positions an atom may take."""
+        at = into.position.get(cls)
+        if at is not None:
+            into.noops += matcher.run(
+                self._enodes,
+                self.enodes,
+                self._literal_class,
+                cls,
+                {} if forced is None else forced,
+                self.width,
+                at * into.scale,
+                into.applied,
+                into.best,
+                into.present,
+            )
 
     @property
     def width(self) -> int:
@@ -456,64 +518,84 @@ class EClasses:
         leaf = self.egraph.classes[self.egraph.find(cls)].leaf
         return isinstance(leaf, Constant) and is_literal(leaf, number)
 
-    def new_matches(self, matcher: _Matcher, nodes: list[int]) -> tuple[list[tuple[tuple, int]], int]:
-        """The matches ``((class, classes of the variables), order)`` (see `match`) that read at least one
-        of the e-nodes `nodes` (term nodes standing for e-nodes), each at least once; and how many
-        classes they were looked for from."""
-        egraph, atoms = self.egraph, matcher.atoms
+    def new_matches(self, matcher: _Matcher, nodes: list[int], into: Matches) -> int:
+        """Collect `into` the matches (see `match`) that read at least one of the e-nodes `nodes` (term
+        nodes standing for e-nodes); how many classes they were looked for from."""
+        egraph, atoms, kinds = self.egraph, matcher.atoms, matcher.kinds
         find, canonical = egraph.find, egraph.canonical
-        by_op: dict[Op, list[int]] = {}
+        by_kind: dict[int, list[tuple[int, tuple]]] = {}  # op id -> its e-nodes and their forms
         constants: set[int] = set()
         for n in nodes:
-            op = egraph.op(n)
-            if op is None:
+            app = canonical(n)
+            if app[0] is None:
                 constants.add(find(n))
             else:
-                by_op.setdefault(op, []).append(n)
-        found: list[tuple[tuple, int]] = []
+                by_kind.setdefault(app[0], []).append((n, app))
         searched = 0
-        placed: dict[Op, list[tuple[int, int]]] = {}  # op -> (class, position) of its e-nodes in `nodes`
-        for j, atom in enumerate(atoms):
-            at = placed.get(atom[0])
+        placed: dict[int, list[tuple[int, int]]] = {}  # op id -> (class, position) of its e-nodes in `nodes`
+        for j in range(len(atoms)):
+            at = placed.get(kinds[j])
             if at is None:
-                at = placed[atom[0]] = []
+                at = placed[kinds[j]] = []
                 positions = self.positions
-                for n in by_op.get(atom[0], ()):
+                for n, app in by_kind.get(kinds[j], ()):
                     cls = find(n)
-                    at.append((cls, positions(cls)[canonical(n)]))
+                    at.append((cls, positions(cls)[app]))
             starts: dict[int, set[int]] = {}
             for cls, k in at:
                 starts.setdefault(cls, set()).add(k)
             searched += len(starts)
-            self._through(matcher, j, [(cls, {j: ks}) for cls, ks in starts.items()], found)
+            self._through(matcher, j, [(cls, {j: ks}) for cls, ks in starts.items()], into)
         for number, j, position in matcher.numbers:
             frontier = [(c, {}) for c in constants if self.literal(ClassRef(c), number)]
             searched += len(frontier)
-            self._through(matcher, j, self._up(atoms[j], j, position, frontier), found)
-        return found, searched
+            self._through(matcher, j, self._up(matcher, j, position, frontier), into)
+        return searched
 
-    def _through(self, matcher: _Matcher, j: int, frontier: list, out: list) -> None:
-        """The matches through the applications of atom `j` a frontier names, appended to `out`: up
-        the parents to the root atom, then down."""
+    def _through(self, matcher: _Matcher, j: int, frontier: list, into: Matches) -> None:
+        """Collect `into` the matches through the applications of atom `j` a frontier names: up the
+        parents to the root atom, then down."""
         atoms = matcher.atoms
         while atoms[j][4] is not None:
             parent = atoms[j][4]
-            frontier = self._up(atoms[parent], parent, atoms[j][5], frontier)
+            frontier = self._up(matcher, parent, atoms[j][5], frontier)
             j = parent
-        run, enodes, literal, width = matcher.run, self.enodes, self._literal_class, self.width
+        run, read, enodes, literal, width = (
+            matcher.run,
+            self._enodes,
+            self.enodes,
+            self._literal_class,
+            self.width,
+        )
+        position, scale, applied, best, present = (
+            into.position,
+            into.scale,
+            into.applied,
+            into.best,
+            into.present,
+        )
+        noops = 0
         for root, forced in frontier:
-            run(enodes, literal, root, forced, out, width)
+            at = position.get(root)
+            if at is not None:
+                noops += run(read, enodes, literal, root, forced, width, at * scale, applied, best, present)
+        into.noops += noops
 
-    def _up(self, atom: tuple, j: int, position: int, frontier: list) -> list:
-        """The classes holding applications of `atom` (number `j`) with a frontier class as operand
-        `position`, each with the frontier's forced positions and those applications'."""
-        op_, arity = atom[0], atom[1]
+    def _up(self, matcher: _Matcher, j: int, position: int, frontier: list) -> list:
+        """The classes holding applications of atom `j` with a frontier class as operand `position`,
+        each with the frontier's forced positions and those applications'."""
+        kind, arity = matcher.kinds[j], matcher.atoms[j][1]
+        egraph, positions = self.egraph, self.positions
+        canonical, find, eclasses = egraph.canonical, egraph.find, egraph.classes
         grown = []
         for cls, forced in frontier:
             above: dict[int, set[int]] = {}
-            for (op, operands), owner, k in self.parent_apps(cls):
-                if (op is op_ or op == op_) and len(operands) == arity and operands[position] == cls:
-                    above.setdefault(owner, set()).add(k)
+            for _, node in eclasses[cls].parents:  # congruent ones are one e-node: its position again
+                app = canonical(node)
+                operands = app[1]
+                if app[0] == kind and len(operands) == arity and operands[position] == cls:
+                    owner = find(node)
+                    above.setdefault(owner, set()).add(positions(owner)[app])
             grown += [(owner, {**forced, j: ks}) for owner, ks in above.items()]
         return grown
 
@@ -645,18 +727,27 @@ class EClasses:
             classes.append(cls)
         return classes[-1]
 
-    def presence(self, probe: tuple, variables: tuple) -> Callable[[tuple], int | None] | None:
-        """`present` for the matches of a compiled side: a function of a match's values (the classes
-        of `variables`, as of the last rebuild, as a search gives them) made for `probe` as Python (one
-        look-up per step, see `_probe_source`); None when the probe names a variable not in
-        `variables`."""
+    def presence(self, probe: tuple, variables: tuple) -> tuple[Callable, Callable] | None:
+        """`present` for the matches of a compiled side, made for `probe` as Python (one look-up per
+        step, see `_probe_source`), and what applying such a match needs to know of its written side:
+
+        - ``present(*values)``: `present` of a match's values (the classes of `variables`, as of the
+          last rebuild, as a search gives them);
+        - ``settled(target, *values)``: whether, over the values' current classes, the side is in
+          class `target` or holds it as a proper subterm (applying the match would change nothing,
+          or wrap the class in itself).
+
+        None when the probe names a variable not in `variables`."""
         steps, names = probe
         if not set(names) <= set(variables):
             return None
-        constants: dict[str, Any] = {"enode_class": self.egraph.enode_class}
+        egraph = self.egraph
+        get, uf = egraph.lookup_tables()
+        constants: dict[str, Any] = {"get": get, "uf": uf, "find": egraph.find}
+        constants.update((f"OP{k}", egraph.op_id(op)) for k, (op, _) in enumerate(steps))
         where = [variables.index(v) for v in names]
-        exec(_compiled(_probe_source(steps, where, constants)), constants)
-        return constants["present"]
+        exec(_compiled(_probe_source(steps, where, len(variables))), constants)
+        return constants["present"], constants["settled"]
 
     # -- building sides
 
@@ -789,8 +880,8 @@ class EClasses:
     # -- building sides by position: a compiled side's matches, without a substitution
 
     def placed_plan(self, pattern: Pattern, variables: tuple) -> tuple | None:
-        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`,
-        `classes_at` and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
+        """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`
+        and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
         or ``(2, step)``.  None when the pattern has no plan, is one variable, holds a number, or
         names a variable not in `variables`."""
         plan = self.plan(pattern)
@@ -823,21 +914,6 @@ class EClasses:
             p = known.get(c)
             found.append(p if p is not None else proxy(c))
         return found
-
-    def classes_at(self, steps: tuple, roots: list[int]) -> tuple[int | None, set[int]]:
-        """Where placed `steps` over the classes `roots` (found) already are, adding nothing: the class
-        of the last step (None: absent) and the classes of the steps' operands (`classes_inside`)."""
-        enode_class = self.egraph.enode_class  # steps are of ops that are not add or mul: no sorting
-        inside: set[int] = set()
-        cls: int | None = None
-        classes: list[int | None] = []
-        for op, spec in steps:
-            operands = tuple([roots[x] if kind == 0 else classes[x] for kind, x in spec])
-            inside.update(operands)
-            cls = None if None in operands else enode_class(op, operands)
-            classes.append(cls)
-        inside.discard(None)  # type: ignore[arg-type]
-        return cls, inside
 
     def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
         """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds

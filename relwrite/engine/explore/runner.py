@@ -93,7 +93,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
-from relwrite.engine.explore.machine import ClassRef, EClasses
+from relwrite.engine.explore.machine import ClassRef, EClasses, Matches
 from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
@@ -240,7 +240,7 @@ class _Match:
 
 class _Compiled:
     """A match of a compiled side (`EClasses.match`): the classes `values` of its `variables`; its
-    key ``(cls, values)`` goes into `applied` when it is applied.  A match's few fields, without
+    key ``(cls, *values)`` goes into `applied` when it is applied.  A match's few fields, without
     the dict of `subst` until something reads it."""
 
     __slots__ = ("applied", "cls", "direction", "key", "rule", "values", "variables")
@@ -248,7 +248,7 @@ class _Compiled:
     def __init__(self, rule: Rule, direction: str, key: tuple, variables: tuple, applied: set):
         self.rule, self.direction, self.key = rule, direction, key
         self.variables, self.applied = variables, applied
-        self.cls, self.values = key
+        self.cls, self.values = key[0], key[1:]
 
     @property
     def subst(self) -> dict:
@@ -559,8 +559,9 @@ class Runner:
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
 
-    def _presence(self, rule: Rule, direction: str, variables: tuple) -> Callable[[tuple], int | None] | None:
-        """`_probe` as a function of a compiled side's matches (`EClasses.presence`)."""
+    def _presence(self, rule: Rule, direction: str, variables: tuple) -> tuple[Callable, Callable] | None:
+        """`_probe` as functions of a compiled side's matches (`EClasses.presence`: ``present`` for its
+        search, ``settled`` for applying it)."""
         arm = (rule.name, direction)
         if arm not in self._placed:
             probe = self._probe(rule, direction)
@@ -607,34 +608,22 @@ class Runner:
         if direction == "backward" and not rule.sides.lhs_variables <= set(variables):
             return  # a match would leave the side it writes unbound
         applied = self._compiled_applied.setdefault((rule.name, direction), set())
+        # ranked by their root's position (unreachable roots are passed over), then order; a match
+        # whose other side is in its class already changes nothing, and goes into `applied`
+        presence = self._presence(rule, direction, variables)
+        present = None if presence is None else presence[0]
+        into = Matches(applied, position, machine.width ** len(matcher.atoms), present)
         if nodes is None:
-            matches: list[tuple] = []
             for c in candidates:
-                machine.match(matcher, c, out=matches)
+                machine.match(matcher, c, into)
             stats.runs += len(candidates)
         else:
-            matches, searched = machine.new_matches(matcher, nodes)
-            stats.runs += searched
-        best: dict[tuple, int] = {}  # a match's key -> its least rank: its root's position, then order
-        rank_of = best.get
-        scale = machine.width ** len(matcher.atoms)  # orders are below it
-        for key, order in matches:
-            if key in applied:
-                continue
-            at = position.get(key[0])
-            if at is None:
-                continue  # not reachable from the roots
-            rank = at * scale + order
-            known = rank_of(key)
-            if known is None or rank < known:
-                best[key] = rank
-        present = self._presence(rule, direction, variables)
-        for key, _ in sorted(best.items(), key=itemgetter(1)):
-            if present is not None and present(key[1]) == key[0]:
-                applied.add(key)  # its other side is in its class already: it changes nothing
-                self._noops += 1
-                continue
-            found.append(_Compiled(rule, direction, key, variables, applied))
+            stats.runs += machine.new_matches(matcher, nodes, into)
+        self._noops += into.noops
+        found.extend(
+            _Compiled(rule, direction, key, variables, applied)
+            for key, _ in sorted(into.best.items(), key=itemgetter(1))
+        )
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -754,9 +743,10 @@ class Runner:
 
     def _direct(self, rule: Rule, direction: str) -> tuple | None:
         """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
-        the side read and the side written, the positions of the assumption variables' values and
-        a store of their types; None when a side has no placed plan or applying a match whose
-        written side is in its class could change something (`_probe`)."""
+        the side read and the side written, the positions of the assumption variables' values, a
+        store of their types and whether a match's written side is settled (`EClasses.presence`);
+        None when a side has no placed plan or applying a match whose written side is in its class
+        could change something (`_probe`)."""
         arm = (rule.name, direction)
         if arm not in self._directs:
             self._directs[arm] = None
@@ -764,19 +754,18 @@ class Runner:
             read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
             read_steps = self.machine.placed_plan(read, variables)
             write_steps = self.machine.placed_plan(write, variables)
-            if (
-                read_steps is not None
-                and write_steps is not None
-                and self._probe(rule, direction) is not None
-            ):
+            presence = self._presence(rule, direction, variables)
+            if read_steps is not None and write_steps is not None and presence is not None:
                 names = [rule.lhs.names.get(a.name) for a in rule.assumptions]
                 bindings = tuple(
                     (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
                 )
-                self._directs[arm] = (read_steps, write_steps, bindings, {})
+                self._directs[arm] = (read_steps, write_steps, bindings, {}, presence[1])
         return self._directs[arm]
 
-    def _apply_direct(self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict) -> bool:
+    def _apply_direct(
+        self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict, settled: Callable
+    ) -> bool:
         """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
         classes to the e-nodes they add, with no substitution or built tree in between (each check
         that ends it changes nothing, so the cheapest comes first).  `typed` keeps the types of both
@@ -785,8 +774,7 @@ class Runner:
         m.applied.add(m.key)
         find, values = egraph.find, m.values
         target = find(m.cls)
-        cls, inside = machine.classes_at(write, [find(v) for v in values])
-        if cls == target or target in inside:
+        if settled(target, *values):
             return False  # in its class already, or it would wrap the class in itself
         proxies = machine.proxies(values)
         key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])

@@ -320,7 +320,8 @@ def egraph_state(g: EGraph) -> tuple:
                 [(other, reason(why)) for other, why in g.spare_links(t)],
             )
     classes = {
-        c: ([g.canonical(n) for n in e.nodes], list(e.terms), str(e.type)) for c, e in g.classes.items()
+        c: ([(g.op(n), g.children(n)) for n in e.nodes], list(e.terms), str(e.type))
+        for c, e in g.classes.items()
     }
     return g.node_count, g.class_count, g.unions, classes, links
 
