@@ -56,6 +56,7 @@ import warnings
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -295,6 +296,46 @@ def _ref_special(function: Callable[[float], float]) -> Callable[[Any], Any]:
     return ref
 
 
+def _nearest_float(value: Fraction, dtype: np.dtype) -> np.generic:
+    """`value` rounded to the nearest float of `dtype`, ties to even; infinite past the largest float by
+    half its ulp (infinity stands where the next float would)."""
+    try:
+        guess = dtype.type(float(value))
+    except OverflowError:
+        return dtype.type(math.inf if value > 0 else -math.inf)
+    top = Fraction(2) ** int(np.finfo(dtype).maxexp)
+    candidates = [np.nextafter(guess, dtype.type(-np.inf)), guess, np.nextafter(guess, dtype.type(np.inf))]
+
+    def rank(candidate: np.generic) -> tuple[Fraction, int]:
+        at = (top if candidate > 0 else -top) if np.isinf(candidate) else Fraction(float(candidate))
+        return abs(at - value), int(np.asarray(candidate).view(f"u{dtype.itemsize}")) & 1
+
+    return min(candidates, key=rank)
+
+
+def _exact_fma(x: Any, y: Any, z: Any, dtype: np.dtype) -> np.generic:
+    """x * y + z in fractions, rounded once to `dtype`; C99's special values."""
+    x, y, z = float(x), float(y), float(z)
+    if not (math.isfinite(x) and math.isfinite(y)) or not math.isfinite(z) or x == 0 or y == 0:
+        return dtype.type(z if math.isfinite(x) and math.isfinite(y) and not math.isfinite(z) else x * y + z)
+    exact = Fraction(x) * Fraction(y) + Fraction(z)
+    return dtype.type(0.0) if exact == 0 else _nearest_float(exact, dtype)
+
+
+def _ref_fma(a: Any, b: Any, c: Any) -> Any:
+    """fma rounded once, in numpy.hypot's float dtype of the operands; a * b + c in a long double walk."""
+    arrays = [np.asarray(v) for v in (a, b, c)]
+    if any(v.dtype == np.longdouble for v in arrays):
+        return arrays[0] * arrays[1] + arrays[2]
+    dtype = functools.reduce(
+        lambda d, e: np.hypot(np.zeros(0, d), np.zeros(0, e)).dtype, (v.dtype for v in arrays)
+    )
+    values = np.frompyfunc(lambda x, y, z: _exact_fma(x, y, z, dtype), 3, 1)(
+        *(v.astype(dtype) for v in arrays)
+    )
+    return np.asarray(values, dtype=dtype)
+
+
 def _ref_log1mexp(x: Any) -> Any:
     """The plain formula (the wide walks arbitrate its rounding), NaN for x > 0 where it is undefined:
     1 - exp(x) is negative there even where exp(x) rounds to 1 (x = 1e-300)."""
@@ -485,6 +526,7 @@ def _make_ctors() -> dict[str, _Ctor]:
     for name, ref in {**_UNARY, **_SPECIAL_UNARY, **_ELEMENTARY_UNARY, **_ELEMENTARY_BINARY}.items():
         fn = getattr(rw, name)
         ctors[name] = _Ctor(lambda a, p, fn=fn: fn(*a), lambda a, p, r=ref: r(*a), _fn_text(name))
+    ctors["fma"] = _Ctor(lambda a, p: rw.fma(*a), lambda a, p: _ref_fma(*a), _fn_text("fma"))
     ctors["op-x"] = _Ctor(lambda a, p: -a[0], lambda a, p: np.negative(a[0]), lambda a, p, _: f"-{a[0]}")
     ctors["op-abs"] = _Ctor(
         lambda a, p: abs(a[0]), lambda a, p: np.absolute(a[0]), lambda a, p, _: f"abs({a[0]})"
@@ -797,6 +839,7 @@ _NODE_UFUNCS: dict[type, Callable[..., Any]] = {
     ops.Cbrt: np.cbrt,
     ops.Hypot: np.hypot,
     ops.Atan2: np.arctan2,
+    ops.Fma: _ref_fma,
     ops.Abs: np.absolute,
     ops.Sigmoid: _ref_sigmoid,
     ops.Softplus: _ref_softplus,
@@ -1184,6 +1227,7 @@ def _mp_elementwise(kind: type) -> Callable[..., Any] | None:
         ops.Cbrt: _mp_real(_mp_cbrt),
         ops.Hypot: _mp_real(_mp_hypot),
         ops.Atan2: _mp_real(mp.atan2),
+        ops.Fma: _mp_real(lambda a, b, c: mp.fadd(mp.fmul(a, b, exact=True), c)),
         ops.Sqr: lambda x: x * x,
         ops.Sigmoid: _mp_real(
             _mp_limited(lambda x: 1 / (1 + mp.exp(-x)), lambda x: mp.mpf(1) if x > 0 else mp.mpf(0))
@@ -2000,10 +2044,12 @@ class _Drawer:
         max_inputs: int = 6,
         side: np.random.Generator | None = None,
         elementary: np.random.Generator | None = None,
+        fused: np.random.Generator | None = None,
     ):
         self.rng = rng
         self.side = side
         self.elementary = elementary
+        self.fused = fused
         self.max_inputs = max_inputs
         self.lengths = [
             int(n) for n in rng.choice([0, 1, 2, 3, 4, 5], size=3, p=[0.06, 0.14, 0.25, 0.25, 0.15, 0.15])
@@ -2189,6 +2235,8 @@ class _Drawer:
             chosen.append(nxt)
             shape = np.broadcast_shapes(shape, self.shapes[nxt])
         name = "add" if self.rng.random() < 0.5 else "mul"
+        if len(chosen) == 3 and self.fused is not None and self.fused.random() < 0.3:
+            name = "fma"  # from a third side stream: every other draw stays as it was
         return self.add(Step("call", name, tuple(Ref(i) for i in chosen)))
 
     def call_unary(self) -> int | None:
@@ -2713,7 +2761,10 @@ def draw_graph(
     """Graph `index` of run `seed`: its recipe, input sets, rejected steps and any constructor crash."""
     rng = np.random.default_rng([seed, index])
     drawer = _Drawer(
-        rng, side=np.random.default_rng([seed, index, 1]), elementary=np.random.default_rng([seed, index, 2])
+        rng,
+        side=np.random.default_rng([seed, index, 1]),
+        elementary=np.random.default_rng([seed, index, 2]),
+        fused=np.random.default_rng([seed, index, 3]),
     )
     for _ in range(int(rng.integers(1, 4))):
         drawer.new_input()

@@ -9,7 +9,7 @@ import re
 import sys
 from pathlib import Path
 
-from relwrite.interop.fpcore import read_fpcores
+from relwrite.interop.fpcore import read_fpcore, read_fpcores
 
 ROOT = Path(__file__).resolve().parents[1]
 HAMMING = ROOT / "tests" / "data" / "hamming"
@@ -58,6 +58,7 @@ def test_herbies_published_results_are_well_formed_and_name_the_suites_benchmark
     }
     names = [r["name"] for r in doc["results"]]
     assert sorted(names) == sorted(suite) and len(names) == 28
+    read = []
     for r in doc["results"]:
         if r["herbie_bits"] is None:
             assert (
@@ -75,3 +76,7 @@ def test_herbies_published_results_are_well_formed_and_name_the_suites_benchmark
             arguments = re.match(r"\(FPCore \(([^()]*)\) ", r["output"]).group(1).split()
             assert sorted(arguments) == sorted(v.name for v in suite[r["name"]].inputs), r["name"]
             assert r["output"].count("(") == r["output"].count(")")
+            herbie = read_fpcore(r["output"])  # each reads (five call fma), so herbie@ours scores it
+            assert sorted(v.name for v in herbie.inputs) == sorted(arguments)
+            read.append(r["name"])
+    assert len(read) == 16

@@ -490,3 +490,113 @@ def test_precondition_text_reads_fpcore_names_and_orders_inputs():
     assert list(pre.holds({"x": np.array([0.0, 1.0, 10.0]), "y": 2.0})) == [False, True, False]
     with pytest.raises(PreconditionError, match="reads 'z', not among the inputs"):
         parse_precondition("z > 0", variables=["x"])
+
+
+# -- fma -----------------------------------------------------------------------------------------
+
+FMA = '(FPCore (a b c) :name "fused" :precision {precision} (- (fma a b c) (* 2 (fma c b (- a)))))'
+FMA_POINTS = [
+    (0.1, 10.0, -1.0),  # rounded twice, a * b + c is 0
+    (1.0 + 2.0**-30, 1.0 - 2.0**-30, -1.0),  # -2**-60 exactly
+    (1e308, 10.0, -1.7976931348623157e308),  # overflows once rounded
+    (3.0, float("inf"), -float("inf")),
+    (0.0, -1.0, -0.0),
+    (2.0**-600, -(2.0**-600), 0.0),  # underflows to -0
+    (2.0**-1074, 0.5, 1.0),
+]
+
+
+def fma_benchmarks():
+    for precision in ("binary64", "binary32"):
+        yield read_fpcore(FMA.format(precision=precision))
+
+
+def fma_points(dtype) -> list[np.ndarray]:
+    with np.errstate(all="ignore"):
+        return [np.array(column, dtype=dtype) for column in zip(*FMA_POINTS)]
+
+
+def graph_values(bench: Benchmark) -> np.ndarray:
+    """The graph's value at each of FMA_POINTS (NumPy backend), in the benchmark's dtype."""
+    evaluate = function(bench.inputs, bench.expr)
+    with np.errstate(all="ignore"):
+        return np.array([evaluate(*point) for point in zip(*fma_points(bench.expr.dtype))])
+
+
+def same_bits(got, want) -> None:
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    known = ~np.isnan(want)
+    bits = f"u{want.dtype.itemsize}"
+    np.testing.assert_array_equal(got[known].view(bits), want[known].view(bits))
+
+
+def test_fma_reads_rounds_once_and_round_trips():
+    bench = read_fpcore("(FPCore (a b c) (fma a b c))")
+    assert bench.expr.owner.op == ops.fma
+    assert function(bench.inputs, bench.expr)(0.1, 10.0, -1.0) == 5.551115123125783e-17  # 0.1 * 10 - 1
+    for bench in fma_benchmarks():
+        assert "(fma a b c)" in to_fpcore(bench) and same_benchmark(bench, read_fpcore(to_fpcore(bench)))
+
+
+def test_fma_python_output_rounds_once_as_the_graph_does():
+    """The function to_python writes (its own fma: NumPy has none) gives the NumPy backend's bits, in
+    binary64 and binary32 (rounded to odd, then to float32: once)."""
+    for bench in fma_benchmarks():
+        dtype = bench.expr.dtype
+        namespace: dict = {}
+        exec(to_python(bench, function_name="fused"), namespace)
+        with np.errstate(all="ignore"):
+            got = namespace["fused"](*fma_points(dtype))
+        same_bits(got, graph_values(bench))
+    # a float32 tie broken by a far smaller addend: the float64 sum rounded to float32 is the even one
+    namespace = {}
+    exec(
+        to_python(read_fpcore("(FPCore (a b c) :precision binary32 (fma a b c))"), function_name="g"),
+        namespace,
+    )
+    assert namespace["g"](np.float32(4097), np.float32(4097), np.float32(2.0**-40)) == np.float32(16785410)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler")
+def test_fma_c_output_compiles_and_rounds_as_the_graph_does(tmp_path):
+    for bench in fma_benchmarks():
+        source, library = tmp_path / f"{bench.precision}.c", tmp_path / f"{bench.precision}.so"
+        source.write_text(to_c(bench, function_name="fused"))
+        assert ("fmaf(" if bench.precision == "binary32" else "fma(") in source.read_text()
+        subprocess.run(["cc", "-shared", "-fPIC", "-O1", str(source), "-o", str(library), "-lm"], check=True)
+        ctype = ctypes.c_float if bench.precision == "binary32" else ctypes.c_double
+        fused = ctypes.CDLL(str(library)).fused
+        fused.restype, fused.argtypes = ctype, [ctype] * 3
+        dtype = bench.expr.dtype
+        got = np.array([fused(*map(float, point)) for point in zip(*fma_points(dtype))], dtype=dtype)
+        same_bits(got, graph_values(bench))
+
+
+def test_fma_in_a_precondition():
+    bench = read_fpcore("(FPCore (a b) :pre (< (fma a b 1) 0) (+ a b))")
+    assert str(bench.precondition) == "fma(a, b, 1) < 0"
+    holds = bench.precondition.holds({"a": np.array([-1.0, 2.0]), "b": np.array([2.0, 3.0])})
+    np.testing.assert_array_equal(holds, [True, False])
+
+
+@pytest.mark.parametrize("precision", ["binary64", "binary32"])
+@settings(max_examples=200)
+@given(data=st.data())
+def test_the_written_fma_is_the_backends_bit_for_bit(precision, data):
+    from relwrite.backends.numpy.fma import fma
+
+    dtype = np.float32 if precision == "binary32" else np.float64
+    width = 32 if precision == "binary32" else 64
+    triples = st.lists(st.tuples(*[st.floats(width=width)] * 3), min_size=1, max_size=20)
+    a, b, c = (np.array(column, dtype=dtype) for column in zip(*data.draw(triples)))
+    with np.errstate(all="ignore"):  # cancellations
+        c = np.where(data.draw(st.booleans()), (-(a.astype(np.float64) * b)).astype(dtype), c)
+    namespace: dict = {}
+    exec(
+        to_python(read_fpcore(f"(FPCore (a b c) :precision {precision} (fma a b c))"), function_name="f"),
+        namespace,
+    )
+    with np.errstate(all="ignore"):
+        same_bits(namespace["f"](a, b, c), fma(a, b, c, dtype))

@@ -17,9 +17,11 @@ import pytest
 
 from relwrite import fuzz
 from relwrite.backends.function import MODES, Mode
+from relwrite.backends.numpy.function import function
 from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
 from relwrite.engine.node_rewriters import KanrenRelationSub
 from relwrite.graph import ops, shape, subtensor
+from relwrite.graph.basic import tensor
 from relwrite.relations import rule
 
 SEED = 20240
@@ -501,7 +503,18 @@ def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
     assert got[3] == pytest.approx(np.log(1e-300))
 
 
-ELEMENTARY = (ops.Tan, ops.Asin, ops.Acos, ops.Atan, ops.Sinh, ops.Cosh, ops.Cbrt, ops.Hypot, ops.Atan2)
+ELEMENTARY = (
+    ops.Tan,
+    ops.Asin,
+    ops.Acos,
+    ops.Atan,
+    ops.Sinh,
+    ops.Cosh,
+    ops.Cbrt,
+    ops.Hypot,
+    ops.Atan2,
+    ops.Fma,
+)
 
 
 @pytest.mark.parametrize("op_class", ELEMENTARY, ids=lambda c: c.__name__)
@@ -514,7 +527,7 @@ def test_the_wide_elementary_functions_round_to_numpys_values(op_class):
     wide, numpy_function = fuzz._mp_elementwise(op_class), fuzz._NODE_UFUNCS[op_class]
     specials = [0.0, 0.5, -0.5, 1.0, -1.0, 1.0000000000000002, -8.0, 1.5707963267948966, 30.0, -700.0]
     specials += [1e22, -1e300, np.inf, -np.inf, np.nan]
-    arity = 2 if op_class in (ops.Hypot, ops.Atan2) else 1
+    arity = 3 if op_class is ops.Fma else 2 if op_class in (ops.Hypot, ops.Atan2) else 1
     with np.errstate(all="ignore"):
         for args in itertools.product(specials, repeat=arity):
             expected, got = numpy_function(*map(np.float64, args)), np.float64(float(wide(*args)))
@@ -524,3 +537,20 @@ def test_the_wide_elementary_functions_round_to_numpys_values(op_class):
                 assert got == expected, (args, got, expected)
             else:
                 assert abs(got - expected) <= np.spacing(abs(expected)), (args, got, expected)
+
+
+def test_the_fuzzers_fma_rounds_once_and_is_drawn():
+    """The reference's fma (fractions, apart from the backend's) is the NumPy backend's bit for bit, in
+    float64, float32 and float16 (hypot's dtype of int8 operands); the drawer makes fma calls."""
+    rng = np.random.default_rng(0)
+    for dtype in ("float64", "float32", "int8"):
+        a, b = ((rng.standard_normal(200) * 100).astype(dtype) for _ in range(2))
+        with np.errstate(all="ignore"):
+            c = np.where(rng.random(200) < 0.5, -(a * b), rng.standard_normal(200)).astype(dtype)
+        x, y, z = (tensor(n, dtype=dtype, shape=(None,)) for n in "xyz")
+        values, reference = function([x, y, z], ops.fma(x, y, z))(a, b, c), fuzz._ref_fma(a, b, c)
+        bits = f"u{reference.dtype.itemsize}"
+        assert values.dtype == reference.dtype
+        np.testing.assert_array_equal(values.view(bits), reference.view(bits))
+    drawn = [fuzz.draw_graph(0, index)[0] for index in range(200)]
+    assert any(step.op == "fma" for recipe in drawn for step in recipe.steps)

@@ -140,6 +140,23 @@ class Identity(Elemwise):
         return dtypes[0]
 
 
+class Fma(Elemwise):
+    """fma(x, y, z): x * y + z rounded once (C99's fma), in the float dtype hypot would give the inputs.
+
+    NumPy has no fma ufunc: the float dtype follows `numpy.hypot`'s (integers compute in a float) and
+    is float16, float32 or float64 (a long double fma has no exact implementation here).
+    """
+
+    nin = 3
+    dtype_rule = np.hypot
+
+    def output_dtype(self, dtypes: list[str]) -> str:
+        dtype = super().output_dtype(dtypes)
+        if dtype not in ("float16", "float32", "float64"):
+            raise TypeError(f"fma computes in float16, float32 or float64, not {dtype}")
+        return dtype
+
+
 class Switch(Elemwise):
     """switch(cond, a, b): a where cond is true, else b (numpy.where)."""
 
@@ -186,6 +203,7 @@ neg, exp, log, log1p, expm1 = Neg(), Exp(), Log(), Log1p(), Expm1()
 sqrt, sqr, reciprocal, sin, cos, tanh = Sqrt(), Sqr(), Reciprocal(), Sin(), Cos(), Tanh()
 tan, asin, acos, atan, sinh, cosh, cbrt = Tan(), Asin(), Acos(), Atan(), Sinh(), Cosh(), Cbrt()
 hypot, atan2 = Hypot(), Atan2()
+fma = Fma()
 abs, sigmoid, softplus, identity = Abs(), Sigmoid(), Softplus(), Identity()
 erf, erfc, log1mexp = Erf(), Erfc(), Log1mexp()
 switch, fill = Switch(), Fill()

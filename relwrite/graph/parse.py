@@ -70,6 +70,7 @@ FUNCTIONS: dict[str, Function] = {
     **{name: Function(getattr(ops, name), 1) for name in _ONE_OPERAND},
     **{name: Function(getattr(ops, name), 2) for name in _TWO_OPERANDS},
     "switch": Function(ops.switch, 3),
+    "fma": Function(ops.fma, 3),
     "inc_subtensor": Function(ops.inc_subtensor, 2),
     "shape": Function(shape_ops.shape, 1),
     "shape_i": Function(lambda x, axis: shape_ops.shape_i(x, *axis), 1, static="shape"),

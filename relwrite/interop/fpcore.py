@@ -697,6 +697,32 @@ _NUMPY_NAMES.update(
     if name not in _NUMPY_NAMES and isinstance(getattr(np, name, None), np.ufunc)
 )
 
+_NUMPY_NAMES["fma"] = "fma"
+
+_PYTHON_FMA = '''def fma(x, y, z):
+    """x * y + z rounded once to {dtype}, elementwise (Python 3.13's math.fma): exact in integers."""
+
+    def one(x, y, z):
+        x, y, z = float(x), float(y), float(z)
+        if not (math.isfinite(x) and math.isfinite(y) and math.isfinite(z)) or x == 0 or y == 0:
+            return z if math.isfinite(x) and math.isfinite(y) and not math.isfinite(z) else x * y + z
+        (nx, dx), (ny, dy), (nz, dz) = x.as_integer_ratio(), y.as_integer_ratio(), z.as_integer_ratio()
+        n, d = nx * ny * dz + nz * dx * dy, dx * dy * dz
+        try:
+            r = n / d  # integer division rounds correctly
+        except OverflowError:
+            return math.inf if n > 0 else -math.inf{narrow}
+        return r
+
+    return np.vectorize(one, otypes=[np.{dtype}])(x, y, z)
+'''
+"""The function `to_python` defines inside one that calls fma (NumPy has none, Python 3.11 neither)."""
+
+_PYTHON_FMA_NARROW = """
+        rn, rd = r.as_integer_ratio()  # r rounded to odd instead: it rounds to float32 as n / d does
+        if n * rd != rn * d and int(np.float64(r).view(np.int64)) % 2 == 0:
+            r = math.nextafter(r, math.inf if n * rd > rn * d else -math.inf)"""
+
 _C_NAMES = {
     "abs": "fabs",
     "maximum": "fmax",
@@ -1005,6 +1031,8 @@ class _Infix:
         self.layout = layout
         self.names = names
         self.dtype = dtype
+        self.called: set[str] = set()
+        """The names of the ops written as calls."""
 
     def constant(self, const: Constant) -> str:
         value = const.data.item()
@@ -1044,6 +1072,7 @@ class _Infix:
         return _INFIX_LEVEL.get(name, _ATOM)
 
     def function(self, op: Op) -> str:
+        self.called.add(op.name)
         table = _NUMPY_NAMES if self.language == "python" else _C_NAMES
         text = table.get(op.name)
         if text is None:
@@ -1124,16 +1153,21 @@ def to_python(
 ) -> str:
     """Python source of a NumPy function computing the expression (elementwise over arrays)."""
     bench = _subject(subject, name, inputs, precondition)
-    reserved = {"np", "math"}
+    reserved = {"np", "math", "fma"}
     function_name = function_name or function_name_of(bench.name)
-    arguments, definitions, result, _ = _infix_parts(bench, "python", reserved | {function_name})
-    uses_math = any("math." in text for text in [result, *(d[2] for d in definitions)])
+    arguments, definitions, result, infix = _infix_parts(bench, "python", reserved | {function_name})
+    uses_fma = "fma" in infix.called
+    uses_math = uses_fma or any("math." in text for text in [result, *(d[2] for d in definitions)])
     lines = ["import math"] * uses_math + ["import numpy as np", "", ""]
     lines.append(f"def {function_name}({', '.join(arguments)}):")
     doc = _describe(bench)
     if doc:
         text = "\n\n    ".join(doc).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
         lines.append(f'    """{text}\n    """' if len(doc) > 1 else f'    """{text}"""')
+    if uses_fma:
+        narrow = _PYTHON_FMA_NARROW if bench.expr.dtype == "float32" else ""
+        helper = _PYTHON_FMA.format(dtype=bench.expr.dtype, narrow=narrow)
+        lines += [""] * bool(doc) + [f"    {line}" if line else "" for line in helper.splitlines()] + [""]
     lines += [f"    {target} = {text}" for target, _, text in definitions]
     lines.append(f"    return {result}")
     return "\n".join(lines) + "\n"

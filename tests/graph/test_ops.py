@@ -72,6 +72,7 @@ ELEMWISE_REFERENCE = {
     ops.cbrt: np.cbrt,
     ops.hypot: np.hypot,
     ops.atan2: np.arctan2,
+    ops.fma: lambda a, b, c: np.hypot(np.hypot(a, b), c),  # no numpy fma: hypot's float dtypes
     ops.abs: np.absolute,
     ops.sigmoid: lambda a: 1 / (1 + np.exp(-_float_like_exp(a))),
     ops.softplus: lambda a: np.log1p(np.exp(_float_like_exp(a))),
@@ -668,3 +669,11 @@ def test_assert_keeps_its_value_type_and_needs_a_condition():
         ops.Assert().make_node(x)
     with pytest.raises(TypeError, match="message must be a str"):
         ops.Assert(3)
+
+
+def test_fma_computes_in_float16_float32_or_float64():
+    assert ops.fma(scalar(dtype="float32"), 2, scalar(dtype="int8")).dtype == "float32"
+    assert ops.fma(scalar(dtype="int64"), scalar(dtype="int64"), 1).dtype == "float64"
+    x = scalar("x", dtype="longdouble")
+    with pytest.raises(TypeError, match=r"^fma: .*float16, float32 or float64, not float128"):
+        ops.fma(x, x, x)

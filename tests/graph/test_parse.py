@@ -226,11 +226,13 @@ def expression_graphs(draw):
     binary = ["sub", "true_div", "pow", "hypot", "atan2"]
     for _ in range(draw(st.integers(1, 8))):
         operand = st.one_of(st.sampled_from(list(pool)), literals)
-        kind = draw(st.sampled_from(["add", "mul", *binary, *unary]))
+        kind = draw(st.sampled_from(["add", "mul", "fma", *binary, *unary]))
         if kind in ("add", "mul"):
             args = draw(st.lists(operand, min_size=1, max_size=3))
         elif kind in unary:
             args = [draw(operand)]
+        elif kind == "fma":
+            args = [draw(operand) for _ in range(3)]
         else:
             args = [draw(operand), draw(operand)]
         pool.append(getattr(ops, kind)(*args))

@@ -404,6 +404,12 @@ def _softplus(op: ops.Softplus, node: Apply, args: list[Value]) -> list[str]:
 
 
 @c_expression.register
+def _fma(op: ops.Fma, node: Apply, args: list[Value]) -> list[str]:
+    dtype = _float_output(node)  # math.h's fma (fmaf): rounded once, as the NumPy backend's
+    return [f"{_math('fma', dtype)}({', '.join(_as(a, dtype) for a in args)})"]
+
+
+@c_expression.register
 def _erf(op: ops.Erf, node: Apply, args: list[Value]) -> list[str]:
     dtype = _float_output(node)
     return [f"{_math('erf', dtype)}({_as(args[0], dtype)})"]

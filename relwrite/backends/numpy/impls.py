@@ -7,7 +7,8 @@ of a `Composite`) is worked out there, so a call only does the numpy work.
 
 Every result is an `ndarray` (0-d arrays, never numpy scalars) of exactly the
 node's output dtype.  Semantics are those of the numpy function each op names;
-`Sigmoid`, `Softplus`, `Softmax`, `LogSoftmax` and `LogSumExp` are computed without overflow.
+`Sigmoid`, `Softplus`, `Softmax`, `LogSoftmax` and `LogSumExp` are computed without overflow;
+`Fma`, which NumPy lacks, rounds once (`relwrite.backends.numpy.fma`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from relwrite.backends.numpy.fma import fma
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable
 from relwrite.graph.shape import Shape, Shape_i
@@ -277,6 +279,20 @@ def _special_impl(function: Any, op: Op, node: Apply) -> Impl:
 
 numpy_impl.register(ops.Erf, partial(_special_impl, math.erf))
 numpy_impl.register(ops.Erfc, partial(_special_impl, math.erfc))
+
+
+@numpy_impl.register
+def _fma(op: ops.Fma, node: Apply) -> Impl:
+    dtype = _dtype(node)
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        values = fma(a, b, c, dtype)
+        if out is not None:
+            np.copyto(out, values)
+            return out
+        return values
+
+    return Impl(run, _all_positions(node))
 
 
 @numpy_impl.register

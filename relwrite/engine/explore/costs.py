@@ -100,7 +100,7 @@ class Depth(CostFunction):
 
 _CHEAP = (
     ops.Add, ops.Sub, ops.Mul, ops.Neg, ops.Abs, ops.Sqr, ops.Maximum, ops.Minimum, ops.Switch,
-    ops.Lt, ops.Le, ops.Gt, ops.Ge, ops.Eq, ops.Neq, ops.Identity, ops.Cast, ops.Fill,
+    ops.Lt, ops.Le, ops.Gt, ops.Ge, ops.Eq, ops.Neq, ops.Identity, ops.Cast, ops.Fill, ops.Fma,
 )  # fmt: skip
 _DIVIDING = (ops.TrueDiv, ops.Reciprocal, ops.Sqrt)
 
@@ -225,6 +225,11 @@ def _hypot(x: mpmath.mpf, y: mpmath.mpf) -> mpmath.mpf:
     return mpmath.hypot(x, y)
 
 
+def _fma(x: mpmath.mpf, y: mpmath.mpf, z: mpmath.mpf) -> mpmath.mpf:
+    """x * y + z with the product exact, rounded once to the working precision."""
+    return mpmath.fadd(mpmath.fmul(x, y, exact=True), z)
+
+
 def _extremum(pick: Callable) -> Callable:
     def f(a, b):
         if mpmath.isnan(a) or mpmath.isnan(b):
@@ -259,6 +264,7 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
     ops.Cbrt: _cbrt,
     ops.Hypot: _hypot,
     ops.Atan2: mpmath.atan2,
+    ops.Fma: _fma,
     ops.Abs: abs,
     ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),
     ops.Softplus: lambda x: mpmath.log1p(mpmath.exp(x)),

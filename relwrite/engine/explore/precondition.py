@@ -21,6 +21,8 @@ from typing import Any
 import mpmath
 import numpy as np
 
+from relwrite.backends.numpy.fma import fma
+
 
 class PreconditionError(ValueError):
     """A predicate outside the language, naming the offending piece."""
@@ -113,6 +115,7 @@ FUNCTIONS: dict[str, tuple[int, Callable[..., Any]]] = {
     "fmax": (2, np.fmax),
     "pow": (2, np.power),
     "hypot": (2, np.hypot),
+    "fma": (3, fma),
     "atan2": (2, np.arctan2),
     "copysign": (2, np.copysign),
     "fmod": (2, np.fmod),
@@ -230,10 +233,12 @@ def evaluate(root: Node, values: Mapping[str, Any]) -> Any:
             if node.op == "-" and len(args) == 1:
                 return np.negative(args[0])
             function = FUNCTIONS[node.op][1]
+            if node.op not in VARIADIC and FUNCTIONS[node.op][0] != 2:
+                return function(*args)
             result = args[0]
             for arg in args[1:]:
                 result = function(result, arg)
-            return function(result) if FUNCTIONS[node.op][0] == 1 else result
+            return result
         if isinstance(node, Truth):
             return np.bool_(node.value)
         if isinstance(node, Compare):

@@ -95,6 +95,7 @@ def _to_sympy_table(sp: Any) -> dict[type, Callable[..., Any]]:
         ops.Cosh: sp.cosh,
         ops.Tanh: sp.tanh,
         ops.Hypot: lambda a, b: sp.sqrt(a**2 + b**2),
+        ops.Fma: lambda a, b, c: a * b + c,
         ops.Abs: sp.Abs,
         ops.Sigmoid: lambda a: 1 / (1 + sp.exp(-a)),
         ops.Softplus: lambda a: sp.log(1 + sp.exp(a)),

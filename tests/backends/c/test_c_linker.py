@@ -50,6 +50,7 @@ FLOAT_OPS = (
     ops.cbrt,
     ops.hypot,
     ops.atan2,
+    ops.fma,
     ops.abs,
     ops.maximum,
     ops.minimum,

@@ -7,15 +7,17 @@ import math
 import pickle
 import warnings
 from collections.abc import Callable
+from fractions import Fraction
 from functools import reduce
 
 import hypothesis.extra.numpy as hnp
 import hypothesis.strategies as st
 import numpy as np
 import pytest
-from hypothesis import given, reject
+from hypothesis import given, reject, settings
 
 from relwrite.backends.numpy import EvaluationError, evaluate, numpy_impl
+from relwrite.backends.numpy.fma import fma
 from relwrite.graph import ops
 from relwrite.graph import shape as shape_module
 from relwrite.graph import subtensor as subtensor_module
@@ -219,6 +221,65 @@ def _switch(data):
     values = [data.draw(arrays("bool", cond))]
     values += [data.draw(arrays(data.draw(st.sampled_from(DTYPES)), s)) for s in (a, b)]
     return node_on(ops.switch, values), values, np.where, True
+
+
+def rounded(value: Fraction, dtype: np.dtype) -> float:
+    """`value` rounded to `dtype` by integer arithmetic: nearest, ties to even, subnormals, infinity
+    from the largest float plus half its ulp on."""
+    if value == 0:
+        return 0.0
+    info = np.finfo(dtype)
+    digits, magnitude = info.nmant + 1, abs(value)
+    exponent = magnitude.numerator.bit_length() - magnitude.denominator.bit_length()
+    if Fraction(2) ** exponent > magnitude:
+        exponent -= 1  # now 2**exponent <= magnitude < 2**(exponent + 1)
+    quantum = max(exponent, int(info.minexp)) - (digits - 1)
+    scaled = magnitude / Fraction(2) ** quantum
+    m, rest = divmod(scaled.numerator, scaled.denominator)
+    if 2 * rest > scaled.denominator or (2 * rest == scaled.denominator and m % 2):
+        m += 1
+    result = (
+        math.inf
+        if Fraction(m) * Fraction(2) ** quantum >= Fraction(2) ** int(info.maxexp)
+        else math.ldexp(m, quantum)
+    )
+    return result if value > 0 else -result
+
+
+def exact_fma(a: float, b: float, c: float, dtype: np.dtype) -> float:
+    """IEEE 754's fusedMultiplyAdd of floats of `dtype`, spelled out: NaN cases, infinities, exact
+    zeros' signs, then the exact value rounded once."""
+    if math.isnan(a) or math.isnan(b) or math.isnan(c):
+        return math.nan
+    if math.isinf(a) or math.isinf(b):
+        if a == 0 or b == 0:
+            return math.nan
+        product = math.copysign(math.inf, a) * math.copysign(1.0, b)
+        return math.nan if math.isinf(c) and c != product else product
+    if math.isinf(c):
+        return c
+    value = Fraction(a) * Fraction(b) + Fraction(c)
+    if value == 0:  # an exact zero is -0 only as the sum of two negative zeros
+        negative_product = (math.copysign(1.0, a) * math.copysign(1.0, b) < 0) and (a == 0 or b == 0)
+        return -0.0 if negative_product and math.copysign(1.0, c) < 0 and c == 0 else 0.0
+    return rounded(value, dtype)
+
+
+def exact_fmas(a, b, c, dtype=None) -> np.ndarray:
+    """`exact_fma` elementwise, in hypot's float dtype of the operands unless `dtype`."""
+    a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
+    dtype = np.dtype(
+        dtype
+        or reduce(lambda d, e: np.hypot(np.zeros(0, d), np.zeros(0, e)).dtype, (a.dtype, b.dtype, c.dtype))
+    )
+    one = np.frompyfunc(lambda x, y, z: exact_fma(float(x), float(y), float(z), dtype), 3, 1)
+    return np.asarray(one(a.astype(dtype), b.astype(dtype), c.astype(dtype)), dtype=dtype)
+
+
+@case(ops.Fma)
+def _fma(data):
+    values = elementwise_inputs(data, 3, NUMERIC)
+    return node_on(ops.fma, values), values, exact_fmas, True
 
 
 @case(ops.Fill)
@@ -766,3 +827,113 @@ def test_an_evaluation_error_pickles_with_its_class_message_and_node(error):
     assert str(restored) == str(original)
     assert restored.node.op == node.op
     assert isinstance(restored, AssertionError) == isinstance(error, AssertionError)
+
+
+# -- fma: rounded once ----------------------------------------------------------------------------
+
+
+def same_floats(got: np.ndarray, want: np.ndarray) -> None:
+    """Equal bit for bit (the sign of a zero included), NaN where NaN."""
+    assert got.dtype == want.dtype and got.shape == want.shape
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    bits = f"u{got.dtype.itemsize}"
+    known = ~np.isnan(want)
+    np.testing.assert_array_equal(got[known].view(bits), want[known].view(bits))
+
+
+def near_product(width: int) -> st.SearchStrategy:
+    """(a, b, c) where c is within a few ulps of -(a * b): the sum cancels, near ties and zeros."""
+
+    def build(a: float, b: float, ulps: int, flip: bool) -> tuple[float, float, float]:
+        dtype = np.dtype(f"float{width}")
+        with np.errstate(all="ignore"):
+            c = -(dtype.type(a) * dtype.type(b))
+            for _ in range(abs(ulps)):
+                c = np.nextafter(c, dtype.type(np.inf if ulps > 0 else -np.inf))
+        return a, b, float(-c if flip else c)
+
+    factor = st.floats(allow_nan=False, allow_infinity=False, width=width)
+    return st.builds(build, factor, factor, st.integers(-3, 3), st.booleans())
+
+
+def scaled(width: int) -> st.SearchStrategy:
+    """(a, b, c) with c near the scale of a * b anywhere in the range, subnormals and overflow included."""
+    dtype = np.dtype(f"float{width}")
+    info = np.finfo(dtype)
+    low, high = int(info.minexp) - info.nmant, int(info.maxexp)
+    mantissa = st.floats(-2, 2, allow_nan=False, width=width)
+
+    def build(ma: float, mb: float, mc: float, ea: int, eb: int, shift: int) -> tuple[float, ...]:
+        with np.errstate(all="ignore"):
+            a, b = dtype.type(math.ldexp(ma, ea)), dtype.type(math.ldexp(mb, eb))
+            c = dtype.type(math.ldexp(mc, max(min(ea + eb + shift, high), low)))
+        return float(a), float(b), float(c)
+
+    exponents = st.integers(low // 2 - 8, high // 2 + 8)
+    return st.builds(build, mantissa, mantissa, mantissa, exponents, exponents, st.integers(-60, 60))
+
+
+def ties(width: int) -> st.SearchStrategy:
+    """Products of odd integers one digit wider than the float (midpoints between two floats) plus a
+    half-integer (an exact tie) or a far smaller addend (just off a tie, past any wider float too)."""
+    dtype = np.dtype(f"float{width}")
+    digits = np.finfo(dtype).nmant + 1
+
+    def pair(a: int) -> st.SearchStrategy:  # b with a * b odd, of digits + 1 bits
+        lo, hi = -(-(2**digits) // a), (2 ** (digits + 1) - 1) // a
+        return st.integers(lo // 2, (hi - 1) // 2).map(lambda n: (a, 2 * n + 1))
+
+    pairs = st.integers(2 ** (digits // 2 - 1), 2 ** (digits // 2)).map(lambda n: 2 * n + 1).flatmap(pair)
+    halves = st.integers(-(2 ** (digits + 1)), 2 ** (digits + 1)).map(lambda n: n / 2)
+    small = st.builds(math.ldexp, st.floats(-2, 2, allow_nan=False), st.integers(-240, 0))
+
+    def build(ab: tuple[int, int], c: float) -> tuple[float, float, float]:
+        with np.errstate(all="ignore"):
+            return float(dtype.type(ab[0])), float(dtype.type(ab[1])), float(dtype.type(c))
+
+    return st.builds(build, pairs, st.one_of(halves, small))
+
+
+def triples(width: int) -> st.SearchStrategy:
+    every = st.floats(width=width)
+    return st.lists(
+        st.one_of(st.tuples(every, every, every), near_product(width), scaled(width), ties(width)),
+        min_size=1,
+        max_size=40,
+    )
+
+
+@pytest.mark.parametrize("width", [64, 32, 16])
+@settings(max_examples=300)
+@given(data=st.data())
+def test_fma_rounds_once_as_exact_arithmetic_does(width, data):
+    """fma equals the exact a * b + c rounded once, bit for bit, over arrays that mix the fast path and
+    its exact fallback: any floats (NaN, infinities, subnormals), cancellations, near ties, ties, and
+    results at the edges of the range."""
+    dtype = np.dtype(f"float{width}")
+    a, b, c = (np.array(column, dtype=dtype) for column in zip(*data.draw(triples(width))))
+    same_floats(fma(a, b, c, dtype), exact_fmas(a, b, c, dtype))
+
+
+def test_fma_special_values_and_edges():
+    inf, nan, tiny = math.inf, math.nan, 2.0**-1074
+    cases = [
+        ((0.1, 10.0, -1.0), 5.551115123125783e-17),  # a * b + c, rounded twice, is 0.0
+        ((1e308, 10.0, -inf), -inf),  # the infinite addend wins over an overflowing product
+        ((1e308, 10.0, -1.7976931348623157e308), inf),  # overflows once rounded
+        ((2.0**1000, 2.0**24, -1.5 * 2.0**1023), 2.0**1022),  # the product overflows, the sum does not
+        ((inf, 0.0, 1.0), nan),
+        ((inf, 2.0, -inf), nan),
+        ((nan, 0.0, inf), nan),
+        ((-(2.0**-600), 2.0**-600, 0.0), -0.0),  # underflows to zero with the sign of the exact value
+        ((tiny, 0.5, 0.0), 0.0),  # a tie between 0 and the least subnormal: even
+        ((tiny, 1.5, 0.0), 2 * tiny),  # a tie between 1 and 2 least subnormals: even
+        ((0.0, -1.0, -0.0), -0.0),
+        ((0.0, -1.0, 0.0), 0.0),
+        ((1.0, -1.0, 1.0), 0.0),  # an exact zero of nonzero terms is +0
+    ]
+    for (a, b, c), want in cases:
+        got = fma(a, b, c)
+        assert got.dtype == np.float64 and got.shape == ()
+        same_floats(got.reshape(1), np.array([want]))
+        same_floats(got.reshape(1), exact_fmas([a], [b], [c], "float64"))

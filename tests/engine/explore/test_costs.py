@@ -25,6 +25,7 @@ def test_flops_read_static_shapes():
     assert node_flops(o.dot, TensorType("float64", (30,)), [a, x]) == 2 * 30 * 40
     assert node_flops(o.exp, x, [x]) == 16 * 40
     assert node_flops(o.add, x, [x, x, x]) == 2 * 40
+    assert node_flops(o.fma, x, [x, x, x]) == 2 * 40  # a product and a sum, as mul then add
     assert node_flops(o.DimShuffle(2, (1, 0)), TensorType("float64", (40, 30)), [a]) == 0
     assert Flops().node(o.neg, x, [x], [5.0]) > 5.0 + 40
 
@@ -158,6 +159,7 @@ def test_pareto_front_keeps_the_undominated():
         lambda: o.cbrt(scalar("x")),
         lambda: o.hypot(scalar("x"), scalar("y")),
         lambda: o.atan2(scalar("y"), scalar("x")),
+        lambda: o.fma(scalar("x"), scalar("y"), scalar("z")),
         lambda: o.max(vector("x")),  # a 0-d reference of a graph measured point by point
         lambda: o.sum(vector("x")),
         lambda: o.logsumexp(vector("x")),
@@ -209,6 +211,21 @@ def test_hypot_is_accurate_where_the_plain_formula_overflows():
     accuracy = Accuracy(o.hypot(x, y), samples=64, ranges={"x": (1e200, 1e300), "y": (1e200, 1e300)})
     assert accuracy(o.hypot(x, y)) < 0.5
     assert accuracy(o.sqrt(x * x + y * y)) > 50
+
+
+def test_fma_is_exact_where_the_plain_formula_cancels():
+    """The reference rounds x * y + z once: fma is within half an ulp of it everywhere (0 bits), and x * y + z,
+    rounded twice, loses everything where z is -(x * y) rounded."""
+    x, y, z = scalar("x"), scalar("y"), scalar("z")
+    fused = o.fma(x, y, z)
+    accuracy = Accuracy(fused, samples=200, ranges={"x": (1, 2), "y": (1, 2), "z": (-4, -1)})
+    assert accuracy(fused) == 0
+    near = [np.array([0.1, 1 / 3, 1.7]), np.array([10.0, 3.0, 1.9])]
+    cancelling = accuracy.at([*near, -(near[0] * near[1])])
+    assert cancelling.reference.shape == (3,) and cancelling(fused) == 0
+    assert cancelling(x * y + z) > 40
+    with np.errstate(all="ignore"):
+        assert np.array_equal(cancelling.values(fused), cancelling.reference)
 
 
 def test_the_blas_ops_and_alloc_have_references():

@@ -175,3 +175,10 @@ def test_herbies_benchmarks_that_need_a_series_get_under_a_bit(name):
     assert improved.ok and improved.form.approximate, improved.error
     independent = Accuracy(bench.expr, samples=1000, ranges=bench.precondition, seed=12345)
     assert independent(improved.form.expr) < 1 < 15 < independent(bench.expr)
+
+
+def test_fma_is_its_product_and_sum_to_sympy():
+    expr = parse("fma(x, y, 1.0)")
+    translated, symbols = to_sympy(expr)
+    (x, y) = sorted(symbols, key=str)
+    assert translated == x * y + 1
