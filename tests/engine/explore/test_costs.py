@@ -214,8 +214,8 @@ def test_hypot_is_accurate_where_the_plain_formula_overflows():
 
 
 def test_fma_is_exact_where_the_plain_formula_cancels():
-    """The reference rounds x * y + z once: fma is within half an ulp of it everywhere (0 bits), and x * y + z,
-    rounded twice, loses everything where z is -(x * y) rounded."""
+    """The reference rounds x * y + z once: fma is within half an ulp of it everywhere (0 bits), and
+    x * y + z, rounded twice, loses everything where z is -(x * y) rounded."""
     x, y, z = scalar("x"), scalar("y"), scalar("z")
     fused = o.fma(x, y, z)
     accuracy = Accuracy(fused, samples=200, ranges={"x": (1, 2), "y": (1, 2), "z": (-4, -1)})
