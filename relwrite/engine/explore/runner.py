@@ -843,11 +843,14 @@ class Runner:
             return True
         if op not in AC_OPS or not operands:
             return False
-        mine_all = Counter(operands)
+        mine_all: Counter | None = None
         for n in egraph.nodes(target):
             if egraph.op(n) == op:
-                mine = Counter(egraph.children(n))
-                if mine != mine_all and not mine - mine_all:
+                children = egraph.children(n)
+                if len(children) >= len(operands):  # not a proper sub-multiset of the operands
+                    continue
+                mine_all = Counter(operands) if mine_all is None else mine_all
+                if not Counter(children) - mine_all:
                     return True
         return False
 
