@@ -1150,6 +1150,15 @@ def _mp_hypot(a: Any, b: Any) -> Any:
     return mp.hypot(a, b)
 
 
+def _mp_atan2(y: Any, x: Any) -> Any:
+    """C99 atan2: the angle of (x, y), also where both are infinite (a diagonal: ±pi/4, ±3pi/4)."""
+    mp = _mpmath()
+    if mp.isinf(y) and mp.isinf(x):
+        angle = mp.pi / 4 if x > 0 else 3 * mp.pi / 4
+        return angle if y > 0 else -angle
+    return mp.atan2(y, x)
+
+
 def _mp_cbrt(x: Any) -> Any:
     """The real cube root (mpmath's is the principal, complex one, for negative x)."""
     mp = _mpmath()
@@ -1226,7 +1235,7 @@ def _mp_elementwise(kind: type) -> Callable[..., Any] | None:
         ops.Cosh: _mp_real(_mp_limited(mp.cosh, lambda x: mp.inf)),
         ops.Cbrt: _mp_real(_mp_cbrt),
         ops.Hypot: _mp_real(_mp_hypot),
-        ops.Atan2: _mp_real(mp.atan2),
+        ops.Atan2: _mp_real(_mp_atan2),
         ops.Fma: _mp_real(lambda a, b, c: mp.fadd(mp.fmul(a, b, exact=True), c)),
         ops.Sqr: lambda x: x * x,
         ops.Sigmoid: _mp_real(

@@ -218,6 +218,14 @@ def _cbrt(x: mpmath.mpf) -> mpmath.mpf:
     return -mpmath.cbrt(-x) if x < 0 else mpmath.cbrt(x)
 
 
+def _atan2(y: mpmath.mpf, x: mpmath.mpf) -> mpmath.mpf:
+    """The angle of (x, y), C99's at two infinities too (mpmath's is NaN there): ±pi/4 or ±3pi/4."""
+    if mpmath.isinf(y) and mpmath.isinf(x):
+        angle = mpmath.pi / 4 if x > 0 else 3 * mpmath.pi / 4
+        return angle if y > 0 else -angle
+    return mpmath.atan2(y, x)
+
+
 def _hypot(x: mpmath.mpf, y: mpmath.mpf) -> mpmath.mpf:
     """sqrt(x**2 + y**2); infinite where either is, NaN in the other included (C99's hypot)."""
     if mpmath.isinf(x) or mpmath.isinf(y):
@@ -263,7 +271,7 @@ _MP_ELEMENTWISE: dict[type, Callable] = {
     ops.Cosh: mpmath.cosh,
     ops.Cbrt: _cbrt,
     ops.Hypot: _hypot,
-    ops.Atan2: mpmath.atan2,
+    ops.Atan2: _atan2,
     ops.Fma: _fma,
     ops.Abs: abs,
     ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),

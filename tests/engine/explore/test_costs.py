@@ -346,3 +346,13 @@ def test_the_accuracy_cost_is_finite_and_never_raises_on_random_graphs(expr):
     for form in (expr, o.neg(o.neg(expr))):
         bits = accuracy(form)
         assert np.isfinite(bits) and 0 <= bits <= width
+
+
+def test_the_reference_atan2_is_c99s_at_two_infinities():
+    expr = parse("atan2(y, x)")
+    accuracy = Accuracy(expr)
+    names = [v.name for v in accuracy.inputs]
+    ys, xs = np.array([np.inf, np.inf, -np.inf, -np.inf]), np.array([np.inf, -np.inf, np.inf, -np.inf])
+    points = [ys if name == "y" else xs for name in names]
+    (exact,) = accuracy.exact([expr], points)
+    assert list(exact.astype(float)) == list(np.arctan2(ys, xs))
