@@ -299,12 +299,24 @@ def _approached(values: np.ndarray, point: float) -> bool:
 
 
 class _Expansion:
-    """One series being expanded: SymPy's lazy terms in `symbol` at `point`, and their sum so far."""
+    """One series being expanded: SymPy's lazy terms in `symbol` at `point`, and their sum so far.
+
+    Towards ±infinity the symbol's sign is known, so it is expanded as a
+    positive symbol (`far`: ``symbol = ±far``): ``sqrt(b*b)`` is ``b`` there,
+    not ``Abs(b)``, whose difference with ``b`` would be left to floating
+    point to cancel (and SymPy finds such terms faster).
+    """
 
     def __init__(self, sp: Any, expr: Any, symbol: Any, point: float):
-        self.sp, self.expr, self.symbol, self.point = sp, expr, symbol, point
+        self.sp, self.symbol, self.point = sp, symbol, point
         self.total, self.terms, self.done = sp.Integer(0), 0, False
         self._terms: Iterator[Any] | None = None
+        if point == 0:
+            self._expr, self._far, self._back = expr, symbol, symbol
+        else:
+            far = sp.Symbol(f"{symbol.name}_far", positive=True)
+            sign = 1 if point > 0 else -1
+            self._expr, self._far, self._back = expr.subs(symbol, sign * far), far, sign * symbol
 
     def next_total(self) -> Any:
         """The sum of one more term (None, and `done`, when there is none: SymPy found no further term, or
@@ -312,9 +324,10 @@ class _Expansion:
         sp = self.sp
         try:
             if self._terms is None:
-                where = 0 if self.point == 0 else (sp.oo if self.point > 0 else -sp.oo)
-                self._terms = self.expr.lseries(self.symbol, where)
+                self._terms = self._expr.lseries(self._far, 0 if self.point == 0 else sp.oo)
             term = next(self._terms)
+            if self._far is not self.symbol:
+                term = term.subs(self._far, self._back)
         except BudgetExceeded:
             raise
         except Exception:  # StopIteration, PoleError, NotImplementedError...: SymPy has no further term
