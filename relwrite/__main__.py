@@ -2,4 +2,5 @@
 
 from relwrite.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # not when a spawned worker process imports the main module again
+    raise SystemExit(main())
