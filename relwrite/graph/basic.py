@@ -379,6 +379,15 @@ class Op:
             object.__setattr__(self, "_hash", cached)
         return cached
 
+    def __getstate__(self) -> dict:
+        # the cached hash is left behind: it hashes the class by identity, which another process (a
+        # spawned worker, a remote executor) does not share, so an op unpickled there would equal nothing
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
+    def __setstate__(self, state: dict) -> None:
+        for key, value in state.items():
+            object.__setattr__(self, key, value)
+
     op_name: str | None = None
 
     @classmethod

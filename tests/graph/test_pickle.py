@@ -104,3 +104,28 @@ def test_a_compiled_function_reloads_without_compiling(mode, monkeypatch):
     values = np.array([0.5, -1.0, 2.0])
     np.testing.assert_array_equal(back(values), f(values))
     np.testing.assert_array_equal(copy.deepcopy(f)(values), f(values))
+
+
+def test_a_graph_pickled_here_is_equal_to_its_ops_in_another_process(tmp_path):
+    """An op's cached hash names its class by identity, which a fresh process (a spawned worker, a
+    remote executor) does not share: unpickled there, its ops must still equal the module's."""
+    import pickle
+    import subprocess
+    import sys
+
+    v = rw.vector("v")
+    expr = ops.exp(v) - ops.sum(v, axis=0) * 2.0
+    hash(expr.owner.op), hash(expr.owner.inputs[0].owner.op)  # the hashes cached before pickling
+    path = tmp_path / "graph.pkl"
+    path.write_bytes(pickle.dumps(expr))
+    check = (
+        "import pickle, sys\n"
+        "from relwrite.graph import ops\n"
+        "expr = pickle.loads(open(sys.argv[1], 'rb').read())\n"
+        "(left, right) = expr.owner.inputs\n"
+        "assert expr.owner.op == ops.sub and hash(expr.owner.op) == hash(ops.sub)\n"
+        "assert left.owner.op == ops.exp and {left.owner.op: 1}[ops.exp] == 1\n"
+        "assert right.owner.inputs[0].owner.op == ops.Sum(axis=(0,))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", check, str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
