@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import multiprocessing
 import statistics
 import sys
 from concurrent.futures import Executor, ProcessPoolExecutor
@@ -208,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     untimed = {"rule_seconds": math.inf} if args.limit_seconds == math.inf else {}
     limits = Limits(args.limit_iterations, args.limit_nodes, seconds=args.limit_seconds, **untimed)
     if args.jobs > 1:
-        with ProcessPoolExecutor(args.jobs) as pool:
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("forkserver")) as pool:
             return run(args.suite, limits, pool)
     return run(args.suite, limits, None)
 

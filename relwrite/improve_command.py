@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import re
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -51,7 +52,10 @@ def run(args: argparse.Namespace) -> int:
                 benchmarks.append(item[1])
     with Progress(len(benchmarks), "improving", unit="benchmark") as bar:
         if args.jobs > 1 and len(benchmarks) > 1:
-            with ProcessPoolExecutor(max_workers=min(args.jobs, len(benchmarks))) as pool:
+            # workers start as fresh interpreters (forkserver), not as forks of this process: a fork
+            # copies its threads' locks mid-use and counts its whole heap as each worker's
+            fresh = multiprocessing.get_context("forkserver")
+            with ProcessPoolExecutor(max_workers=min(args.jobs, len(benchmarks)), mp_context=fresh) as pool:
                 done = improve_benchmarks(
                     benchmarks, pool, limits, names=names, series=args.series, progress=bar.update
                 )
