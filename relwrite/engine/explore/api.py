@@ -739,8 +739,9 @@ def regime_form(
                 trees, pool = exploration.measured[index]
                 for t in pool:
                     graph = trees.graph(t)
-                    if expression_text(graph) not in seen:
-                        seen.add(expression_text(graph))
+                    text = expression_text(graph)
+                    if text not in seen:
+                        seen.add(text)
                         sources.append(t)
                         graphs.append(graph)
             exact = len(graphs)
