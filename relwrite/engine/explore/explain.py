@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import count
 
 from relwrite.engine.explore.egraph import AC_OPS, CONGRUENCE, FOLDING, Applied, EGraph, Reason, flip_pairs
@@ -139,6 +139,17 @@ class _ClassLinks:
     size: int
     rules: list[tuple[int, int, Reason]]
     congruences: list[tuple[int, int, tuple[tuple[int, int], ...], int]]
+    adjacent: dict[int, list[tuple[int, Reason, tuple[tuple[int, int], ...], int]]] = field(
+        default_factory=dict
+    )
+    """From each term node, its links (to, reason, operand pairs, when proved: -1 for a rule link), for
+    the shortest chains to walk without relisting the whole class at each (`Explainer._shortest`)."""
+
+    def __post_init__(self) -> None:
+        for n, m, why in self.rules:
+            self.adjacent.setdefault(n, []).append((m, why, (), -1))
+        for n, m, pairs, latest in self.congruences:
+            self.adjacent.setdefault(n, []).append((m, CONGRUENCE, pairs, latest))
 
 
 class Explainer:
@@ -214,7 +225,7 @@ class Explainer:
                 stack.extend(missing)
                 continue
             stack.pop()
-            chain = self._shortest(x, y, congruences)
+            chain = self._shortest(x, y, before)
             length = sum(1 if not pairs else sum(lengths.get(q, 0) for q in pairs) for *_, pairs in chain)
             operands = self.egraph.exact_children
             chains[pair], lengths[pair] = chain, length
@@ -225,17 +236,11 @@ class Explainer:
             lengths[y, x] = length
         return chains[a, b]
 
-    def _shortest(self, a: int, b: int, congruences: list) -> list[Link]:
-        """Dijkstra from a to b over rule links (one step each) and `congruences` (the steps their
-        operands' chains take)."""
+    def _shortest(self, a: int, b: int, before: int) -> list[Link]:
+        """Dijkstra from a to b over the class's rule links (one step each) and its congruences proved
+        before `before` (the steps their operands' chains take, known by then)."""
         lengths = self._lengths
-        known = self._class(a)
-        edges: dict[int, list[tuple[int, Link]]] = {}
-        for n, m, why in known.rules:
-            edges.setdefault(n, []).append((1, (n, m, why, ())))
-        for n, m, pairs, _ in congruences:
-            cost = sum(lengths[q] for q in pairs if q[0] != q[1])
-            edges.setdefault(n, []).append((cost, (n, m, CONGRUENCE, pairs)))
+        adjacent = self._class(a).adjacent
         best: dict[int, int] = {a: 0}
         came: dict[int, Link] = {}
         tie = count()
@@ -246,11 +251,13 @@ class Explainer:
                 break
             if cost > best[n]:
                 continue
-            for length, link in edges.get(n, ()):
-                m = link[1]
+            for m, why, pairs, latest in adjacent.get(n, ()):
+                if latest >= before:
+                    continue
+                length = sum(lengths[q] for q in pairs if q[0] != q[1]) if latest >= 0 else 1
                 if cost + length < best.get(m, cost + length + 1):
                     best[m] = cost + length
-                    came[m] = link
+                    came[m] = (n, m, why, pairs)
                     heapq.heappush(heap, (cost + length, next(tie), m))
         chain = []
         n = b
