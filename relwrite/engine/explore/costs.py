@@ -57,6 +57,10 @@ Domain = Mapping[str, tuple[float, float]] | Precondition | str
 SAMPLING_ROUNDS = 16
 """How many rounds of points `Accuracy` draws looking for points where a precondition holds."""
 
+RARE = 0.25
+"""The share of a round's points below which a precondition is rare over bit patterns (`Accuracy._points`
+then draws every other round uniformly over the reals of the inputs' ranges)."""
+
 UNKNOWN_LENGTH = 64
 """The length `Flops` assumes for an axis whose static length is unknown."""
 
@@ -544,12 +548,20 @@ class Accuracy:
         ranges: Mapping[str, tuple[float, float]],
     ) -> list[np.ndarray]:
         """`samples` points, each input within its range, where the precondition holds at every element:
-        drawn in rounds of `samples` (at most `SAMPLING_ROUNDS`; fewer points if the precondition is rare)."""
+        drawn in rounds of `samples` (at most `SAMPLING_ROUNDS`; fewer points if the precondition is rare).
+
+        Points are uniform over bit patterns (Herbie's measure); where fewer
+        than `RARE` of a round's points meet the precondition (relational
+        predicates over bounded boxes, as ``x1 + x2 >= 2`` with x1, x2 in
+        [0, 6], whose floats mostly lie near 0), every other round draws
+        uniformly over the reals of each bounded range instead.
+        """
         kept: list[list[np.ndarray]] = [[] for _ in self.inputs]
         found = 0
-        for _ in range(SAMPLING_ROUNDS if self.precondition is not None else 1):
+        for round_ in range(SAMPLING_ROUNDS if self.precondition is not None else 1):
+            uniform = round_ % 2 == 1 and found < RARE * samples * (round_ + 1) / 2
             drawn = [
-                _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name))
+                _sample(rng, v.type.numpy_dtype, (samples, *shape), ranges.get(v.name), uniform)
                 for v, shape in zip(self.inputs, shapes)
             ]
             for k, d in enumerate(self._holding(drawn)):
@@ -755,13 +767,18 @@ def _rounded(x: mpmath.mpf) -> float:
     return float(x)
 
 
-def _sample(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], bounds) -> np.ndarray:
-    """Floats of `dtype` uniform over bit patterns: over all finite values, or those in `bounds`."""
+def _sample(
+    rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...], bounds, uniform: bool = False
+) -> np.ndarray:
+    """Floats of `dtype` uniform over bit patterns: over all finite values, or those in `bounds`; with
+    `uniform` and bounds, uniform over the reals between them instead."""
     info = np.finfo(dtype)
     low, high = (float(-info.max), float(info.max)) if bounds is None else map(float, bounds)
     if not low <= high:
         raise AccuracyError(f"empty range [{low}, {high}]")
     low, high = max(low, float(-info.max)), min(high, float(info.max))  # a precondition's box may be open
+    if uniform and bounds is not None and high - low < float(info.max):
+        return rng.uniform(low, high, size=shape).astype(dtype)
     ends = _ordinals(np.array([low, high], dtype=dtype))
     ordinals = rng.integers(int(ends[0]), int(ends[1]), size=shape, endpoint=True)
     width = dtype.itemsize * 8

@@ -117,6 +117,16 @@ def test_a_rare_precondition_gives_the_points_it_finds():
     assert 0 < len(accuracy.points[0]) <= 50
 
 
+def test_a_relation_rare_among_bit_patterns_is_found_drawing_uniformly_over_the_box():
+    # floats in [0, 6] lie mostly near 0: x + y >= 11 holds at about one bit pattern in a million, and
+    # at 1.4% of the square
+    accuracy = Accuracy(parse("x + y"), ranges="0 <= x <= 6 and 0 <= y <= 6 and x + y >= 11", samples=256)
+    x, y = (p for _, p in sorted(zip([v.name for v in accuracy.inputs], accuracy.points)))
+    assert len(x) > 0 and (x + y >= 11).all() and (x <= 6).all() and (y <= 6).all()
+    common = Accuracy(parse("x + y"), ranges="0 <= x <= 6 and 0 <= y <= 6", samples=256)
+    assert np.mean(np.concatenate(common.points) < 1e-3) > 0.5  # a common one keeps to bit patterns
+
+
 def test_float32_forms_are_measured_in_their_precision():
     x = scalar("x", "float32")
     accuracy = Accuracy(o.log1p(x))
