@@ -60,7 +60,7 @@ from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
 from relwrite.engine.explore.runner import Limits, Report, Runner, StopReason
 from relwrite.engine.explore.series import Approximation, approximations
 from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
+from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort, scalar
 from relwrite.graph.printing import expression_text
 from relwrite.graph.terms import GraphETuple
 from relwrite.relations.budget import charging_calls, relation_budget
@@ -1090,6 +1090,19 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
             culprit,
             error,
         ) from None
+
+
+_checks_prepared = False
+
+
+def prepare_checks() -> None:
+    """Load the numerical checker now, once per process (hypothesis and the soundness harness: a third
+    of a second on first use, which a caller timing its own search should not count)."""
+    global _checks_prepared
+    if not _checks_prepared:
+        x = scalar("x")
+        _check_pair(x, ops.mul(x, 1.0), (), frozenset(), 2, "warm_up")
+        _checks_prepared = True
 
 
 def _check_pair(
