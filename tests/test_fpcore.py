@@ -166,6 +166,12 @@ def test_several_fpcores_and_shared_subterms():
     assert to_fpcore(benchmarks[1]).startswith("(FPCore f (y)")
 
 
+def test_a_cast_to_the_benchmarks_own_precision_is_its_operand():
+    (bench,) = read_fpcores("(FPCore (x y) (cast (+ (cast x) y)))")
+    (plain,) = read_fpcores("(FPCore (x y) (+ x y))")
+    assert same_benchmark(bench, plain)
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -188,6 +194,7 @@ def test_several_fpcores_and_shared_subterms():
         ("(FPCore (x) :pre (+ x 1) x)", "the precondition is a number"),
         ("(FPCore (x) (! :precision binary32 x))", "unsupported annotation construct (! ...)"),
         ("(FPCore (x) (- x 1 2))", "- takes one or two operands, got 3"),
+        ("(FPCore (x) (cast x x))", "cast takes one operand"),
         ("(FPCore (x) (< x 1))", "the body is a condition"),
         ("(FPCore (x) (sqrt x x))", "(sqrt ...): sqrt: takes 1 input(s), got 2"),
         ("(FPCore (x x) x)", "argument 'x' appears twice"),
