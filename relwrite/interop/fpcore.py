@@ -7,7 +7,8 @@ as written).  `to_fpcore`, `to_python` and `to_c` write a graph back out.
 
 The body may use numbers (decimal, rational `1/3`, hexadecimal, `(digits m
 e b)`), FPCore's constants, `let`/`let*`, `if` (conditions of comparisons,
-`and`, `or`, `not`), and the operations relwrite has: an operation's op is
+`and`, `or`, `not`), `cast` (to the benchmark's own precision: its
+operand), and the operations relwrite has: an operation's op is
 looked up in `relwrite.graph.ops` when a benchmark is read, so `tan` reads
 once relwrite has a `tan`.  Anything else (loops, tensors, annotations,
 operations relwrite lacks) is an `FPCoreError` naming it, its benchmark and
