@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables
+from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables, io_toposort
+from relwrite.graph.shape import static_length
 from relwrite.graph.subtensor import (  # noqa: F401  (re-exported: ops is where ops are looked up)
     AdvancedSubtensor,
     IncSubtensor,
@@ -684,8 +685,6 @@ def transpose(x: Any) -> Variable:
 def static_lengths(who: str, shape: Any) -> tuple[int, ...]:
     """`shape` (ints, or lengths known before run time such as `y.shape` for a `y` of static shape) as
     ints, or a TypeError naming `who` and the length that is only known at run time."""
-    from relwrite.graph.shape import static_length
-
     try:
         entries = list(shape)
     except TypeError:
@@ -802,8 +801,6 @@ class Composite(Elemwise):
     __props__ = ("signature",)
 
     def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], own_shapes: bool = False):
-        from relwrite.graph.basic import io_toposort
-
         inputs, outputs = list(inputs), list(outputs)
         for var in inputs:
             if var.owner is not None or isinstance(var, Constant) or var.ndim != 0:
