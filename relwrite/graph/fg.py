@@ -16,6 +16,7 @@ from typing import Any, Literal
 from relwrite.graph import basic
 from relwrite.graph.basic import Apply, Constant, Variable, toposort_nodes
 from relwrite.graph.memory import collection_paused
+from relwrite.graph.printing import graph_repr, picture_html
 
 Node = Apply | Literal["output"]
 Client = tuple[Node, int]
@@ -736,8 +737,6 @@ class FunctionGraph:
 
     def _repr_html_(self) -> str:
         """A notebook shows the graph as a picture (text without Graphviz)."""
-        from relwrite.graph.printing import picture_html
-
         return picture_html(self, "FunctionGraph")
 
     def __reduce__(self) -> tuple:
@@ -830,8 +829,6 @@ class FunctionGraph:
         return digest.hexdigest()
 
     def __repr__(self) -> str:
-        from relwrite.graph.printing import graph_repr
-
         return f"FunctionGraph({graph_repr(self.outputs)})"
 
 
