@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping
 from graphlib import CycleError, TopologicalSorter
 from pathlib import Path
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -69,6 +70,16 @@ KNOWN_DYNAMIC_IMPORTS: dict[tuple[str, str], str] = {
     ),
 }
 """Imports of a module named at run time: (module, function) -> what it loads."""
+
+
+LOWER_LAYERS: dict[str, tuple[str, ...]] = {
+    "relwrite.graph": ("relwrite.graph",),
+    "relwrite.backends.numpy": ("relwrite.graph", "relwrite.backends.numpy"),
+    "relwrite.relations": ("relwrite.graph", "relwrite.relations"),
+}
+"""The bottom layers of docs and DESIGN: package -> the packages its modules may import (the language
+imports nothing of ours; the NumPy backend knows nothing of the C one; the rules know nothing of the
+engine or of evaluation)."""
 
 
 def module_name(path: Path, root: Path) -> str:
@@ -256,6 +267,23 @@ def test_no_circles_between_modules():
 
 def test_no_circles_between_packages():
     _check(circles(package_graph(GRAPH)), KNOWN_PACKAGE_CIRCLES, GRAPH)
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+@pytest.mark.parametrize("layer", sorted(LOWER_LAYERS))
+def test_the_lower_layers_import_only_what_is_below_them(layer: str) -> None:
+    allowed = LOWER_LAYERS[layer]
+    wrong = sorted(
+        f"{module} -> {target}"
+        for module, targets in GRAPH.items()
+        if _within(module, layer)
+        for target in targets
+        if not any(_within(target, p) for p in allowed)
+    )
+    assert not wrong, f"{layer} may import only {', '.join(allowed)}: " + "; ".join(wrong)
 
 
 def test_imports_of_names_computed_at_run_time_are_the_known_ones():
