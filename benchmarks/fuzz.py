@@ -1,4 +1,4 @@
-"""The differential fuzzer (`relwrite.fuzz`): random graphs under every mode against NumPy.
+"""The differential fuzzer (`relwrite.testing.fuzz`): random graphs under every mode against NumPy.
 
 Prints, per mode, the graphs tried and how many showed each outcome (wrong,
 crashed, invalid, warned, types are bugs; improvement and declared are
@@ -52,8 +52,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from relwrite import fuzz
     from relwrite.progress import Progress
+    from relwrite.testing import fuzz
 
     modes = tuple(args.modes) if args.modes else fuzz.DEFAULT_MODES
     began = time.perf_counter()

@@ -1,12 +1,12 @@
 """Fuzzer graphs that once exposed a bug, pinned as recipes (graph indices change with the catalogue).
 
-Written by `relwrite.fuzz.draw_graph(seed, index)` at commit 581b2db (seeds 37 to 103: at the commit adding
-them); keyed by (seed, index).
+Written by `draw_graph(seed, index)` (`relwrite.testing.fuzz`, then `relwrite.fuzz`) at commit 581b2db
+(seeds 37 to 103: at the commit adding them); keyed by (seed, index).
 """
 
 from numpy import array, empty, float16, float32, float64, inf, int8, int16, int32, int64, nan, uint8  # noqa: F401
 
-from relwrite.fuzz import Recipe, Ref, Step
+from relwrite.testing.fuzz import Recipe, Ref, Step
 
 CASES = {
     (11, 945): (

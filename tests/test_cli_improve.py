@@ -257,15 +257,18 @@ def test_a_piecewise_form_shows_its_split_points_in_the_report_json_and_outputs(
     assert improvement.output_bits < improvement.input_bits - 5
     page = html.unescape(improve_report(improvement))
     regimes = page[page.index("Regimes on x") : page.index("Derivation")]
+    (split,) = form.regimes.splits
+    assert -10 < split < 0  # the conjugate left of it, the input (accurate there) right
+    at = repr(split)
     assert (
-        "Split points: -1.2." in regimes
-        and "<td>x < -1.2</td>" in regimes
-        and "<td>x >= -1.2</td>" in regimes
+        f"Split points: {at}." in regimes
+        and f"<td>x < {at}</td>" in regimes
+        and f"<td>x >= {at}</td>" in regimes
     )
-    assert improvement.to_dict()["regimes"]["splits"] == [-1.2]
-    assert "(if (< x -1.2) (/ 1 (- (sqrt" in fpcore_text([improvement])
-    assert "np.where(x < -1.2, " in python_module([improvement])
-    assert "return (x < -1.2) ? " in c_source([improvement])
+    assert improvement.to_dict()["regimes"]["splits"] == [split]
+    assert f"(if (< x {at}) (/ 1 (- (sqrt" in fpcore_text([improvement])
+    assert f"np.where(x < {at}, " in python_module([improvement])
+    assert f"return (x < {at}) ? " in c_source([improvement])
 
 
 def test_a_series_approximation_is_marked_and_no_series_keeps_to_equal_forms(tmp_path, capsys):

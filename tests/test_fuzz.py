@@ -15,7 +15,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relwrite import fuzz
 from relwrite.backends.function import MODES, Mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
@@ -23,6 +22,8 @@ from relwrite.engine.node_rewriters import KanrenRelationSub
 from relwrite.graph import ops, shape, subtensor
 from relwrite.graph.basic import tensor
 from relwrite.relations import rule
+from relwrite.testing import fuzz
+from relwrite.testing.fuzz import arbiter, judge, semantics
 
 SEED = 20240
 CASES = runpy.run_path(str(Path(__file__).with_name("fuzz_cases.py")))["CASES"]
@@ -256,7 +257,7 @@ def test_an_overflow_only_reordering_causes_is_declared(mode, twice):
 def test_a_backend_wrong_after_a_reordering_is_a_bug(monkeypatch):
     """A reassociating rule fired and the rewritten graph is right over the reals, but the backend's value
     is not the rewritten graph's: a bug (it was declared before the judge asked what the graph gives)."""
-    compile_mode = fuzz._Case.compile
+    compile_mode = judge._Case.compile
 
     class Corrupted:
         def __init__(self, f):
@@ -271,7 +272,7 @@ def test_a_backend_wrong_after_a_reordering_is_a_bug(monkeypatch):
         f, messages = compile_mode(self, mode)
         return Corrupted(f), messages
 
-    monkeypatch.setattr(fuzz._Case, "compile", corrupted)
+    monkeypatch.setattr(judge._Case, "compile", corrupted)
     findings = fuzz.check(
         _huge_constant_products(False), HUGE_CONSTANT_VALUES, fuzz.parse_mode("fast_compile")
     )
@@ -477,7 +478,7 @@ def test_the_wide_power_follows_c99_at_infinities():
     """mpmath goes complex for (-big) ** -inf; NumPy, like C99 pow, gives 0 (signed zeros aside)."""
     if not fuzz.mpmath_available():
         pytest.skip("needs mpmath")
-    power = fuzz._mp_elementwise(ops.Pow)
+    power = arbiter._mp_elementwise(ops.Pow)
     specials = [0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan, -1e300]
     with np.errstate(all="ignore"):
         for a in specials:
@@ -494,7 +495,7 @@ def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
     values = np.array([1e-300, 0.0, -1.0, -1e-300, 2.0])
     x = vector("x")
     with np.errstate(all="ignore"):
-        reference = fuzz._ref_log1mexp(values)
+        reference = semantics._ref_log1mexp(values)
         got = function([x], ops.log1mexp(x))(values)
     np.testing.assert_array_equal(np.isnan(reference), [True, False, False, False, True])
     np.testing.assert_array_equal(np.isnan(got), np.isnan(reference))
@@ -524,7 +525,7 @@ def test_the_wide_elementary_functions_round_to_numpys_values(op_class):
     (their limits, not a computation), cbrt of a negative (real)."""
     if not fuzz.mpmath_available():
         pytest.skip("needs mpmath")
-    wide, numpy_function = fuzz._mp_elementwise(op_class), fuzz._NODE_UFUNCS[op_class]
+    wide, numpy_function = arbiter._mp_elementwise(op_class), semantics._NODE_UFUNCS[op_class]
     specials = [0.0, 0.5, -0.5, 1.0, -1.0, 1.0000000000000002, -8.0, 1.5707963267948966, 30.0, -700.0]
     specials += [1e22, -1e300, np.inf, -np.inf, np.nan]
     arity = 3 if op_class is ops.Fma else 2 if op_class in (ops.Hypot, ops.Atan2) else 1
@@ -548,7 +549,7 @@ def test_the_fuzzers_fma_rounds_once_and_is_drawn():
         with np.errstate(all="ignore"):
             c = np.where(rng.random(200) < 0.5, -(a * b), rng.standard_normal(200)).astype(dtype)
         x, y, z = (tensor(n, dtype=dtype, shape=(None,)) for n in "xyz")
-        values, reference = function([x, y, z], ops.fma(x, y, z))(a, b, c), fuzz._ref_fma(a, b, c)
+        values, reference = function([x, y, z], ops.fma(x, y, z))(a, b, c), semantics._ref_fma(a, b, c)
         bits = f"u{reference.dtype.itemsize}"
         assert values.dtype == reference.dtype
         np.testing.assert_array_equal(values.view(bits), reference.view(bits))

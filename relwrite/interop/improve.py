@@ -32,8 +32,9 @@ from typing import Any
 
 from relwrite.engine.explore.api import Exploration, Form, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
-from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE, CHOICE_SHARE
+from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
 from relwrite.engine.explore.runner import Limits
+from relwrite.engine.explore.series import prepare as prepare_series
 from relwrite.graph.printing import expression_text
 from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
 
@@ -114,6 +115,8 @@ def improve_benchmark(
     """The most accurate form of `benchmark`'s body found within `limits` (see the module docstring); with
     `series`, truncated series of the body are candidates too (a form using one is approximate)."""
     name = name or benchmark_name(benchmark, 1)
+    if series:
+        prepare_series()  # once per process, before the benchmark's clock starts
     start = time.perf_counter()
     try:
         exploration = Exploration([benchmark.expr], limits=limits, include=["accuracy"], unsafe=True)
@@ -124,9 +127,7 @@ def improve_benchmark(
             )
         exploration.focus(accuracy)
         report = exploration.run(share=ACCURACY_SEARCH_SHARE)
-        with exploration.deadline.reserving(CHOICE_SHARE):
-            best = exploration.best(0, accuracy)
-        form = regime_form(exploration, 0, accuracy, best, series=series)
+        form = regime_form(exploration, 0, accuracy, series=series)
         input_bits = float(accuracy(benchmark.expr))
         output_bits = input_bits if math.isnan(form.cost) or not form.steps else float(form.cost)
         if math.isnan(form.cost):

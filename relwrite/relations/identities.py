@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from relwrite.graph import ops as o
 from relwrite.relations.algebra import one_float_dtype
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import Rule, rule
 
 TAGS = ("stabilize", "explore", "accuracy")
 REAL = "reassociates"
@@ -56,6 +56,107 @@ sqrt_difference = rule(
     types=SCALARS,
     doc="sqrt(a) - sqrt(b) -> (a - b) / (sqrt(a) + sqrt(b)) (the conjugate: nothing cancels when a is "
     "close to b); backward it takes a quotient by a sum of roots apart.  For a > 0.",
+)
+
+sqrt_conjugate_difference = rule(
+    "sqrt_conjugate_difference",
+    _difference("a", (o.sqrt, "d")),
+    (o.add, (o.true_div, (o.add, (o.pow, "a", 2), (o.neg, "d")), (o.add, "a", (o.sqrt, "d"))), "*rest"),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a > 0",),
+    where=lambda a, d, rest: one_float_dtype(a, d, rest),
+    keeps_type=True,
+    examples=("add(a, neg(sqrt(d)))", "add(a, neg(sqrt(d)), c)"),
+    types={"a": "scalar", "d": "scalar", "c": "scalar"},
+    doc="a - sqrt(d) -> (a**2 - d) / (a + sqrt(d)) (the conjugate of a difference with a root: where a "
+    "is close to sqrt(d) the numerator cancels exactly, once simplified, and the denominator not at "
+    "all, as in the quadratic formula's -b - sqrt(b*b - 4*a*c) for b < 0); backward it takes the "
+    "quotient apart.  For a > 0 (the denominator is not 0).",
+)
+
+sqrt_conjugate_sum = rule(
+    "sqrt_conjugate_sum",
+    (o.add, "a", (o.sqrt, "d"), "*rest"),
+    (
+        o.add,
+        (o.true_div, (o.add, (o.pow, "a", 2), (o.neg, "d")), (o.add, "a", (o.neg, (o.sqrt, "d")))),
+        "*rest",
+    ),
+    TAGS,
+    semantics=REAL,
+    assumptions=("a < 0",),
+    where=lambda a, d, rest: one_float_dtype(a, d, rest),
+    keeps_type=True,
+    examples=("add(a, sqrt(d))", "add(a, sqrt(d), c)"),
+    types={"a": "scalar", "d": "scalar", "c": "scalar"},
+    doc="a + sqrt(d) -> (a**2 - d) / (a - sqrt(d)) (the conjugate of a sum with a root: where -a is "
+    "close to sqrt(d), as in the quadratic formula's -b + sqrt(b*b - 4*a*c) for b > 0, the numerator "
+    "cancels exactly once simplified); backward it takes the quotient apart.  For a < 0 (the "
+    "denominator is not 0).",
+)
+
+
+_ROOT = (o.sqrt, (o.add, (o.pow, "x", 2), "*e"))
+"""sqrt(x**2 + e): a root of a square perturbed by the other terms `e`."""
+_E = (o.add, "*e")
+
+
+def _perturbed_square_root(
+    name: str, pair: tuple, quotient: tuple, assumption: str, example: str, doc: str
+) -> Rule:
+    """A rule taking the `pair` of terms (x or -x, and +-`_ROOT`) among a sum's to `quotient`: its
+    conjugate quotient with x**2 already cancelled from the numerator (that cancellation is exact
+    algebra, which the e-graph would otherwise need several rounds to find)."""
+    return rule(
+        name,
+        (o.add, *pair, "*rest"),
+        (o.add, quotient, "*rest"),
+        TAGS,
+        semantics=REAL,
+        assumptions=(assumption,),
+        where=lambda x, e, rest: one_float_dtype(x, e, rest),
+        keeps_type=True,
+        examples=(example,),
+        types={"x": "scalar", "e": "scalar"},
+        doc=doc,
+    )
+
+
+root_square_difference = _perturbed_square_root(
+    "root_square_difference",
+    ("x", (o.neg, _ROOT)),
+    (o.true_div, (o.neg, _E), (o.add, "x", _ROOT)),
+    "x > 0",
+    "add(x, neg(sqrt(add(x ** 2, e))))",
+    "x - sqrt(x**2 + e) -> -e / (x + sqrt(x**2 + e)): the conjugate with x**2 cancelled from its "
+    "numerator, so nothing cancels where e is small beside x**2; for x > 0.",
+)
+root_square_sum = _perturbed_square_root(
+    "root_square_sum",
+    ("x", _ROOT),
+    (o.true_div, (o.neg, _E), (o.add, "x", (o.neg, _ROOT))),
+    "x < 0",
+    "add(x, sqrt(add(x ** 2, e)))",
+    "x + sqrt(x**2 + e) -> -e / (x - sqrt(x**2 + e)) (the conjugate, x**2 cancelled); for x < 0.",
+)
+neg_root_square_difference = _perturbed_square_root(
+    "neg_root_square_difference",
+    ((o.neg, "x"), (o.neg, _ROOT)),
+    (o.true_div, (o.neg, _E), (o.add, (o.neg, "x"), _ROOT)),
+    "x < 0",
+    "add(neg(x), neg(sqrt(add(x ** 2, e))))",
+    "-x - sqrt(x**2 + e) -> -e / (-x + sqrt(x**2 + e)) (the conjugate, x**2 cancelled: the quadratic "
+    "formula's -b - sqrt(b*b - 4*a*c) for b < 0); for x < 0.",
+)
+neg_root_square_sum = _perturbed_square_root(
+    "neg_root_square_sum",
+    ((o.neg, "x"), _ROOT),
+    (o.true_div, _E, (o.add, "x", _ROOT)),
+    "x > 0",
+    "add(neg(x), sqrt(add(x ** 2, e)))",
+    "-x + sqrt(x**2 + e) -> e / (x + sqrt(x**2 + e)) (the conjugate, x**2 cancelled: the quadratic "
+    "formula's -b + sqrt(b*b - 4*a*c) for b > 0); for x > 0.",
 )
 
 squares_difference = rule(

@@ -1,5 +1,6 @@
 """Tools for testing rewrites: hypothesis strategies for types, arrays, expression graphs and inputs,
-soundness checks for rules (`check_relation`), and comparison up to operand order (`ac_text`)."""
+soundness checks for rules (`check_relation`), comparison up to operand order (`ac_text`), and the
+differential fuzzer (`relwrite.testing.fuzz`, imported on its own)."""
 
 try:
     import hypothesis  # noqa: F401

@@ -7,12 +7,13 @@ import numpy as np
 import pytest
 
 import relwrite as rw
-from relwrite import fuzz
 from relwrite.engine.db import rewrite_graph
 from relwrite.graph import ops
 from relwrite.graph.printing import pprint
 from relwrite.graph.shape import Shape, Shape_i
 from relwrite.graph.shape_inference import ShapeFeature, infer_shape, promoted_shape
+from relwrite.testing import fuzz
+from relwrite.testing.fuzz import walks
 
 SEED = 4242
 
@@ -28,7 +29,7 @@ def test_inferred_lengths_equal_the_computed_shapes(index):
     flat = [n for group in lengths for n in group]
     values = [input_sets[0][i] for i in recipe.inputs]
     try:
-        computed = fuzz._walk(inputs, [*targets, *flat], values, "native")
+        computed = walks._walk(inputs, [*targets, *flat], values, "native")
     except (IndexError, AssertionError, ValueError):  # a graph whose run raises has no shapes
         return
     got = iter(computed[len(targets) :])

@@ -18,7 +18,11 @@ in the manner of Herbie's local-error search:
   the form's graph will apply it), scored by mean bits of error against its
   class's exact values (`costs.mean_bits`).
 - *A beam per class*: the `BEAM` best candidates of distinct values, ranked
-  by bits, then size.  Classes are revisited, through their parents, until no
+  by bits, then size, and up to `SPECIALISTS` more that are much more
+  accurate than those on some of the points (Herbie keeps every candidate
+  best at some point: a form accurate on half the range only, as the
+  quadratic formula's conjugate for b < 0, ranks low on the mean yet is the
+  branch regimes need there).  Classes are revisited, through their parents, until no
   beam changes (the e-graph has cycles) or each has been visited `PASSES`
   times.  The input's own subterms seed the beams of their classes, so a
   search cut short still holds the input.
@@ -46,6 +50,7 @@ import numpy as np
 from relwrite.engine.explore.costs import (
     Accuracy,
     AccuracyError,
+    bits_of_error,
     evaluate_stacked,
     has_reference,
     mean_bits,
@@ -70,6 +75,14 @@ may improve (a class an earlier one of the pass uses waits for the next pass; cy
 SEARCH_POINTS = 64
 """Sample points the search scores candidates on (evenly spread over the accuracy's sample): each class's
 exact value costs an mpmath evaluation per point, and the forms found are measured on every point after."""
+
+SPECIALISTS = 2
+"""Candidates a beam keeps beyond `BEAM` for being more accurate than the beam on some points: each one
+chosen saves the most bits over the beam so far, at least `SPECIALIST_GAIN` bits summed over the points."""
+
+SPECIALIST_GAIN = 8.0
+"""Bits (summed over the search's points) a specialist must save over the beam: a point's worth of a
+form that is wrong elsewhere, not noise in the last bits."""
 
 EXACT_SHARE = 0.6
 """The share of the extraction's time the exact values of the classes may take."""
@@ -104,6 +117,7 @@ class AccurateExtractor:
         self.beams: dict[int, list[_Candidate]] = {}
         self._values: dict[int, np.ndarray | None] = {}
         self._ranks: dict[int, tuple[float, int, int]] = {}
+        self._bits: dict[int, np.ndarray] = {}  # tree -> bits of error per point (`_point_bits`)
         self._versions: dict[int, int] = {}  # class -> how often its beam changed
         self._made: dict[int, tuple[tuple[int, ...], list[int]]] = {}  # e-node -> (operand versions, trees)
         self._inputs = {v: p for v, p in zip(accuracy.inputs, self.points)}
@@ -313,7 +327,38 @@ class AccurateExtractor:
         for candidate in sorted(found.values(), key=lambda b: b.rank):
             value = self._values[candidate.tree]
             distinct.setdefault(np.ascontiguousarray(value).tobytes() + str(value.shape).encode(), candidate)
-        return list(distinct.values())[:BEAM]
+        ranked = list(distinct.values())
+        return ranked[:BEAM] + self._specialists(cls, ranked[:BEAM], ranked[BEAM:])
+
+    def _specialists(self, cls: int, beam: list[_Candidate], others: list[_Candidate]) -> list[_Candidate]:
+        """Up to `SPECIALISTS` of `others` that save the most bits over `beam` point by point (each at
+        least `SPECIALIST_GAIN`), chosen one after another."""
+        exact = self.exact.get(cls)
+        if exact is None or not beam or not others or self._values[beam[0].tree].dtype.kind != "f":
+            return []
+        errors = [self._point_bits(c.tree, exact) for c in others]
+        best = np.min([self._point_bits(c.tree, exact) for c in beam], axis=0)
+        chosen: list[_Candidate] = []
+        while len(chosen) < SPECIALISTS:
+            gains = [float(np.sum(np.maximum(best - e, 0.0))) for e in errors]
+            k = int(np.argmax(gains))
+            if gains[k] < SPECIALIST_GAIN:
+                break
+            chosen.append(others[k])
+            best = np.minimum(best, errors[k])
+        return chosen
+
+    def _point_bits(self, tree: int, exact: np.ndarray) -> np.ndarray:
+        """A candidate's bits of error at each search point (0 where the exact value is unknown)."""
+        found = self._bits.get(tree)
+        if found is None:
+            value = np.asarray(self._values[tree])
+            with np.errstate(all="ignore"):
+                rounded = np.asarray(exact).astype(value.dtype)
+            value, rounded = np.broadcast_arrays(value, rounded)
+            bits = np.where(np.isnan(rounded), 0.0, bits_of_error(value, rounded))
+            found = self._bits[tree] = bits.reshape(self.samples, -1).mean(axis=1)
+        return found
 
     def _combinations(self, node: int, choices: list[list[_Candidate]]) -> list[int]:
         """Up to `COMBINATIONS` trees of e-node `node` over its operands' beams, those whose operands

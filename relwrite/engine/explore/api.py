@@ -46,7 +46,6 @@ from relwrite.engine.explore.costs import (
 )
 from relwrite.engine.explore.deadline import (
     ACCURACY_SEARCH_SHARE,
-    CHOICE_SHARE,
     EXTRACTION_SHARE,
     PROOF_SHARE,
     SEARCH_SHARE,
@@ -89,6 +88,15 @@ work, so that a run on work budgets ends, and ends alike on a loaded machine).""
 
 FRESH_SAMPLES = 128
 """Points of the fresh sample an approximate form must also be more accurate on than the best form."""
+
+WIDE_SHARE = 0.2
+"""The share of the time left that drawing the `REGIME_SAMPLES` points (their exact reference) may take."""
+
+REGIME_SAMPLES = 1024
+"""Points regimes are chosen on (a fresh sample, besides the search's): bits of error are heavy-tailed (a
+point loses all or nothing), so a split chosen on a few hundred points fits the sample, not the range;
+the candidates are evaluated in NumPy, and the exact reference of a thousand points takes a tenth of a
+second for an expression of a dozen ops."""
 
 Cost = str | CostFunction | Callable[[Variable], float]
 
@@ -431,10 +439,7 @@ class Exploration:
     ) -> Iterator[Form]:
         """`_ranked_forms` by accuracy: the trees `accurate_pool` finds and the input itself, measured by
         `accuracy` (as many as the deadline allows), most accurate first, each naming its worst subterm."""
-        trees = Trees(NodeCount())
-        pool = self.accurate_pool(index, accuracy, trees)
-        self.measured[index] = (trees, pool)
-        scores = self._scores(accuracy, trees, pool)
+        trees, pool, scores = self.measure(index, accuracy)
         ranked: list[tuple[float, int, int, int | None]] = [
             (b, trees.size[t], trees.form[t], t) for b, t in zip(scores, pool)
         ]
@@ -452,6 +457,14 @@ class Exploration:
             except UncheckedFormError:
                 continue
             yield self._with_worst_subterm(form, accuracy)
+
+    def measure(self, index: int, accuracy: Accuracy) -> tuple[Trees, list[int], list[float]]:
+        """The trees of expression `index` worth measuring (`accurate_pool`), kept in `measured` for
+        `regime_form`, and their bits of error under `accuracy` (as many as the deadline allows)."""
+        trees = Trees(NodeCount())
+        pool = self.accurate_pool(index, accuracy, trees)
+        self.measured[index] = (trees, pool)
+        return trees, pool, self._scores(accuracy, trees, pool)
 
     def accurate_pool(
         self, index: int, accuracy: Accuracy, trees: Trees, candidates: int = CANDIDATES
@@ -671,9 +684,7 @@ def best_form(
     exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if not ((wanted or approximate) and isinstance(scored, Accuracy)):
         return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
-    with exploration.deadline.reserving(CHOICE_SHARE):
-        form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
-    return regime_form(exploration, 0, scored, form, check, check_examples, split=wanted, series=approximate)
+    return regime_form(exploration, 0, scored, None, check, check_examples, split=wanted, series=approximate)
 
 
 def _accuracy_option(name: str, value: bool | None, cost: Cost, expr: Variable) -> bool:
@@ -683,8 +694,10 @@ def _accuracy_option(name: str, value: bool | None, cost: Cost, expr: Variable) 
     scalar = any(v.type.ndim == 0 for v in graph_inputs([expr]) if not isinstance(v, Constant))
     if value is None:
         return accuracy and scalar
-    what = {"regimes": "regimes join the forms most accurate on ranges of an input",
-            "series": "series approximations are chosen for accuracy"}[name]  # fmt: skip
+    what = {
+        "regimes": "regimes join the forms most accurate on ranges of an input",
+        "series": "series approximations are chosen for accuracy",
+    }[name]
     if value and not accuracy:
         raise ValueError(f"{name}=True needs cost='accuracy' ({what}), got cost={cost!r}")
     if value and not scalar:
@@ -699,74 +712,161 @@ def regime_form(
     exploration: Exploration,
     index: int,
     accuracy: Accuracy,
-    best: Form,
+    best: Form | None = None,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
     split: bool = True,
     series: bool = True,
 ) -> Form:
-    """`best`, or a form of expression `index` more accurate than it over `accuracy`'s sample: piecewise
-    (with `split`) or one of its series approximations.
+    """The most accurate form of expression `index` over `accuracy`'s sample: one form, piecewise (with
+    `split`), or using one of its series approximations (with `series`).
 
-    The candidates are `best`, the input, the forms the search by accuracy
-    measured (`Exploration.measured`: the beam over every e-node and the
-    smallest forms) and, with `series` where `best` loses more than
+    The candidates are `best` (a form already extracted, if given), the
+    input, the forms the search by accuracy measured (`Exploration.measure`:
+    the beam over every e-node and the smallest forms; measured here when
+    they are not yet) and, where every exact candidate loses more than
     `APPROXIMATE_ABOVE` bits, the input's series approximations
-    (`Exploration.approximate`, `relwrite.engine.explore.series`).  With `split`, regimes join
-    the most accurate on ranges of one scalar input
-    (`relwrite.engine.explore.regimes`); else, or where no split pays, the
-    single most accurate is taken.  The form's steps are its branches'
-    derivations, then one `regimes` step joining them.  An exact form is
-    checked as every form is; one using an approximation must also be more
-    accurate than `best` on a fresh sample, else the choice is made again
-    among exact forms only.  `best` itself when nothing beats it, when no
-    input is a scalar, or when the deadline passes first.
+    (`Exploration.approximate`, `relwrite.engine.explore.series`).  With
+    `split`, regimes join the most accurate on ranges of one scalar input
+    (`relwrite.engine.explore.regimes`), chosen on `REGIME_SAMPLES` fresh
+    points; else, or where no split pays, the single most accurate is taken
+    (the smallest among equally accurate ones).  Only the form chosen is
+    explained and checked (once, whole, when exact): its steps are its
+    branches' derivations, then one `regimes` step joining them.  One using
+    an approximation must also be more accurate than the baseline on a
+    fresh sample, else the choice is made again among exact forms only.
+    Where the deadline passes while the measured forms chosen are explained
+    or checked, the choice among the baseline, the input and the
+    approximations alone (which need neither) is taken, if it beats the
+    baseline.  The baseline (`best`, else the input) when nothing beats it,
+    when no input is a scalar, or when the deadline passes first.
     """
     expr = exploration.exprs[index]
-    if not any(v.type.ndim == 0 for v in accuracy.inputs):
-        return best
+    fallback = baseline = best or Form(expr, math.nan)
     try:
+        if best is None:
+            with exploration.deadline.interrupting("cost"):
+                fallback = baseline = Form(expr, float(accuracy(expr)))
+        elif not any(v.type.ndim == 0 for v in accuracy.inputs):
+            return best
+        if index not in exploration.measured:
+            exploration.measure(index, accuracy)
         with exploration.deadline.interrupting("regimes"):
-            to_beat = float(accuracy(best.expr)) if math.isnan(best.cost) else best.cost
-        if series and to_beat > APPROXIMATE_ABOVE and index not in exploration.approximations:
+            to_beat = float(accuracy(baseline.expr)) if math.isnan(baseline.cost) else baseline.cost
+            sources: list[Form | int] = [baseline]  # a form, or a tree to explain
+            graphs = [baseline.expr]
+            if baseline.expr is not expr:
+                sources.append(Form(expr, math.nan))
+                graphs.append(expr)
+            seen = {expression_text(g) for g in graphs}
+            trees, pool = exploration.measured.get(index, (None, []))
+            for t in pool:
+                graph = trees.graph(t)
+                text = expression_text(graph)
+                if text not in seen:
+                    seen.add(text)
+                    sources.append(t)
+                    graphs.append(graph)
+            least = min(float(accuracy(g)) for g in graphs)
+        if series and least > APPROXIMATE_ABOVE and index not in exploration.approximations:
             exploration.approximate(accuracy, index)
         with exploration.deadline.interrupting("regimes"):
-            sources: list[Form | int] = [best, Form(expr, math.nan)]  # a form, or a tree to explain
-            graphs = [best.expr, expr]
-            seen = {expression_text(g) for g in graphs}
-            trees = None
-            if index in exploration.measured:
-                trees, pool = exploration.measured[index]
-                for t in pool:
-                    graph = trees.graph(t)
-                    text = expression_text(graph)
-                    if text not in seen:
-                        seen.add(text)
-                        sources.append(t)
-                        graphs.append(graph)
-            exact = len(graphs)
             for approximation in exploration.approximations.get(index, ()):
                 step = Step("series", "forward", expr, approximation.expr, approximation.expr)
                 sources.append(Form(approximation.expr, math.nan, (step,), approximation=approximation))
                 graphs.append(approximation.expr)
-            choice = _choose(accuracy, graphs, split)
-            if any(c >= exact for c in choice[1]) and not _confirmed(accuracy, choice, graphs, best.expr):
-                choice = _choose(accuracy, graphs[:exact], split)
-            variable, splits, choices, bits = choice
-            if not bits < to_beat or choices == (0,):
-                return best
-            branches = []
-            for c in choices:
-                source, branch_bits = sources[c], float(accuracy(graphs[c]))
-                if isinstance(source, Form):
-                    branches.append(dataclasses.replace(source, cost=branch_bits))
-                else:
-                    assert trees is not None
-                    branches.append(
-                        exploration._form(index, trees, source, branch_bits, check, check_examples)
+            wide = _widened(accuracy, WIDE_SHARE * exploration.deadline.left())
+            scalar = any(v.type.ndim == 0 for v in accuracy.inputs)
+            choice = _chosen(wide, accuracy, graphs, sources, split and scalar, baseline.expr)
+            if choice is None:
+                return baseline
+            if any(isinstance(sources[c], int) for c in choice[2]):  # what is left if explaining runs out
+                formed = [k for k, source in enumerate(sources) if isinstance(source, Form)]
+                within = _chosen(
+                    wide,
+                    accuracy,
+                    [graphs[k] for k in formed],
+                    [sources[k] for k in formed],
+                    split and scalar,
+                    baseline.expr,
+                )
+                if within is not None:  # its branches are checked forms, the input, or approximations
+                    within = (within[0], within[1], tuple(formed[c] for c in within[2]), within[3])
+                    fallback = (
+                        _piecewise(
+                            exploration,
+                            index,
+                            accuracy,
+                            to_beat,
+                            within,
+                            sources,
+                            graphs,
+                            trees,
+                            False,
+                            check_examples,
+                        )
+                        or baseline
                     )
-        if len(branches) == 1:
-            return branches[0]
+        form = _piecewise(
+            exploration, index, accuracy, to_beat, choice, sources, graphs, trees, check, check_examples
+        )
+        return baseline if form is None else form
+    except (TimeLimitReached, UncheckedFormError):
+        return fallback
+
+
+def _chosen(
+    wide: Accuracy,
+    accuracy: Accuracy,
+    graphs: Sequence[Variable],
+    sources: Sequence[Form | int],
+    split: bool,
+    best: Variable,
+) -> _Choice | None:
+    """Regimes of `graphs` (or the single most accurate) chosen on `wide`, more accurate there than
+    `best`; a choice using an approximation only when `_confirmed` on a fresh sample, else the choice among
+    the others.  None when nothing beats `best`."""
+    choice = _choose(wide, graphs, split)
+    approximate = [isinstance(s, Form) and s.approximate for s in sources]
+    if any(approximate[c] for c in choice[2]) and not _confirmed(accuracy, choice, graphs, best):
+        exact = [k for k, a in enumerate(approximate) if not a]
+        choice = _choose(wide, [graphs[k] for k in exact], split)
+        choice = (choice[0], choice[1], tuple(exact[c] for c in choice[2]), choice[3])
+    if choice[2] == (0,) or not choice[3] < float(wide(best)):
+        return None
+    return choice
+
+
+def _piecewise(
+    exploration: Exploration,
+    index: int,
+    accuracy: Accuracy,
+    to_beat: float,
+    choice: _Choice,
+    sources: Sequence[Form | int],
+    graphs: Sequence[Variable],
+    trees: Trees | None,
+    check: bool,
+    check_examples: int,
+) -> Form | None:
+    """The form `choice` makes (its measured trees explained; checked whole, with `check`, when exact),
+    or None when it is no more accurate than `to_beat` over `accuracy`'s sample."""
+    variable, splits, choices, _ = choice
+    bits = float(accuracy(_joined(choice, graphs)))
+    if not bits < to_beat:
+        return None
+    expr = exploration.exprs[index]
+    branches = []
+    for c in choices:
+        source, branch_bits = sources[c], float(accuracy(graphs[c]))
+        if isinstance(source, Form):
+            branches.append(dataclasses.replace(source, cost=branch_bits))
+        else:
+            assert trees is not None
+            branches.append(exploration._form(index, trees, source, branch_bits, False, check_examples))
+    if len(branches) == 1:
+        form = exploration._with_worst_subterm(dataclasses.replace(branches[0], cost=bits), accuracy)
+    else:
         joined = switch_graph(variable, splits, [b.expr for b in branches])
         steps = (*(s for b in branches for s in b.steps), Step("regimes", "forward", expr, joined, joined))
         form = Form(
@@ -777,11 +877,9 @@ def regime_form(
             any(b.unsafe for b in branches),
             Regimes(variable.name or str(variable), splits, tuple(branches)),
         )
-        if check and not form.approximate:
-            with exploration.deadline.interrupting("checking"):
-                check_form(expr, form, exploration.tags(form), check_examples)
-    except (TimeLimitReached, UncheckedFormError):
-        return best
+    if check and not form.approximate and form.steps:
+        with exploration.deadline.interrupting("checking"):
+            check_form(expr, form, exploration.tags(form), check_examples)
     return form
 
 
@@ -796,19 +894,42 @@ def _choose(accuracy: Accuracy, graphs: Sequence[Variable], split: bool) -> _Cho
     if found is not None:
         return found.variable, found.splits, found.choices, found.bits
     bits = [float(accuracy(g)) for g in graphs]
-    k = min(range(len(graphs)), key=lambda j: (math.isnan(bits[j]), bits[j]))
+    k = min(range(len(graphs)), key=lambda j: (math.isnan(bits[j]), bits[j], _size(graphs[j])))
     return None, (), (k,), bits[k]
+
+
+def _size(graph: Variable) -> int:
+    """Applications in `graph` (of equally accurate forms, the smallest is taken)."""
+    return sum(1 for _ in io_toposort(graph_inputs([graph]), [graph]))
+
+
+def _widened(accuracy: Accuracy, seconds: float) -> Accuracy:
+    """The measure over `REGIME_SAMPLES` fresh points, or as many as its exact reference computes in
+    `seconds` (at its last cost per point); `accuracy` itself where that is no more than it has, or where
+    they cannot be drawn."""
+    samples = REGIME_SAMPLES
+    if accuracy.point_seconds > 0 and math.isfinite(seconds):
+        samples = min(samples, int(seconds / accuracy.point_seconds))
+    if samples <= len(accuracy.reference):
+        return accuracy
+    try:
+        return accuracy.resampled(samples, seed=2 + accuracy.seed)
+    except AccuracyError:
+        return accuracy
+
+
+def _joined(choice: _Choice, graphs: Sequence[Variable]) -> Variable:
+    """The one graph `choice` makes of `graphs`: a candidate, or candidates joined by `switch`."""
+    variable, splits, choices, _ = choice
+    if variable is None:
+        return graphs[choices[0]]
+    return switch_graph(variable, splits, [graphs[c] for c in choices])
 
 
 def _confirmed(accuracy: Accuracy, choice: _Choice, graphs: Sequence[Variable], best: Variable) -> bool:
     """Whether the form `choice` makes is more accurate than `best` on `FRESH_SAMPLES` points the search
     did not see (an approximation chosen on one sample is no better elsewhere, else)."""
-    variable, splits, choices, _ = choice
-    form = (
-        graphs[choices[0]]
-        if variable is None
-        else switch_graph(variable, splits, [graphs[c] for c in choices])
-    )
+    form = _joined(choice, graphs)
     try:
         fresh = accuracy.resampled(FRESH_SAMPLES, seed=1 + accuracy.seed)
     except AccuracyError:

@@ -35,6 +35,7 @@ from __future__ import annotations
 import copy
 import math
 import operator
+import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 
@@ -498,6 +499,8 @@ class Accuracy:
         self.seed, self._ranges = seed, ranges
         self._shapes = [tuple(length if d is None else d for d in v.type.shape) for v in self.inputs]
         rng = np.random.default_rng(seed)
+        self.point_seconds = 0.0
+        """Seconds the exact reference took per point, when last computed (to size another sample)."""
         self.points, self.reference = self._measured(self._points(rng, samples, self._shapes, ranges))
         if not len(self.reference):
             raise AccuracyError(
@@ -510,8 +513,10 @@ class Accuracy:
         samples = len(points[0])
         if not samples:
             return points, np.zeros((0, *points[0].shape[1:]), dtype=self.expr.type.numpy_dtype)
+        started = time.perf_counter()
         with np.errstate(all="ignore"):  # rounded to the result's type: past its range, infinite
             reference = self.exact([self.expr], points)[0].astype(self.expr.type.numpy_dtype)
+        self.point_seconds = (time.perf_counter() - started) / samples
         keep = np.isfinite(reference.reshape(samples, -1)).all(axis=1)
         return [p[keep] for p in points], reference[keep]
 
@@ -684,6 +689,8 @@ class Accuracy:
         Raises AccuracyError when an op of `form` has no exact reference.
         """
         nodes = [n for n in io_toposort(self.inputs, [form]) if len(n.outputs) == 1]
+        if not nodes:  # an input or a constant: no op to lose bits
+            return []
         for node in nodes:
             if not has_reference(node.op):
                 raise AccuracyError(f"no high-precision reference for {type(node.op).__name__} ops")

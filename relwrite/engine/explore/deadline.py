@@ -29,15 +29,12 @@ SEARCH_SHARE = 0.5
 ACCURACY_SEARCH_SHARE = 0.4
 """The share growing the e-graph may take when forms are extracted by accuracy (which scores every
 e-node of the e-graph against exact values: `accurate`)."""
-EXTRACTION_SHARE = 0.7
+EXTRACTION_SHARE = 0.5
 """The share of the time left after the search that extracting forms by accuracy may take (the rest is
 for measuring, explaining and checking them)."""
 SERIES_SHARE = 0.6
-"""The share of the time left (when the forms are extracted: `CHOICE_SHARE`) that expanding the input in
-series may take (`Exploration.approximate`); the rest is for choosing regimes and checking them."""
-CHOICE_SHARE = 0.3
-"""The share of the time left after the search that choosing among the forms measured and the series
-approximations (`regime_form`: regimes, a fresh sample) keeps from extracting and checking forms."""
+"""The share of the time left (once the forms are measured) that expanding the input in series may take
+(`Exploration.approximate`); the rest is for choosing regimes, explaining and checking the form chosen."""
 PROOF_SHARE = 0.8
 """The share a proof's search may take (what follows it is one explanation and its check)."""
 SLACK = 0.05
@@ -54,9 +51,9 @@ class Deadline:
 
     def __init__(self, seconds: float):
         self.seconds = seconds
-        # aimed SLACK early (at most a tenth of the time): an interrupt given SLACK beyond it still ends
-        # the call within `seconds`
-        self.at = time.perf_counter() + seconds - min(SLACK, seconds / 10)
+        # aimed twice SLACK early (at most a tenth of the time): an interrupt given SLACK beyond it, and
+        # the unwinding after it, still end the call within `seconds`
+        self.at = time.perf_counter() + seconds - min(2 * SLACK, seconds / 10)
         self.stops: dict[str, StopReason] = {}
 
     def left(self) -> float:
@@ -76,19 +73,6 @@ class Deadline:
         part = Deadline(share * self.left() if not math.isinf(self.at) else math.inf)
         part.seconds, part.stops = self.seconds, self.stops
         return part
-
-    @contextmanager
-    def reserving(self, share: float) -> Iterator[None]:
-        """Within the block the deadline comes `share` of the time left earlier, so that what follows the
-        block keeps that time (regimes and series after the forms are extracted)."""
-        if math.isinf(self.at):
-            yield
-            return
-        at, self.at = self.at, self.at - share * self.left()
-        try:
-            yield
-        finally:
-            self.at = at
 
     def check(self, phase: str) -> None:
         """TimeLimitReached naming `phase` once the deadline has passed (the phase recorded in `stops`)."""

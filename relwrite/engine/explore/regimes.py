@@ -221,7 +221,7 @@ def _refined(
     close = 1 << max(np.finfo(dtype).nmant - 4, 0)  # a sixteenth of a binade: past it, pick a short decimal
     for _ in range(BISECTION_STEPS):
         ends = _ordinals(np.array([low, high], dtype=dtype))
-        if ends[1] - ends[0] <= close:
+        if int(ends[1]) - int(ends[0]) <= close:
             break
         centre = (int(ends[0]) + int(ends[1])) // 2
         middle = _from_ordinal(centre, dtype)

@@ -53,11 +53,14 @@ class Approximation:
     variable: str
     point: float
     terms: int
+    where: str = ""
+    """A sign the series was specialised to (``b > 0``: each ``abs(b)`` in it taken as ``b``), or ''."""
 
     def __str__(self) -> str:
         where = "0" if self.point == 0 else ("inf" if self.point > 0 else "-inf")
         plural = "s" if self.terms > 1 else ""
-        return f"series in {self.variable} at {where}, {self.terms} term{plural}"
+        signed = f", taking {self.where}" if self.where else ""
+        return f"series in {self.variable} at {where}, {self.terms} term{plural}{signed}"
 
 
 def _sympy() -> Any:
@@ -65,6 +68,26 @@ def _sympy() -> Any:
     import sympy
 
     return sympy
+
+
+_prepared = False
+
+
+def prepare() -> None:
+    """Load SymPy and its series machinery now (once per process): its first expansion imports and
+    builds caches for half a second or more, which a caller timing its own search should not count (a
+    benchmark run in a fresh worker process would otherwise spend its series share loading SymPy)."""
+    global _prepared
+    if _prepared:
+        return
+    sp = _sympy()
+    x = sp.Symbol("x", real=True)
+    far = sp.Symbol("x_far", positive=True)
+    for expr, at, symbol in ((sp.sqrt(1 + x) - 1, 0, x), (sp.sqrt(far**2 + 1) - far, sp.oo, far)):
+        terms = expr.lseries(symbol, at)
+        for _ in range(2):
+            next(terms)
+    _prepared = True
 
 
 def _to_sympy_table(sp: Any) -> dict[type, Callable[..., Any]]:
@@ -254,8 +277,14 @@ def approximations(
     below -1, at 0 where some lies within (-1, 1).  Each term is computed
     inside `bounded(pending)` (a budget; `pending` counts the expansions
     still to take a turn in this round, itself included, to share what is
-    left fairly): a `BudgetExceeded` it raises gives up that expansion only.
-    An expression with no series yields nothing.
+    left fairly): a `BudgetExceeded` it raises gives up that expansion only,
+    except for its first term, which is tried again once at the end of the
+    round (SymPy's first term of an expansion costs the most, and a 1-term
+    series is often the one that matters).  A series holding ``abs(w)`` of
+    an input `w` is also yielded specialised to each sign of `w`
+    (`Approximation.where`): ``(abs(b) - b)/a`` is 0 where b > 0, which no
+    rounding of the unspecialised one computes.  An expression with no
+    series yields nothing.
     """
     if most_terms < 1:
         raise ValueError(f"most_terms must be at least 1, got {most_terms}")
@@ -272,22 +301,39 @@ def approximations(
         if _approached(np.asarray(points.get(str(symbol), ()), dtype=np.float64), point)
     ]
     for _ in range(most_terms):
-        for turn, expansion in enumerate(expansions):
+        queue = list(expansions)
+        while queue:
+            expansion = queue.pop(0)
             try:
-                with bounded(len(expansions) - turn):
+                with bounded(len(queue) + 1):
                     total = expansion.next_total()
             except BudgetExceeded:
-                expansion.done = True
+                if expansion.terms == 0 and not expansion.retried:
+                    expansion.restart()
+                    queue.append(expansion)
+                else:
+                    expansion.done = True
                 continue
             if total is None:
                 continue
-            try:
-                graph = from_sympy(total, symbols, dtype)
-            except NoSeries:
-                expansion.done = True
-                continue
-            yield Approximation(graph, str(expansion.symbol), expansion.point, expansion.terms)
+            for where, signed in _signed(sp, total, symbols):
+                try:
+                    graph = from_sympy(signed, symbols, dtype)
+                except NoSeries:
+                    expansion.done = True
+                    break
+                yield Approximation(graph, str(expansion.symbol), expansion.point, expansion.terms, where)
         expansions = [e for e in expansions if not e.done]
+
+
+def _signed(sp: Any, total: Any, symbols: dict[Any, Variable]) -> Iterator[tuple[str, Any]]:
+    """`total` as it is, then, for each input `w` it holds as ``Abs(w)``, specialised to ``w > 0`` and to
+    ``w < 0`` (SymPy cancels what the sign makes equal)."""
+    yield "", total
+    for symbol in symbols:
+        if total.has(sp.Abs(symbol)):
+            yield f"{symbol} > 0", total.subs(sp.Abs(symbol), symbol)
+            yield f"{symbol} < 0", total.subs(sp.Abs(symbol), -symbol)
 
 
 def _approached(values: np.ndarray, point: float) -> bool:
@@ -309,7 +355,7 @@ class _Expansion:
 
     def __init__(self, sp: Any, expr: Any, symbol: Any, point: float):
         self.sp, self.symbol, self.point = sp, symbol, point
-        self.total, self.terms, self.done = sp.Integer(0), 0, False
+        self.total, self.terms, self.done, self.retried = sp.Integer(0), 0, False, False
         self._terms: Iterator[Any] | None = None
         if point == 0:
             self._expr, self._far, self._back = expr, symbol, symbol
@@ -317,6 +363,10 @@ class _Expansion:
             far = sp.Symbol(f"{symbol.name}_far", positive=True)
             sign = 1 if point > 0 else -1
             self._expr, self._far, self._back = expr.subs(symbol, sign * far), far, sign * symbol
+
+    def restart(self) -> None:
+        """Start SymPy's expansion afresh (once: `retried`), after an interrupt ended its generator."""
+        self._terms, self.retried = None, True
 
     def next_total(self) -> Any:
         """The sum of one more term (None, and `done`, when there is none: SymPy found no further term, or

@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite import parse
+from relwrite.engine.explore.accurate import BEAM, SPECIALIST_GAIN, AccurateExtractor, _Candidate
 from relwrite.engine.explore.api import (
     BITS_TOLERANCE,
     CANDIDATES,
@@ -15,6 +16,7 @@ from relwrite.engine.explore.api import (
     best_form,
 )
 from relwrite.engine.explore.costs import Accuracy, AccuracyError, NodeCount
+from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.extract import Trees, enumerate_trees
 from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
@@ -113,3 +115,22 @@ def test_forms_within_the_bits_tolerance_list_the_smallest_first(rows):
         best = min(r[0] for r in left)
         assert row[0] <= best + BITS_TOLERANCE
         assert row[1] == min(r[1] for r in left if r[0] <= best + BITS_TOLERANCE)
+
+
+def test_a_beam_keeps_beside_its_best_a_candidate_far_more_accurate_on_some_points():
+    expr = parse("x + 1")
+    egraph = EGraph()
+    cls = egraph.find(egraph.intern(expr))
+    extractor = AccurateExtractor(egraph, Accuracy(expr), Trees(NodeCount()))
+    n = extractor.samples
+    extractor.exact[cls] = np.zeros(n)
+    extractor._values[0] = np.zeros(n)
+    errors = {k: np.full(n, 10.0) for k in range(BEAM)}  # the beam: 10 bits everywhere
+    errors[100] = np.r_[np.zeros(n // 2), np.full(n - n // 2, 60.0)]  # exact on half, worst on average
+    errors[101] = np.full(n, 12.0)  # worse everywhere
+    errors[102] = np.full(n, 10.0 - SPECIALIST_GAIN / (2 * n))  # better, but by less than the gain asked
+    extractor._bits.update(errors)
+    beam = [_Candidate(k, (10.0, 1, k)) for k in range(BEAM)]
+    others = [_Candidate(k, (float(errors[k].mean()), 1, k)) for k in (101, 102, 100)]
+    assert [c.tree for c in extractor._specialists(cls, beam, others)] == [100]
+    assert extractor._specialists(cls, beam, others[:2]) == []

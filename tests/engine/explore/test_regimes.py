@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite import function, parse, vector
-from relwrite.engine.explore.api import best_form, share_inputs
+from relwrite.engine.explore.api import REGIME_SAMPLES, _widened, best_form, share_inputs
 from relwrite.engine.explore.costs import Accuracy
 from relwrite.engine.explore.regimes import _shortest_between, infer_regimes, segment, switch_graph
 from relwrite.engine.explore.runner import Limits
@@ -186,3 +186,27 @@ def test_accuracy_per_point_and_at_other_points_respect_the_precondition():
     nearby = accuracy.at([np.array([0.5, 2.0, 1e16, 4.0])])  # 0.5 and 1e16 break the precondition
     assert list(nearby.points[0]) == [2.0, 4.0] and nearby.point_errors(expr).shape == (2,)
     assert accuracy.at([np.array([-1.0])]).point_errors(expr).shape == (0,)
+
+
+def test_a_root_of_a_perturbed_square_gets_its_conjugate_where_it_cancels():
+    plain = parse("x - sqrt(x * x - 1)")  # cancels for x > 0 (the conjugate does not), not for x < 0
+    form = best_form(plain, cost="accuracy", limits=WORK, series=False)
+    assert form.regimes is not None and form.regimes.splits == (0.0,)
+    left, right = form.regimes.branches
+    assert left.derivation == "input" and "root_square_difference" in right.derivation
+    assert "x > 0" in right.assumptions
+    x = next(v for v in graph_inputs([plain]) if v.name == "x")
+    run = function([x], form.expr)
+    for value in (-1e8, -3.0, 3.0, 1e8):
+        exact = (
+            value - math.sqrt(value * value - 1) if value < 0 else 1 / (value + math.sqrt(value * value - 1))
+        )
+        assert float(run(value)) == pytest.approx(exact, rel=1e-12)
+
+
+def test_regimes_are_chosen_on_a_wider_sample_as_the_time_left_allows():
+    accuracy = Accuracy(parse(PLAIN))
+    wide = _widened(accuracy, math.inf)
+    assert len(wide.reference) > 3 * len(accuracy.reference)
+    assert len(wide.reference) <= REGIME_SAMPLES
+    assert _widened(accuracy, 0.0) is accuracy  # no time for more points than it has

@@ -2,6 +2,7 @@
 
 import math
 import threading
+from contextlib import contextmanager, nullcontext
 
 import numpy as np
 import pytest
@@ -88,21 +89,63 @@ def test_what_sympy_cannot_expand_has_no_series():
         next(approximations(x, NEAR_ZERO, most_terms=0))
 
 
-def test_a_term_over_its_budget_gives_up_that_expansion_only():
-    expr = parse("exp(x) - 1 + (exp(y) - 1)")
+def _bounded_failing(calls):
+    """A `bounded` whose budgets are spent at the call numbers in `calls` (1-based), plenty otherwise."""
     turns = []
+
+    @contextmanager
+    def spent():
+        raise BudgetExceeded("a term: spent", "max_steps")
+        yield
 
     def bounded(pending):
         turns.append(pending)
-        # the expansion in x (the first of each round) runs out of work; the one in y has plenty
-        steps = 1 if len(turns) == 1 else 10**9
-        return relation_budget("a term", max_steps=steps, max_seconds=None)
+        return spent() if len(turns) in calls else nullcontext()
 
+    return bounded, turns
+
+
+@pytest.mark.parametrize(
+    ("failing", "expected", "pending"),
+    [
+        # x's first term runs out, is tried again at the end of the round, and is found then
+        ({1}, [("y", 1), ("x", 1), ("x", 2), ("y", 2)], [2, 2, 1, 2, 1]),
+        # x's first term runs out twice: that expansion alone is given up
+        ({1, 3}, [("y", 1), ("y", 2)], [2, 2, 1, 1]),
+    ],
+)
+def test_a_first_term_over_its_budget_is_tried_once_more_then_its_expansion_alone_given_up(
+    failing, expected, pending
+):
+    expr = parse("exp(x) - 1 + (exp(y) - 1)")
+    bounded, turns = _bounded_failing(failing)
     points = {"x": np.array([0.5]), "y": np.array([0.5])}
-    with relation_budget("all", max_steps=None, max_seconds=None), charging_calls(everywhere=True):
-        found = list(approximations(expr, points, most_terms=2, bounded=bounded))
-    assert [(a.variable, a.terms) for a in found] == [("y", 1), ("y", 2)]
-    assert turns[:2] == [2, 1]
+    found = list(approximations(expr, points, most_terms=2, bounded=bounded))
+    assert [(a.variable, a.terms) for a in found] == expected
+    assert turns == pending
+
+
+def test_a_later_term_over_its_budget_gives_up_its_expansion_keeping_the_terms_found():
+    expr = parse("exp(x) - 1 + (exp(y) - 1)")
+    bounded, _ = _bounded_failing({3})  # x's second term
+    points = {"x": np.array([0.5]), "y": np.array([0.5])}
+    found = list(approximations(expr, points, most_terms=3, bounded=bounded))
+    assert [(a.variable, a.terms) for a in found] == [("x", 1), ("y", 1), ("y", 2), ("y", 3)]
+
+
+def test_a_series_holding_the_absolute_value_of_an_input_is_also_given_for_each_sign():
+    expr = parse("(-b + sqrt(b * b - 4 * a * c)) / (2 * a)")  # in c at 0: (|b| - b)/(2a) - c|b|/b^2 + ...
+    points = {"a": np.array([0.5]), "b": np.array([2.0]), "c": np.array([0.5])}
+    found = [s for s in approximations(expr, points, most_terms=2) if s.variable == "c" and s.point == 0]
+    assert {s.where for s in found} == {"", "b > 0", "b < 0"}
+    inputs = {v.name: v for v in _inputs(expr)}
+    args = [inputs[name] for name in ("a", "b", "c")]
+    positive = next(s for s in found if s.where == "b > 0" and s.terms == 2)
+    negative = next(s for s in found if s.where == "b < 0" and s.terms == 2)
+    assert str(positive) == "series in c at 0, 2 terms, taking b > 0"
+    assert "abs" not in str(positive.expr) and "abs" not in str(negative.expr)
+    assert float(function(args, positive.expr)(0.5, 2.0, 0.25)) == pytest.approx(-0.125)  # -c/b
+    assert float(function(args, negative.expr)(0.5, -2.0, 0.25)) == pytest.approx(3.875)  # c/b - b/a
 
 
 def test_calls_are_charged_off_the_main_thread_so_a_budget_stops_a_library_that_never_charges():
