@@ -44,16 +44,31 @@ Graph = Mapping[str, frozenset[str]]
 KNOWN_MODULE_CIRCLES: dict[tuple[str, ...], str] = {}
 """Circles between files allowed for now: circle -> why it is still there."""
 
+_COMPILING_IN_BACKENDS = (
+    "the engine imports backends.numpy (constant folding, exploration's checks and accuracy), while "
+    "backends/function.py and backends/profile.py (compiling: the engine's rewrites, then a linker) import "
+    "the engine: they belong above it, outside backends/; relwrite/testing/fuzz/ (run.py, judge.py) "
+    "imports relwrite.backends.function and is being edited, so they move after it"
+)
+_EXPLORATION_CHECKS_WITH_TESTING = (
+    "engine/explore/api.py checks explored forms with relwrite.testing, which issue 29 (item 3) replaces "
+    "with the reference evaluator and the NumPy backend; both are being edited"
+)
+_FUZZER_IMPORTS_THE_ROOT = (
+    "relwrite/testing/fuzz/ (generate.py, judge.py, recipe.py) imports the root package, which imports "
+    "everything; testing is being edited"
+)
 KNOWN_PACKAGE_CIRCLES: dict[tuple[str, ...], str] = {
-    ("relwrite.backends", "relwrite.engine"): (
-        "the engine imports backends.numpy (constant folding, exploration's checks and accuracy); "
-        "backends/function.py and backends/profile.py (compiling: the engine's rewrites, then a linker) "
-        "import the engine and belong above it, outside backends/; relwrite/fuzz.py imports "
-        "relwrite.backends.function and is being moved (issue 29, item 1), so they move after it"
-    ),
+    ("relwrite.backends", "relwrite.engine"): _COMPILING_IN_BACKENDS,
     ("relwrite.backends", "relwrite.engine", "relwrite.testing"): (
-        "engine/explore/api.py checks forms with relwrite.testing, which is being replaced (issue 29, "
-        "item 3); the circle also needs backends -> engine, which goes with the move above"
+        f"{_EXPLORATION_CHECKS_WITH_TESTING}; and {_COMPILING_IN_BACKENDS}"
+    ),
+    ("relwrite.engine", "relwrite.testing"): _EXPLORATION_CHECKS_WITH_TESTING,
+    ("relwrite", "relwrite.engine", "relwrite.testing"): (
+        f"{_FUZZER_IMPORTS_THE_ROOT}; and {_EXPLORATION_CHECKS_WITH_TESTING}"
+    ),
+    ("relwrite", "relwrite.backends", "relwrite.engine", "relwrite.testing"): (
+        f"{_FUZZER_IMPORTS_THE_ROOT}; {_EXPLORATION_CHECKS_WITH_TESTING}; and {_COMPILING_IN_BACKENDS}"
     ),
 }
 """Circles between packages allowed for now: circle -> why it is still there."""
