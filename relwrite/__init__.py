@@ -96,7 +96,8 @@ from relwrite.graph.ops import (
 )
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import dprint, pprint, to_dot, to_dot_pair
-from relwrite.graph.shape import ShapeFeature, shape, shape_i
+from relwrite.graph.shape import shape, shape_i
+from relwrite.graph.shape_inference import ShapeFeature
 from relwrite.graph.types import TensorType
 
 __version__ = "0.1.0"  # the one place the version is written: pyproject.toml reads it

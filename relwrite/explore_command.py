@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from relwrite.cli import json_text, unknown_choice
+from relwrite.command_text import json_text, unknown_choice
 from relwrite.progress import Progress
 
 

@@ -18,7 +18,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from relwrite.cli import json_text, unknown_choice
+from relwrite.command_text import json_text, unknown_choice
 from relwrite.progress import Progress
 
 FORMATS = {"fpcore": "improved.fpcore", "python": "improved.py", "c": "improved.c"}

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from relwrite.backends.numpy.function import Function, relinked_linker
+from relwrite.backends.numpy.function import Function
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.profile import print_profile
 from relwrite.graph.basic import Apply
@@ -104,12 +104,13 @@ class ProfiledFunction(Function):
 def _profiled(
     fgraph: FunctionGraph,
     single_output: bool,
-    linker: str,
+    linker: type[NumpyLinker],
     trust_input: bool,
     profile: FunctionProfile,
     times: list[tuple[int, float]],
 ) -> ProfiledFunction:
     nodes = fgraph.toposort()
     profile.node_times.update((nodes[k], seconds) for k, seconds in times)
-    linked = relinked_linker(fgraph, linker)
-    return ProfiledFunction(fgraph, single_output, linker=linked, trust_input=trust_input, profile=profile)
+    return ProfiledFunction(
+        fgraph, single_output, linker=linker(fgraph), trust_input=trust_input, profile=profile
+    )

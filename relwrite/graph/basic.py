@@ -26,7 +26,10 @@ from relwrite.graph.types import (
 class Variable:
     """A value in a graph: an input (no owner) or output `index` of the apply node `owner`.
 
-    Variables compare by identity; arithmetic operators build new graph nodes.
+    Variables compare by identity.  Their operators and the methods that build
+    ops (`x + y`, `x[i]`, `x.sum()`, `x.shape`, ...) are attached by
+    `relwrite.graph.ops`, with the ops they build; a notebook's picture of one
+    by `relwrite.graph.printing` (the graph package's docstring says why).
     """
 
     __slots__ = ("__weakref__", "index", "name", "owner", "type")
@@ -57,12 +60,6 @@ class Variable:
             return _ownerless, (type(self), self.type, self.name, getattr(self, "data", None))
         return GraphTable.output, (GraphTable.of([self]), 0)
 
-    def _repr_html_(self) -> str:
-        """A notebook shows the variable's graph as a picture (text without Graphviz)."""
-        from relwrite.graph.printing import picture_html
-
-        return picture_html(self)
-
     # -- type shortcuts -------------------------------------------------
     @property
     def dtype(self) -> str:
@@ -71,13 +68,6 @@ class Variable:
     @property
     def ndim(self) -> int:
         return self.type.ndim
-
-    @property
-    def shape(self) -> Variable:
-        """The shape at run time, a symbolic int64 vector (`shape(x)`); the static one is `x.type.shape`."""
-        from relwrite.graph.shape import shape
-
-        return shape(self)
 
     def clone(self, name: str | None = None) -> Variable:
         """A fresh ownerless variable of the same type (and name, unless given)."""
@@ -96,112 +86,15 @@ class Variable:
     def __bool__(self) -> bool:
         return True
 
-    # -- operators --------------------------------------------------------
-    def __add__(self, other):
-        return _ops().add(self, other)
-
-    def __radd__(self, other):
-        return _ops().add(other, self)
-
-    def __sub__(self, other):
-        return _ops().sub(self, other)
-
-    def __rsub__(self, other):
-        return _ops().sub(other, self)
-
-    def __mul__(self, other):
-        return _ops().mul(self, other)
-
-    def __rmul__(self, other):
-        return _ops().mul(other, self)
-
-    def __truediv__(self, other):
-        return _ops().true_div(self, other)
-
-    def __rtruediv__(self, other):
-        return _ops().true_div(other, self)
-
-    def __pow__(self, other):
-        return _ops().pow(self, other)
-
-    def __rpow__(self, other):
-        return _ops().pow(other, self)
-
-    def __matmul__(self, other):
-        return _ops().dot(self, other)
-
-    def __rmatmul__(self, other):
-        return _ops().dot(other, self)
-
-    def __neg__(self):
-        return _ops().neg(self)
-
-    def __abs__(self):
-        return _ops().abs(self)
-
-    def __lt__(self, other):
-        return _ops().lt(self, other)
-
-    def __le__(self, other):
-        return _ops().le(self, other)
-
-    def __gt__(self, other):
-        return _ops().gt(self, other)
-
-    def __ge__(self, other):
-        return _ops().ge(self, other)
-
     __hash__ = object.__hash__
 
-    def __getitem__(self, key: Any) -> Variable:
-        """`x[1:, i]`, `x[None]`, `x[..., 0]`, `x[index_array]`: see `relwrite.graph.subtensor`."""
-        return _ops().subtensor(self, key)
 
-    def __iter__(self) -> Any:
-        """A vector of static length yields its elements (`n, m = x.shape`); nothing else iterates."""
-        length = self.type.shape[0] if self.ndim == 1 else None
-        if length is None:
-            raise TypeError(f"{self} is symbolic: it cannot be iterated over (index it, x[0], instead)")
-        return (self[i] for i in range(length))
+def _variable_of(type_: TensorType, name: str | None = None) -> Variable:
+    """`type_(name)`: a graph input of the type, named `name`."""
+    return Variable(type_, name=name)
 
-    def dot(self, other: Any) -> Variable:
-        return _ops().dot(self, other)
 
-    @property
-    def T(self) -> Variable:
-        return _ops().transpose(self)
-
-    def sum(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return _ops().Sum(axis)(self)
-
-    def mean(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return _ops().Mean(axis)(self)
-
-    def max(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return _ops().Max(axis)(self)
-
-    def min(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return _ops().Min(axis)(self)
-
-    def prod(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return _ops().Prod(axis)(self)
-
-    def argmax(self, axis: int | None = None) -> Variable:
-        return _ops().Argmax(axis)(self)
-
-    def argmin(self, axis: int | None = None) -> Variable:
-        return _ops().Argmin(axis)(self)
-
-    def reshape(self, *shape: int | Sequence[int]) -> Variable:
-        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
-            shape = tuple(shape[0])
-        return _ops().Reshape(shape)(self)
-
-    def dimshuffle(self, *pattern: int | str) -> Variable:
-        return _ops().DimShuffle(self.ndim, pattern)(self)
-
-    def astype(self, dtype: Any) -> Variable:
-        return _ops().Cast(dtype)(self)
+TensorType.__call__ = _variable_of  # types are below the variables they make (see Variable's docstring)
 
 
 class Constant(Variable):
@@ -494,12 +387,6 @@ class GraphTable:
     @staticmethod
     def output(table: GraphTable, k: int) -> Variable:
         return table.build()[k]
-
-
-def _ops():
-    from relwrite.graph import ops
-
-    return ops
 
 
 # -- constructors ------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 `History` records input changes so they can be undone to a checkpoint,
 `ReplaceValidate` makes replacements transactional, `NodeFinder` keeps an
-op -> nodes index current, and `ChangeTracker` remembers what changed.
+op -> nodes index current, and `ChangeTracker` remembers what changed.  Their
+protocol, `Feature` and `AlreadyThere`, is defined with the FunctionGraph that
+calls it, in `relwrite.graph.fg`.
 """
 
 from __future__ import annotations
@@ -12,40 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from relwrite.graph.basic import Apply, Op, Variable
-from relwrite.graph.fg import FunctionGraph, InconsistencyError
-
-
-class AlreadyThere(Exception):
-    """Raised by `on_attach` when an equivalent feature is attached already."""
-
-
-class Feature:
-    """Base class of FunctionGraph extensions; every callback is optional and does nothing here."""
-
-    def on_attach(self, fgraph: FunctionGraph) -> None:
-        """Called once attached, when the graph is already populated."""
-
-    def on_detach(self, fgraph: FunctionGraph) -> None:
-        """Called by `remove_feature`: undo what on_attach installed."""
-
-    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None:
-        """Called when `node` joins the graph."""
-
-    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None:
-        """Called after `node` left the graph."""
-
-    def on_change_input(
-        self, fgraph: FunctionGraph, node: Any, i: int, var: Variable, new_var: Variable, reason: str | None
-    ) -> None:
-        """Called after `node.inputs[i]` changed from `var` to `new_var` (node may be "output")."""
-
-    def orderings(self, fgraph: FunctionGraph) -> dict[Apply, Iterable[Apply]]:
-        """Extra dependencies for toposort: node -> nodes that must be computed first."""
-        return {}
-
-    def clone(self) -> Feature:
-        """A copy to attach to a cloned graph; stateless features may return themselves."""
-        return self
+from relwrite.graph.fg import AlreadyThere, Feature, FunctionGraph, InconsistencyError
 
 
 def _install(fgraph: FunctionGraph, feature: Feature, **methods: Any) -> None:

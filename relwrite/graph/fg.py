@@ -3,7 +3,8 @@
 It keeps, for every variable, the list of its clients (the `(node, i)` pairs
 that read it, with the string ``"output"`` standing for the graph's outputs),
 imports new nodes as replacements bring them in and prunes nodes nothing reads
-any more.  Features attached to it are told of every change through callbacks.
+any more.  Features attached to it are told of every change through callbacks:
+the `Feature` protocol, defined here with the graph that calls it.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 from relwrite.graph import basic
 from relwrite.graph.basic import Apply, Constant, Variable, toposort_nodes
 from relwrite.graph.memory import collection_paused
+from relwrite.graph.printing import graph_repr, picture_html
 
 Node = Apply | Literal["output"]
 Client = tuple[Node, int]
@@ -124,6 +126,39 @@ class _AllOrNothing:
         if kind is not None:
             for node, i, old in reversed(log):
                 fgraph.change_node_input(node, i, old, reason="rollback", check=False)
+
+
+class AlreadyThere(Exception):
+    """Raised by `on_attach` when an equivalent feature is attached already."""
+
+
+class Feature:
+    """Base class of FunctionGraph extensions; every callback is optional and does nothing here."""
+
+    def on_attach(self, fgraph: FunctionGraph) -> None:
+        """Called once attached, when the graph is already populated."""
+
+    def on_detach(self, fgraph: FunctionGraph) -> None:
+        """Called by `remove_feature`: undo what on_attach installed."""
+
+    def on_import(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None:
+        """Called when `node` joins the graph."""
+
+    def on_prune(self, fgraph: FunctionGraph, node: Apply, reason: str | None) -> None:
+        """Called after `node` left the graph."""
+
+    def on_change_input(
+        self, fgraph: FunctionGraph, node: Any, i: int, var: Variable, new_var: Variable, reason: str | None
+    ) -> None:
+        """Called after `node.inputs[i]` changed from `var` to `new_var` (node may be "output")."""
+
+    def orderings(self, fgraph: FunctionGraph) -> dict[Apply, Iterable[Apply]]:
+        """Extra dependencies for toposort: node -> nodes that must be computed first."""
+        return {}
+
+    def clone(self) -> Feature:
+        """A copy to attach to a cloned graph; stateless features may return themselves."""
+        return self
 
 
 def _defines(feature: Any, name: str, base: type) -> bool:
@@ -622,8 +657,6 @@ class FunctionGraph:
 
     def attach_feature(self, feature: Any) -> None:
         """Attach `feature` and call its `on_attach` (a feature raising AlreadyThere is skipped)."""
-        from relwrite.graph.features import AlreadyThere, Feature
-
         if feature in self._features:
             return
         on_attach = getattr(feature, "on_attach", None)
@@ -704,8 +737,6 @@ class FunctionGraph:
 
     def _repr_html_(self) -> str:
         """A notebook shows the graph as a picture (text without Graphviz)."""
-        from relwrite.graph.printing import picture_html
-
         return picture_html(self, "FunctionGraph")
 
     def __reduce__(self) -> tuple:
@@ -798,8 +829,6 @@ class FunctionGraph:
         return digest.hexdigest()
 
     def __repr__(self) -> str:
-        from relwrite.graph.printing import graph_repr
-
         return f"FunctionGraph({graph_repr(self.outputs)})"
 
 

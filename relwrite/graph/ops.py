@@ -15,7 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables
+from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, as_variables, io_toposort
+from relwrite.graph.shape import shape as symbolic_shape
+from relwrite.graph.shape import static_length
 from relwrite.graph.subtensor import (  # noqa: F401  (re-exported: ops is where ops are looked up)
     AdvancedSubtensor,
     IncSubtensor,
@@ -684,8 +686,6 @@ def transpose(x: Any) -> Variable:
 def static_lengths(who: str, shape: Any) -> tuple[int, ...]:
     """`shape` (ints, or lengths known before run time such as `y.shape` for a `y` of static shape) as
     ints, or a TypeError naming `who` and the length that is only known at run time."""
-    from relwrite.graph.shape import static_length
-
     try:
         entries = list(shape)
     except TypeError:
@@ -802,8 +802,6 @@ class Composite(Elemwise):
     __props__ = ("signature",)
 
     def __init__(self, inputs: Sequence[Variable], outputs: Sequence[Variable], own_shapes: bool = False):
-        from relwrite.graph.basic import io_toposort
-
         inputs, outputs = list(inputs), list(outputs)
         for var in inputs:
             if var.owner is not None or isinstance(var, Constant) or var.ndim != 0:
@@ -861,3 +859,132 @@ class Composite(Elemwise):
 
     def __str__(self) -> str:
         return "Composite{" + ", ".join(str(n.op) for n in self.nodes) + "}"
+
+
+# -- the operators and methods of Variable ---------------------------------------------------
+
+
+class _VariableMethods:
+    """`Variable`'s operators and the methods that build ops, written next to the ops they build and
+    attached to Variable below: basic.py, which defines Variable, is imported by every module of ops."""
+
+    def __add__(self, other: Any) -> Variable:
+        return add(self, other)
+
+    def __radd__(self, other: Any) -> Variable:
+        return add(other, self)
+
+    def __sub__(self, other: Any) -> Variable:
+        return sub(self, other)
+
+    def __rsub__(self, other: Any) -> Variable:
+        return sub(other, self)
+
+    def __mul__(self, other: Any) -> Variable:
+        return mul(self, other)
+
+    def __rmul__(self, other: Any) -> Variable:
+        return mul(other, self)
+
+    def __truediv__(self, other: Any) -> Variable:
+        return true_div(self, other)
+
+    def __rtruediv__(self, other: Any) -> Variable:
+        return true_div(other, self)
+
+    def __pow__(self, other: Any) -> Variable:
+        return pow(self, other)
+
+    def __rpow__(self, other: Any) -> Variable:
+        return pow(other, self)
+
+    def __matmul__(self, other: Any) -> Variable:
+        return dot(self, other)
+
+    def __rmatmul__(self, other: Any) -> Variable:
+        return dot(other, self)
+
+    def __neg__(self) -> Variable:
+        return neg(self)
+
+    def __abs__(self) -> Variable:
+        return abs(self)
+
+    def __lt__(self, other: Any) -> Variable:
+        return lt(self, other)
+
+    def __le__(self, other: Any) -> Variable:
+        return le(self, other)
+
+    def __gt__(self, other: Any) -> Variable:
+        return gt(self, other)
+
+    def __ge__(self, other: Any) -> Variable:
+        return ge(self, other)
+
+    def __getitem__(self, key: Any) -> Variable:
+        """`x[1:, i]`, `x[None]`, `x[..., 0]`, `x[index_array]`: see `relwrite.graph.subtensor`."""
+        return subtensor(self, key)
+
+    def __iter__(self) -> Any:
+        """A vector of static length yields its elements (`n, m = x.shape`); nothing else iterates."""
+        length = self.type.shape[0] if self.ndim == 1 else None
+        if length is None:
+            raise TypeError(f"{self} is symbolic: it cannot be iterated over (index it, x[0], instead)")
+        return (self[i] for i in range(length))
+
+    @property
+    def shape(self) -> Variable:
+        """The shape at run time, a symbolic int64 vector (`shape(x)`); the static one is `x.type.shape`."""
+        return symbolic_shape(self)
+
+    def dot(self, other: Any) -> Variable:
+        return dot(self, other)
+
+    @property
+    def T(self) -> Variable:
+        return transpose(self)
+
+    def sum(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return Sum(axis)(self)
+
+    def mean(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return Mean(axis)(self)
+
+    def max(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return Max(axis)(self)
+
+    def min(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return Min(axis)(self)
+
+    def prod(self, axis: int | Sequence[int] | None = None) -> Variable:
+        return Prod(axis)(self)
+
+    def argmax(self, axis: int | None = None) -> Variable:
+        return Argmax(axis)(self)
+
+    def argmin(self, axis: int | None = None) -> Variable:
+        return Argmin(axis)(self)
+
+    def reshape(self, *shape: int | Sequence[int]) -> Variable:
+        if len(shape) == 1 and not isinstance(shape[0], (int, np.integer)):
+            shape = tuple(shape[0])
+        return Reshape(shape)(self)
+
+    def dimshuffle(self, *pattern: int | str) -> Variable:
+        return DimShuffle(self.ndim, pattern)(self)
+
+    def astype(self, dtype: Any) -> Variable:
+        return Cast(dtype)(self)
+
+
+def _attach(methods: type, cls: type) -> None:
+    """Put the functions and properties `methods` defines on `cls`, named as `cls`'s own."""
+    for name, member in vars(methods).items():
+        if callable(member) or isinstance(member, property):
+            function = member.fget if isinstance(member, property) else member
+            function.__qualname__ = f"{cls.__name__}.{name}"
+            setattr(cls, name, member)
+
+
+_attach(_VariableMethods, Variable)

@@ -10,7 +10,9 @@ Every printer walks the graph with its own stack, never by recursion, so a
   expanded once.
 - `graph_repr(outputs)` gives the call-syntax body of `repr(FunctionGraph)`,
   with `*1 -> ...` tags on shared subterms.
-- `to_dot(x)` gives Graphviz DOT text.
+- `to_dot(x)` gives Graphviz DOT text, and `picture_html(x)` the picture a
+  notebook shows of a variable (attached to Variable here: basic.py, which
+  defines it, is below printing) or of a FunctionGraph.
 """
 
 from __future__ import annotations
@@ -26,6 +28,8 @@ import numpy as np
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable, clone_get_equiv, io_toposort
 from relwrite.graph.shape import Shape_i
+from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS
+from relwrite.graph.terms import structural_hash
 
 # How tightly a printed piece binds, deciding when an operand needs parentheses.
 PREFIX = 0  # `-x` and negative literals: `(-x) ** 2` needs them
@@ -233,8 +237,6 @@ class SubtensorPrinter:
     """`x[1:, i]`, and `inc_subtensor(x[1:], y)` / `set_subtensor(x[1:], y)`: what the parser reads."""
 
     def layout(self, node: Apply, index: int) -> Layout:
-        from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS
-
         op = node.op
         updating = isinstance(op, ops.IncSubtensor)
         position = 2 if updating else 1
@@ -624,8 +626,6 @@ def to_dot_pair(before: Any, after: Any, name: str = "rewrite") -> str:
 
 def _dot_body(outputs: list[Variable], prefix: str, before: Any, expand: bool) -> list[str]:
     """The DOT statements of one graph; identifiers start with `prefix` (so two graphs can share a page)."""
-    from relwrite.graph.terms import structural_hash
-
     old: set[int] | None = None
     if before is not None:
         memo: dict = {}
@@ -780,3 +780,11 @@ def picture_html(obj: Any, title: str = "") -> str:
     except ValueError:  # written out, the shared subterms would repeat too often
         text = graph_repr(outputs)
     return f"{heading}<pre>{html.escape(text)}</pre>"
+
+
+def _variable_picture(var: Variable) -> str:
+    """A notebook shows the variable's graph as a picture (text without Graphviz)."""
+    return picture_html(var)
+
+
+Variable._repr_html_ = _variable_picture

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variable, constant
-from relwrite.graph.types import TensorType
+from relwrite.graph.types import TensorType, broadcast_shapes
 
 INT = "int"
 ARRAY = "array"
@@ -164,8 +164,6 @@ class _Indexed(Op):
         basic.extend(x.type.shape[axis:])
         if not advanced:
             return tuple(basic)
-        from relwrite.graph.types import broadcast_shapes
-
         block = broadcast_shapes(*advanced_shapes, op_name=str(self))
         adjacent = advanced_positions == list(range(advanced_positions[0], advanced_positions[-1] + 1))
         at = first_basic if adjacent else 0

@@ -49,7 +49,8 @@ class TensorType:
     """The type of an array: its dtype and a static shape (`None` = unknown length).
 
     Instances are immutable, hashable and equal by (dtype, shape).  Calling a
-    type makes a fresh input variable of that type: ``TensorType("float64", (None,))("x")``.
+    type makes a fresh input variable of that type: ``TensorType("float64", (None,))("x")``
+    (attached by `relwrite.graph.basic`, which defines Variable on top of types).
     """
 
     __slots__ = ("_hash", "dtype", "shape")
@@ -81,11 +82,6 @@ class TensorType:
 
     def __repr__(self) -> str:
         return f"TensorType({self.dtype}, {self.shape})"
-
-    def __call__(self, name: str | None = None):
-        from relwrite.graph.basic import Variable
-
-        return Variable(self, name=name)
 
     def clone(self, dtype: Any = None, shape: Iterable[int | None] | None = None) -> TensorType:
         return TensorType(self.dtype if dtype is None else dtype, self.shape if shape is None else shape)

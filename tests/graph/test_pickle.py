@@ -101,6 +101,7 @@ def test_a_compiled_function_reloads_without_compiling(mode, monkeypatch):
     data = pickle.dumps(f)
     monkeypatch.setattr(compiler.ModuleCache, "_compile", lambda *a: pytest.fail("compiled again"))
     back = pickle.loads(data)
+    assert type(back.linker) is type(f.linker)  # the class travels by its module path
     values = np.array([0.5, -1.0, 2.0])
     np.testing.assert_array_equal(back(values), f(values))
     np.testing.assert_array_equal(copy.deepcopy(f)(values), f(values))

@@ -10,7 +10,8 @@ import relwrite as rw
 from relwrite.engine.db import rewrite_graph
 from relwrite.graph import ops
 from relwrite.graph.printing import pprint
-from relwrite.graph.shape import Shape, Shape_i, ShapeFeature, infer_shape, promoted_shape
+from relwrite.graph.shape import Shape, Shape_i
+from relwrite.graph.shape_inference import ShapeFeature, infer_shape, promoted_shape
 from relwrite.testing import fuzz
 from relwrite.testing.fuzz import walks
 

@@ -7,7 +7,6 @@ once per call, with errors that name the input.
 
 from __future__ import annotations
 
-import pickle
 import reprlib
 from collections.abc import Sequence
 from typing import Any
@@ -133,10 +132,10 @@ class Function:
         return picture_html(self.fgraph, f"compiled function ({type(self.linker).__name__})")
 
     def __reduce__(self) -> tuple:
-        """Pickle as the compiled graph and the linker's kind: loading links it again, not rewriting it
-        (the C linker's modules come back from the disk cache, without compiling)."""
-        linker = "numpy" if type(self.linker) is NumpyLinker else type(self.linker).__name__
-        return _relinked, (self.fgraph, self.single_output, linker, self.trust_input)
+        """Pickle as the compiled graph and the linker's class (by its module path, so loading imports
+        the backend that linked it): loading links it again, not rewriting it (the C linker's modules
+        come back from the disk cache, without compiling)."""
+        return _relinked, (self.fgraph, self.single_output, type(self.linker), self.trust_input)
 
     def __call__(self, *args: Any, **kwargs: Any) -> np.ndarray | list[np.ndarray]:
         if kwargs:
@@ -200,16 +199,7 @@ def function_graph(
     return fgraph, single
 
 
-def _relinked(fgraph: FunctionGraph, single_output: bool, linker: str, trust_input: bool) -> Function:
-    return Function(fgraph, single_output, linker=relinked_linker(fgraph, linker), trust_input=trust_input)
-
-
-def relinked_linker(fgraph: FunctionGraph, kind: str) -> NumpyLinker:
-    """A new linker of `kind` ("numpy" or "CLinker", as a pickled compiled function names it) for `fgraph`."""
-    if kind == "CLinker":
-        from relwrite.backends.c import CLinker
-
-        return CLinker(fgraph)
-    if kind != "numpy":
-        raise pickle.UnpicklingError(f"a compiled function with an unknown linker {kind!r}")
-    return NumpyLinker(fgraph)
+def _relinked(
+    fgraph: FunctionGraph, single_output: bool, linker: type[NumpyLinker], trust_input: bool
+) -> Function:
+    return Function(fgraph, single_output, linker=linker(fgraph), trust_input=trust_input)
