@@ -1,5 +1,5 @@
 """The exact reference: NumPy's values to a few ulps on ordinary inputs, its stated policy at the edges,
-and graphs at points."""
+graphs at points, and the same values for the accuracy cost and the fuzzer's arbiter."""
 
 from __future__ import annotations
 
@@ -14,8 +14,10 @@ from hypothesis import strategies as st
 
 from relwrite.backends import exact
 from relwrite.backends.numpy.function import function
+from relwrite.engine.explore.costs import Accuracy
 from relwrite.graph import ops
 from relwrite.graph.basic import constant, matrix, scalar, vector
+from relwrite.testing.fuzz.walks import _wide_walk
 
 ELEMENTWISE = sorted(
     {
@@ -311,3 +313,32 @@ def test_a_graph_without_a_reference_or_with_missing_inputs_is_refused():
         exact.evaluate([x], [x + y], points, 128)
     with pytest.raises(ValueError, match="1 inputs"):
         exact.evaluate([x], [x + 1], [np.array([1.0]), np.array([2.0])], 128)
+
+
+SPECIALS = np.array([0.0, -0.0, 1.0, -1.0, 0.5, -8.0, 700.0, -700.0, 1e300, -1e300, INF, -INF, NAN])
+
+
+@pytest.mark.parametrize(
+    "build",
+    [
+        lambda x, y: ops.pow(x, y) / y,
+        lambda x, y: ops.atan2(y, x) + ops.hypot(x, y),
+        lambda x, y: ops.log1mexp(-x * y) - ops.erfc(x * y),
+        lambda x, y: ops.maximum(ops.log(x), ops.exp(ops.exp(y))),
+        lambda x, y: ops.sin(x * y * y) + ops.tanh(x * y * y),
+    ],
+)
+def test_the_accuracy_cost_and_the_fuzzers_arbiter_see_the_same_values(build):
+    """One evaluator: the accuracy cost's reference and the fuzzer's mpmath walk agree at every pair of
+    special values (signed zeros, poles, huge products, infinities, NaN)."""
+    x, y = scalar("x"), scalar("y")
+    expr = build(x, y)
+    xs, ys = (a.ravel() for a in np.meshgrid(SPECIALS, SPECIALS))
+    accuracy = Accuracy(expr, samples=8, ranges={"x": (0.5, 2.0), "y": (0.5, 2.0)})
+    order = [xs if v.name == "x" else ys for v in accuracy.inputs]
+    (cost,) = accuracy.exact([expr], order)
+    walked = [
+        float(_wide_walk([x, y], [expr], [np.float64(a), np.float64(b)], 128)[0].item())
+        for a, b in zip(xs, ys)
+    ]
+    np.testing.assert_array_equal(cost, np.array(walked))
