@@ -13,9 +13,9 @@ The policy, for every op:
   sets: exact for sums and products (given the bits), mpmath's correct
   rounding for the functions.  Floats convert exactly.  Rounding to a float
   format is the caller's.  `fma` rounds x * y + z once (the product exact).
-- **Zeros are unsigned** (mpmath has no -0): an op is evaluated at +0, as C99
-  evaluates it at +0.  So 1 / 0 = +inf, atan2(0, -1) = pi, 0 ** -1 = +inf,
-  where C99 and NumPy give the other sign for a -0.0 operand.
+- **Zeros are unsigned** (mpmath has no -0): a zero operand is +0, and an
+  op gives C99's value at +0: 1 / 0 = +inf, atan2(0, -1) = pi, 0 ** -1 =
+  +inf, where C99 and NumPy give the other sign for a -0.0 operand.
 - **Infinities** are the limits: at +-inf an op gives the limit of the real
   function where it has one (exp(-inf) = 0, tanh(inf) = 1, atan(inf) = pi/2,
   erfc(-inf) = 2, atan2(inf, inf) = pi/4), and C99's value where the real
@@ -45,6 +45,11 @@ The policy, for every op:
   is not the reference's); to an integer dtype they truncate toward zero, to
   bool they test x != 0, and a NaN, infinite or out-of-range value cast to an
   integer is NaN (no value: undefined in C).
+- **Reductions** follow from the elementwise table: max and min propagate
+  NaN, softmax is exp(x - max x) / sum (the same value, exp's argument kept
+  small), a mean of no elements is 0 / 0 = NaN.  Every elementwise op but `Composite` has a reference, and so
+  do fill, cast, the reductions, softmax, dot and the BLAS ops, alloc,
+  dimshuffle, reshape and join (`has_reference`); indexing has none.
 """
 
 from __future__ import annotations
