@@ -88,9 +88,6 @@ def _run(args: argparse.Namespace) -> int:
     print(
         f"relwrite differential fuzzer: seed {args.seed}, graphs {args.start}..{args.start + args.graphs - 1}"
     )
-    print(
-        f"mpmath arbiter for stabilizations: {'yes' if fuzz.mpmath_available() else 'no (long double only)'}"
-    )
     print()
     print(report.table())
     groups: dict[str, list[fuzz.Failure]] = defaultdict(list)

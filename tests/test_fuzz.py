@@ -8,7 +8,6 @@ the long version.
 from __future__ import annotations
 
 import inspect
-import itertools
 import runpy
 from pathlib import Path
 
@@ -23,7 +22,7 @@ from relwrite.graph import ops, shape, subtensor
 from relwrite.graph.basic import tensor
 from relwrite.relations import rule
 from relwrite.testing import fuzz
-from relwrite.testing.fuzz import arbiter, judge, semantics
+from relwrite.testing.fuzz import judge, semantics
 
 SEED = 20240
 CASES = runpy.run_path(str(Path(__file__).with_name("fuzz_cases.py")))["CASES"]
@@ -143,8 +142,6 @@ def test_a_stabilization_is_an_improvement_not_a_bug():
 def test_the_exact_walk_takes_the_minimum_of_a_scalar():
     """min(log1mexp(x)) at x = -110.66: NumPy's reference rounds to 0, relwrite's stable log1mexp gives
     -8.7e-49; the mpmath walk decides (it used to fail on a 0-d minimum: an improvement, not a bug)."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
     recipe = _recipe(
         fuzz.Step("input", params={"name": "x", "dtype": "float64", "shape": ()}),
         fuzz.Step("call", "log1mexp", (fuzz.Ref(0),)),
@@ -158,8 +155,6 @@ def test_the_exact_walk_takes_the_minimum_of_a_scalar():
 def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
     """1 / log1mexp(-1.7e237): log1mexp is a negative number below every float there, -0.0 rounded, so
     relwrite's -inf is right and the plain formula's log(1 - 0) = +0.0, then +inf, is not (seed 41)."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
     recipe = _recipe(
         _vector("x"),
         fuzz.Step("call", "log1mexp", (fuzz.Ref(0),)),
@@ -192,8 +187,6 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
     ],
 )
 def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories):
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
     recipe, input_sets = CASES[case]
     found = {f.category for f in fuzz.check(recipe, input_sets, fuzz.parse_mode(mode))}
     assert found == set(categories)
@@ -324,8 +317,6 @@ def test_integer_wraparound_inside_a_fused_node_is_kept_by_the_wide_walks():
     """1.0 - (i + i) fused, int8 i = 85: i + i wraps to -86, so the log_softmax of [1, 1, 1, 87] ends in
     -log1p(3 e^-86) = -1.3e-37, which relwrite gives and NumPy rounds to 0; the wide walks widened the
     fused node's int8 inputs first and computed 1 - 170 (seed 24 reported it wrong)."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")  # log1p(3 e^-86) is 0 in long double
     inner = _recipe(
         fuzz.Step("input", params={"name": "i0", "dtype": "int8", "shape": ()}),
         fuzz.Step("call", "add", (fuzz.Ref(0), fuzz.Ref(0))),
@@ -467,24 +458,9 @@ def test_a_stabilization_no_precision_can_confirm_is_an_improvement():
 )
 def test_a_rule_that_moves_overflow_or_underflow_is_judged_by_exact_walks(index, category):
     """Rules exact over the reals may move where rounding leaves the range; the wide walks arbitrate."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
     recipe, input_sets = CASES[11, index]
     findings = fuzz.check(recipe, input_sets, fuzz.parse_mode("fast_run"))
     assert {f.category for f in findings} == {category}
-
-
-def test_the_wide_power_follows_c99_at_infinities():
-    """mpmath goes complex for (-big) ** -inf; NumPy, like C99 pow, gives 0 (signed zeros aside)."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
-    power = arbiter._mp_elementwise(ops.Pow)
-    specials = [0.5, -0.5, 1.0, -1.0, 2.0, -2.0, 3.0, -3.0, 2.5, -2.5, np.inf, -np.inf, np.nan, -1e300]
-    with np.errstate(all="ignore"):
-        for a in specials:
-            for b in specials:
-                expected, got = np.float64(a) ** np.float64(b), float(power(a, b))
-                assert got == expected or (np.isnan(got) and np.isnan(expected)), (a, b, got, expected)
 
 
 def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
@@ -502,42 +478,6 @@ def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
     # below zero the plain formula loses what the op keeps (-1e-300: -inf against -690.8); the wide walks
     # arbitrate there, so only the domain is the reference's to say
     assert got[3] == pytest.approx(np.log(1e-300))
-
-
-ELEMENTARY = (
-    ops.Tan,
-    ops.Asin,
-    ops.Acos,
-    ops.Atan,
-    ops.Sinh,
-    ops.Cosh,
-    ops.Cbrt,
-    ops.Hypot,
-    ops.Atan2,
-    ops.Fma,
-)
-
-
-@pytest.mark.parametrize("op_class", ELEMENTARY, ids=lambda c: c.__name__)
-def test_the_wide_elementary_functions_round_to_numpys_values(op_class):
-    """The mpmath walks' elementary functions, rounded, are NumPy's to an ulp at every special value:
-    infinities, NaN (hypot of an infinity and NaN is infinite, as C99's), domain edges, huge arguments
-    (their limits, not a computation), cbrt of a negative (real)."""
-    if not fuzz.mpmath_available():
-        pytest.skip("needs mpmath")
-    wide, numpy_function = arbiter._mp_elementwise(op_class), semantics._NODE_UFUNCS[op_class]
-    specials = [0.0, 0.5, -0.5, 1.0, -1.0, 1.0000000000000002, -8.0, 1.5707963267948966, 30.0, -700.0]
-    specials += [1e22, -1e300, np.inf, -np.inf, np.nan]
-    arity = 3 if op_class is ops.Fma else 2 if op_class in (ops.Hypot, ops.Atan2) else 1
-    with np.errstate(all="ignore"):
-        for args in itertools.product(specials, repeat=arity):
-            expected, got = numpy_function(*map(np.float64, args)), np.float64(float(wide(*args)))
-            if np.isnan(expected):
-                assert np.isnan(got), (args, got)
-            elif np.isinf(expected):
-                assert got == expected, (args, got, expected)
-            else:
-                assert abs(got - expected) <= np.spacing(abs(expected)), (args, got, expected)
 
 
 def test_the_fuzzers_fma_rounds_once_and_is_drawn():

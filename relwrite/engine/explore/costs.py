@@ -8,10 +8,12 @@ shapes make them cost and extraction picks the cheap association.
 
 `Accuracy` measures a whole form in the manner of Herbie: input values are
 drawn uniformly over floating-point bit patterns (within user ranges), the
-input expression is evaluated at them in high precision with mpmath to give
-the reference, and a form's error is the mean over points and elements of
-log2(ULP distance to the reference + 1).  Inputs of any shapes broadcast as
-the graph says; each point holds a value for every element of every input.
+input expression is evaluated at them exactly (`relwrite.backends.exact`,
+whose policy says what an op's value is at infinities, poles and NaN) to
+give the reference, and a form's error is the mean over points and elements
+of log2(ULP distance to the reference + 1).  Inputs of any shapes broadcast
+as the graph says; each point holds a value for every element of every
+input.
 
 Overflow, infinities and NaN follow Herbie's policy, so the measure is
 defined (finite, between 0 and the float's width) for every form:
@@ -19,11 +21,11 @@ defined (finite, between 0 and the float's width) for every form:
 - a point is kept only where the reference is valid at every element: a
   real number (not NaN: a domain error such as log of a negative) that,
   rounded to the result's float type, is finite (Herbie drops the points
-  whose exact result overflows to infinity), and that could be computed: an
-  exp-like or periodic function of an argument beyond 2**`MAX_ARGUMENT_SCALE`
+  whose exact result overflows to infinity), and that could be computed: a
+  periodic function of an argument beyond 2**`exact.MAX_ARGUMENT_SCALE`
   (far past every float, reached only through intermediate overflow as in
-  exp(exp(x))) has no exact value here, so the point is dropped, as Herbie
-  drops the points its ground truth cannot be computed at;
+  sin(exp(exp(x)))) has no exact value here, so the point is dropped, as
+  Herbie drops the points its ground truth cannot be computed at;
 - a form's infinity is the ordinal next to the largest finite float, so
   overflowing where the reference is the largest float costs one bit (as
   Herbie's ordinals), and a NaN where the reference is a number costs the
@@ -34,14 +36,14 @@ from __future__ import annotations
 
 import copy
 import math
-import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial, reduce
 
-import mpmath
 import numpy as np
 
+from relwrite.backends import exact
+from relwrite.backends.exact import has_reference
 from relwrite.backends.numpy.function import function
 from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
@@ -69,10 +71,6 @@ MAX_PRECISION = 2400
 
 FLOAT64_SPAN = 2100
 """Scales (in bits) between the largest float64 and the smallest subnormal, with a margin."""
-
-MAX_ARGUMENT_SCALE = 1100
-"""The binary scale (|x| < 2**1100, past every float64) beyond which exp-like and periodic functions have no
-exact value here: their cost grows with the argument's scale, and exp(exp(x)) would not end."""
 
 NODE_EPSILON = 1e-3
 """What every node adds to `Flops`, so that of two forms with equal flops the smaller is cheaper."""
@@ -167,236 +165,6 @@ class AccuracyError(ValueError):
     """The accuracy of a form cannot be measured (an op without a reference, no real sample point)."""
 
 
-def _real(x: mpmath.mpf) -> mpmath.mpf:
-    """A real result, or NaN where mpmath went complex (log or sqrt of a negative, fractional powers)."""
-    return x if isinstance(x, mpmath.mpf) else mpmath.nan
-
-
-def _divide(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
-    if b == 0:
-        if a == 0 or mpmath.isnan(a):
-            return mpmath.nan
-        return mpmath.inf if a > 0 else -mpmath.inf
-    return a / b
-
-
-def _bounded(function_: Callable) -> Callable:
-    """`function_` of one argument, NaN (no exact value: the point is dropped) where the argument's
-    magnitude passes 2**`MAX_ARGUMENT_SCALE`."""
-
-    def f(x):
-        scale = _scale(x)
-        return mpmath.nan if scale is not None and scale > MAX_ARGUMENT_SCALE else function_(x)
-
-    return f
-
-
-_exp = _bounded(mpmath.exp)
-
-
-def _power(a: mpmath.mpf, b: mpmath.mpf) -> mpmath.mpf:
-    """a ** b; NaN where the result's scale (|b log2 |a||) could pass 2**`MAX_ARGUMENT_SCALE`."""
-    scale_a, scale_b = _scale(a), _scale(b)
-    if (
-        scale_a is not None
-        and scale_b is not None
-        and abs(a) != 1
-        and scale_b + abs(scale_a).bit_length() + 1 > MAX_ARGUMENT_SCALE
-    ):
-        return mpmath.nan
-    try:
-        return _real(mpmath.power(a, b))
-    except ZeroDivisionError:
-        return mpmath.inf
-
-
-def _erfc(x: mpmath.mpf) -> mpmath.mpf:
-    """erfc, by its asymptotic form beyond 2**64, where the series' next term is below 2**-129 of it
-    (mpmath's own overflows a float there)."""
-    if x > 2**64:
-        return _exp(-x * x) / (x * mpmath.sqrt(mpmath.pi))
-    return mpmath.erfc(x)
-
-
-def _cbrt(x: mpmath.mpf) -> mpmath.mpf:
-    """The real cube root (mpmath's is the principal, complex one, for negative x)."""
-    return -mpmath.cbrt(-x) if x < 0 else mpmath.cbrt(x)
-
-
-def _atan2(y: mpmath.mpf, x: mpmath.mpf) -> mpmath.mpf:
-    """The angle of (x, y), C99's at two infinities too (mpmath's is NaN there): ±pi/4 or ±3pi/4."""
-    if mpmath.isinf(y) and mpmath.isinf(x):
-        angle = mpmath.pi / 4 if x > 0 else 3 * mpmath.pi / 4
-        return angle if y > 0 else -angle
-    return mpmath.atan2(y, x)
-
-
-def _hypot(x: mpmath.mpf, y: mpmath.mpf) -> mpmath.mpf:
-    """sqrt(x**2 + y**2); infinite where either is, NaN in the other included (C99's hypot)."""
-    if mpmath.isinf(x) or mpmath.isinf(y):
-        return mpmath.inf
-    return mpmath.hypot(x, y)
-
-
-def _fma(x: mpmath.mpf, y: mpmath.mpf, z: mpmath.mpf) -> mpmath.mpf:
-    """x * y + z with the product exact, rounded once to the working precision."""
-    return mpmath.fadd(mpmath.fmul(x, y, exact=True), z)
-
-
-def _extremum(pick: Callable) -> Callable:
-    def f(a, b):
-        if mpmath.isnan(a) or mpmath.isnan(b):
-            return mpmath.nan
-        return pick(a, b)
-
-    return f
-
-
-_MP_ELEMENTWISE: dict[type, Callable] = {
-    ops.Add: lambda *xs: reduce(operator.add, xs),
-    ops.Mul: lambda *xs: reduce(operator.mul, xs),
-    ops.Sub: operator.sub,
-    ops.TrueDiv: _divide,
-    ops.Pow: _power,
-    ops.Neg: operator.neg,
-    ops.Exp: mpmath.exp,
-    ops.Log: lambda x: _real(mpmath.log(x)) if x != 0 else -mpmath.inf,
-    ops.Log1p: lambda x: _real(mpmath.log1p(x)) if x != -1 else -mpmath.inf,
-    ops.Expm1: mpmath.expm1,
-    ops.Sqrt: lambda x: _real(mpmath.sqrt(x)),
-    ops.Sqr: lambda x: x * x,
-    ops.Sin: mpmath.sin,
-    ops.Cos: mpmath.cos,
-    ops.Tanh: mpmath.tanh,
-    ops.Tan: mpmath.tan,
-    ops.Asin: lambda x: _real(mpmath.asin(x)),
-    ops.Acos: lambda x: _real(mpmath.acos(x)),
-    ops.Atan: mpmath.atan,
-    ops.Sinh: mpmath.sinh,
-    ops.Cosh: mpmath.cosh,
-    ops.Cbrt: _cbrt,
-    ops.Hypot: _hypot,
-    ops.Atan2: _atan2,
-    ops.Fma: _fma,
-    ops.Abs: abs,
-    ops.Sigmoid: lambda x: 1 / (1 + mpmath.exp(-x)),
-    ops.Softplus: lambda x: mpmath.log1p(mpmath.exp(x)),
-    ops.Erf: mpmath.erf,
-    ops.Erfc: _erfc,
-    ops.Log1mexp: lambda x: (
-        mpmath.log(-mpmath.expm1(x)) if x < 0 else (-mpmath.inf if x == 0 else mpmath.nan)
-    ),
-    ops.Reciprocal: lambda x: _divide(mpmath.mpf(1), x),
-    ops.Identity: lambda x: x,
-    ops.Maximum: _extremum(max),
-    ops.Minimum: _extremum(min),
-    ops.Lt: operator.lt,
-    ops.Le: operator.le,
-    ops.Gt: operator.gt,
-    ops.Ge: operator.ge,
-    ops.Eq: operator.eq,
-    ops.Neq: operator.ne,
-    ops.Switch: lambda c, a, b: a if c else b,
-}
-_TRANSCENDENTAL = (
-    ops.Exp, ops.Expm1, ops.Sin, ops.Cos, ops.Tanh, ops.Sigmoid, ops.Softplus,
-    ops.Erf, ops.Erfc, ops.Log1mexp, ops.Tan, ops.Sinh, ops.Cosh,
-)  # fmt: skip
-"""Ops whose exact value costs time or memory growing with the argument's scale (bounded by `_bounded`)."""
-
-
-def _unknown_on_overflow(function_: Callable) -> Callable:
-    """`function_`, NaN (no exact value: the point is dropped) where mpmath overflows computing it."""
-
-    def f(*xs):
-        try:
-            return function_(*xs)
-        except OverflowError:
-            return mpmath.nan
-
-    return f
-
-
-_MP_ELEMENTWISE = {
-    op: _unknown_on_overflow(_bounded(f) if op in _TRANSCENDENTAL else f) for op, f in _MP_ELEMENTWISE.items()
-}
-
-
-def _mp_array(data: np.ndarray) -> np.ndarray:
-    """An array as an object array of exact mpmath numbers (booleans kept)."""
-    data = np.asarray(data)
-    if data.dtype.kind == "b":
-        return data.astype(object)
-    return np.asarray(np.frompyfunc(lambda v: mpmath.mpf(v), 1, 1)(data.astype(object)), dtype=object)
-
-
-def _mp_softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
-    top = np.max(x, axis=axis, keepdims=True)
-    shifted = x - top
-    exps = np.frompyfunc(_exp, 1, 1)(shifted)
-    total = np.sum(exps, axis=axis, keepdims=True)
-    if log:
-        return shifted - np.frompyfunc(mpmath.log, 1, 1)(total)
-    return exps / total
-
-
-_STRUCTURAL_REFERENCES = (
-    ops.Fill, ops.Cast, ops.Softmax, ops.Sum, ops.Mean, ops.Max, ops.LogSumExp, ops.Dot, ops.Dot22,
-    ops.Gemm, ops.Gemv, ops.Ger, ops.Alloc, ops.DimShuffle, ops.Reshape,
-)  # fmt: skip
-"""The ops besides the elementwise ones of `_MP_ELEMENTWISE` that `_mp_node` computes exactly."""
-
-
-def has_reference(op: Op) -> bool:
-    """Whether `op` has an exact (mpmath) reference here."""
-    return type(op) in _MP_ELEMENTWISE or isinstance(op, _STRUCTURAL_REFERENCES)
-
-
-def _mp_node(op: Op, arrays: list[np.ndarray]) -> np.ndarray:
-    """One node evaluated on object arrays of mpmath numbers (one point)."""
-    function_ = _MP_ELEMENTWISE.get(type(op))
-    if function_ is not None:
-        return np.asarray(np.frompyfunc(function_, len(arrays), 1)(*arrays), dtype=object)
-    if isinstance(op, ops.Fill):
-        model, value = arrays
-        return np.broadcast_to(value, np.broadcast_shapes(model.shape, value.shape)).copy()
-    if isinstance(op, ops.Cast):
-        return arrays[0]
-    if isinstance(op, (ops.Softmax,)):
-        return _mp_softmax(arrays[0], op.axis, isinstance(op, ops.LogSoftmax))
-    if isinstance(op, ops.Sum):
-        return np.asarray(np.sum(arrays[0], axis=op.axis), dtype=object)
-    if isinstance(op, ops.Mean):
-        total = np.asarray(np.sum(arrays[0], axis=op.axis), dtype=object)
-        return total / (arrays[0].size // max(total.size, 1))
-    if isinstance(op, ops.Max):
-        return np.asarray(np.max(arrays[0], axis=op.axis), dtype=object)
-    if isinstance(op, ops.LogSumExp):
-        total = np.asarray(np.sum(np.frompyfunc(_exp, 1, 1)(arrays[0]), axis=op.axis), dtype=object)
-        return np.asarray(np.frompyfunc(_MP_ELEMENTWISE[ops.Log], 1, 1)(total), dtype=object)
-    if isinstance(op, (ops.Dot, ops.Dot22)):
-        return np.asarray(np.dot(arrays[0], arrays[1]), dtype=object)
-    if isinstance(op, (ops.Gemm, ops.Gemv)):  # b * z + a * (x @ y)
-        z, a, x, y, b = arrays
-        return np.asarray(b * z + a * np.dot(x, y), dtype=object)
-    if isinstance(op, ops.Ger):  # m + a * outer(x, y)
-        m, a, x, y = arrays
-        return np.asarray(m + a * np.multiply.outer(x, y), dtype=object)
-    if isinstance(op, ops.Alloc):
-        return np.broadcast_to(arrays[0], op.shape).copy()
-    if isinstance(op, ops.DimShuffle):
-        x = arrays[0]
-        if op.dropped:
-            x = x.squeeze(axis=op.dropped)
-        kept = [o for o in op.new_order if o != "x"]
-        rank = {axis: k for k, axis in enumerate(sorted(kept))}
-        x = x.transpose(tuple(rank[o] for o in kept))
-        return x[tuple(np.newaxis if o == "x" else slice(None) for o in op.new_order)]
-    if isinstance(op, ops.Reshape):
-        return arrays[0].reshape(op.shape)
-    raise AccuracyError(f"no high-precision reference for {type(op).__name__} ops")
-
-
 def _ordinals(values: np.ndarray) -> np.ndarray:
     """Floats mapped to int64 counting representable values: ULP distance is a difference."""
     width = values.dtype.itemsize * 8
@@ -426,7 +194,7 @@ def evaluate_stacked(node: Apply, operands: Sequence[np.ndarray], samples: int) 
     the stack, any other point by point."""
     with np.errstate(all="ignore"):
         if isinstance(node.op, ops.Elemwise):
-            return evaluate(node, _aligned(operands, node.outputs[0].ndim))[0]
+            return evaluate(node, exact.aligned(operands, node.outputs[0].ndim))[0]
         return np.stack(
             [np.asarray(evaluate(node, [o[min(k, len(o) - 1)] for o in operands])[0]) for k in range(samples)]
         )
@@ -623,46 +391,25 @@ class Accuracy:
     ) -> tuple[list[np.ndarray], np.ndarray]:
         """`outputs` at `points` in `precision` bits, rounded to float64 (stacked along a first axis),
         and for each output and point the bits the sums it is made of need to be exact."""
-        count = len(points[0])
-        batched = all(isinstance(n.op, ops.Elemwise) for n in nodes)
-        groups = [points] if batched else [[p[k : k + 1] for p in points] for k in range(count)]
-        results: list[list[np.ndarray]] = [[] for _ in outputs]
-        needs: list[list[np.ndarray]] = [[] for _ in outputs]
-        with mpmath.workprec(precision):
-            for group in groups:
-                values: dict[Variable, np.ndarray] = {v: _mp_array(p) for v, p in zip(self.inputs, group)}
-                nothing = np.zeros(len(group[0]), dtype=np.int64)
-                need: dict[Variable, np.ndarray] = {}
-                for node in nodes:
-                    arrays = [
-                        values[i] if i in values else _mp_array(i.data)[np.newaxis] for i in node.inputs
-                    ]
-                    if batched:
-                        result = _mp_node(node.op, _aligned(arrays, node.outputs[0].ndim))
-                    else:  # one point: the op sees its operands as they are, without the sample axis
-                        result = _mp_node(node.op, [a[0] for a in arrays])[np.newaxis]
-                    values[node.outputs[0]] = result
-                    mine = reduce(np.maximum, (need.get(i, nothing) for i in node.inputs), nothing)
-                    if isinstance(node.op, (ops.Add, ops.Sub)):
-                        need_of = partial(_needed_bits, precision)
-                        operands = _aligned(arrays, node.outputs[0].ndim)
-                        spans = np.asarray(
-                            np.frompyfunc(need_of, len(arrays) + 1, 1)(result, *operands), dtype=np.int64
-                        )
-                        spans = np.broadcast_to(spans, (len(mine), *spans.shape[1:]))
-                        mine = np.maximum(mine, spans.reshape(len(mine), -1).max(axis=1, initial=0))
-                    need[node.outputs[0]] = mine
-                for out, found, wanted in zip(outputs, results, needs):
-                    value = values[out] if out in values else _mp_array(out.data)[np.newaxis]
-                    with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
-                        rounded = np.frompyfunc(_rounded, 1, 1)(value)
-                    found.append(np.asarray(rounded, dtype=np.float64))
-                    wanted.append(need.get(out, nothing))
-        stacked = [
-            np.concatenate([np.broadcast_to(r, (len(n), *r.shape[1:])) for r, n in zip(found, wanted)])
-            for found, wanted in zip(results, needs)
-        ]
-        return stacked, np.stack([np.concatenate(wanted) for wanted in needs])
+        env: dict[Variable, np.ndarray] = {}
+        try:
+            values = exact.evaluate(self.inputs, outputs, points, precision, env=env)
+        except exact.NoReferenceError as error:
+            raise AccuracyError(str(error)) from None
+        nothing = np.zeros(len(points[0]), dtype=np.int64)
+        need: dict[Variable, np.ndarray] = {}
+        for node in nodes:
+            mine = reduce(np.maximum, (need.get(i, nothing) for i in node.inputs), nothing)
+            if isinstance(node.op, (ops.Add, ops.Sub)):
+                operands = exact.aligned([_value(env, i) for i in node.inputs], node.outputs[0].ndim)
+                need_of = np.frompyfunc(partial(_needed_bits, precision), len(operands) + 1, 1)
+                spans = np.asarray(need_of(env[node.outputs[0]], *operands), dtype=np.int64)
+                spans = np.broadcast_to(spans, (len(mine), *spans.shape[1:]))
+                mine = np.maximum(mine, spans.reshape(len(mine), -1).max(axis=1, initial=0))
+            need[node.outputs[0]] = mine
+        with np.errstate(over="ignore"):  # a value beyond the float range rounds to infinity
+            rounded = [np.asarray(np.frompyfunc(_rounded, 1, 1)(v), dtype=np.float64) for v in values]
+        return rounded, np.stack([need.get(out, nothing) for out in outputs])
 
     def values(self, form: Variable) -> np.ndarray:
         """The form evaluated in its own precision at every sample point (stacked along a first axis).
@@ -675,9 +422,9 @@ class Accuracy:
             if all(isinstance(n.op, ops.Elemwise) for n in nodes):
                 values: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
                 for node in nodes:
-                    operands = _aligned([_value(values, i) for i in node.inputs], node.outputs[0].ndim)
+                    operands = exact.aligned([_value(values, i) for i in node.inputs], node.outputs[0].ndim)
                     values[node.outputs[0]] = evaluate(node, operands)[0]
-                (value,) = _aligned([_value(values, form)], self.reference.ndim - 1)
+                (value,) = exact.aligned([_value(values, form)], self.reference.ndim - 1)
                 return np.broadcast_to(value, self.reference.shape)
             run = function(self.inputs, form)
             return np.stack([np.asarray(run(*point)) for point in zip(*self.points)])
@@ -705,43 +452,35 @@ class Accuracy:
             return []
         for node in nodes:
             if not has_reference(node.op):
-                raise AccuracyError(f"no high-precision reference for {type(node.op).__name__} ops")
+                raise AccuracyError(f"no exact reference for {type(node.op).__name__} ops")
         outputs = [n.outputs[0] for n in nodes]
-        exact: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
+        known: dict[Variable, np.ndarray] = dict(zip(self.inputs, self.points))
         with np.errstate(all="ignore"):
-            exact.update((v, e.astype(v.type.numpy_dtype)) for v, e in zip(outputs, self.exact(outputs)))
+            known.update((v, e.astype(v.type.numpy_dtype)) for v, e in zip(outputs, self.exact(outputs)))
         samples = len(self.points[0])
         found = []
         for node, out in zip(nodes, outputs):
-            value = evaluate_stacked(node, [_value(exact, i) for i in node.inputs], samples)
-            bits = mean_bits(value, exact[out])
+            value = evaluate_stacked(node, [_value(known, i) for i in node.inputs], samples)
+            bits = mean_bits(value, known[out])
             if bits is not None:
                 found.append((out, bits))
         return found
 
 
-def _scale(x: mpmath.mpf) -> int | None:
-    """The binary exponent of a nonzero finite number (None otherwise)."""
-    if not isinstance(x, mpmath.mpf) or x == 0 or not mpmath.isfinite(x):
-        return None
-    mantissa, exponent = x.man_exp
-    return exponent + int(mantissa).bit_length()
-
-
-def _needed_bits(precision: int, result: mpmath.mpf, *operands: mpmath.mpf) -> int:
+def _needed_bits(precision: int, result: object, *operands: object) -> int:
     """The bits a sum `result` of `operands` needs to be right: its operands' spread in scale plus
     what cancellation lost, plus 64; twice `precision` when it cancelled to exactly 0.
 
     Operands further apart than the float64 range matter to no float result and do not count.
     """
-    scales = [s for s in map(_scale, operands) if s is not None]
+    scales = [s for s in map(exact.scale, operands) if s is not None]
     if not scales:
         return 0
     top = max(scales)
     if result == 0:
         return 2 * precision if len(scales) > 1 else 0
     spread = top - min(scales)
-    lost = top - (_scale(result) if _scale(result) is not None else top)
+    lost = top - (exact.scale(result) if exact.scale(result) is not None else top)
     bits = max(spread if spread <= FLOAT64_SPAN else 0, lost)
     return bits + 64 if bits else 0
 
@@ -752,19 +491,11 @@ def _value(values: Mapping[Variable, np.ndarray], v: Variable) -> np.ndarray:
     return np.asarray(v.data)[np.newaxis] if found is None else found
 
 
-def _aligned(arrays: Sequence[np.ndarray], ndim: int) -> list[np.ndarray]:
-    """Values stacked along a first sample axis, given axes of length 1 after it to have `ndim` axes of
-    their own: elementwise ops then broadcast each point's operands as the graph does (a scalar with a
-    vector), not the sample axis with an axis of the point."""
-    return [a.reshape(a.shape[0], *(1,) * (ndim + 1 - a.ndim), *a.shape[1:]) for a in arrays]
-
-
-def _rounded(x: mpmath.mpf) -> float:
+def _rounded(x: object) -> float:
+    """A reference number (or boolean) rounded to float64 (overflowing to infinity, NaN kept)."""
     if isinstance(x, (bool, np.bool_)):
         return float(x)
-    if mpmath.isnan(x):
-        return math.nan
-    return float(x)
+    return math.nan if exact.context.isnan(x) else float(x)
 
 
 def _sample(

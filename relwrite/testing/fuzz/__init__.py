@@ -11,7 +11,7 @@ wherever NumPy raises.  Each difference is classified:
 
 - improvement: the reference is off (non-finite or inaccurate) and the mode
   agrees with an extended-precision walk of the original graph: in
-  ``np.longdouble``, then (when mpmath is installed) with mpmath numbers of
+  ``np.longdouble``, then with the exact reference's mpmath numbers of
   128 and 4096 bits, which neither overflow nor underflow.  Where even those
   overflow to an infinity of the sign of the mode's finite value (a
   cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), or
@@ -45,12 +45,11 @@ shrunk to few nodes.
 The modules, each importing only those before it: `semantics` (the NumPy
 meaning of every op, written apart from the backends), `recipe` (graphs as
 constructor calls, and their NumPy reference), `generate` (drawing recipes
-and inputs), `arbiter` (mpmath arithmetic), `walks` (graph walks in a
-precision), `judge` (one graph under each mode, classified) and `run` (runs,
-shrinking, reports).  `benchmarks/fuzz.py` and the suite drive it.
+and inputs), `arbiter` (nodes by the exact reference), `walks` (graph walks
+in a precision), `judge` (one graph under each mode, classified) and `run`
+(runs, shrinking, reports).  `benchmarks/fuzz.py` and the suite drive it.
 """
 
-from relwrite.testing.fuzz.arbiter import mpmath_available
 from relwrite.testing.fuzz.generate import draw_graph
 from relwrite.testing.fuzz.judge import BUG_CATEGORIES, Finding, FuzzTimeout, check
 from relwrite.testing.fuzz.recipe import Recipe, Ref, Step
@@ -80,7 +79,6 @@ __all__ = [
     "check",
     "check_graph",
     "draw_graph",
-    "mpmath_available",
     "parse_mode",
     "run",
     "shrink",

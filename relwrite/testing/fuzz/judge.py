@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 import relwrite as rw
+from relwrite.backends import exact
 from relwrite.backends.function import Mode
 from relwrite.backends.numpy.function import function_graph
 from relwrite.engine.db import optdb
@@ -21,7 +22,7 @@ from relwrite.engine.profile import EquilibriumProfile, SequenceProfile
 from relwrite.graph.basic import Variable
 from relwrite.relations import Rule, catalogue
 from relwrite.relations.budget import BudgetExceeded, relation_budget
-from relwrite.testing.fuzz.arbiter import MP_BITS, _mpmath, mpmath_available
+from relwrite.testing.fuzz.arbiter import MP_BITS
 from relwrite.testing.fuzz.recipe import (
     Recipe,
     Step,
@@ -164,16 +165,15 @@ def _agreeing(value: np.ndarray, wide: np.ndarray, slack: np.ndarray | float) ->
     return _close(rounded, value, slack, _RTOL_EXTENDED.get(value.dtype.name, 1e-9))
 
 
-def _wide_precisions() -> tuple[str | int, ...]:
-    """Long double, then mpmath (no overflow or underflow at all) at growing precision when installed."""
-    return ("long", *MP_BITS) if mpmath_available() else ("long",)
+_WIDE_PRECISIONS: tuple[str | int, ...] = ("long", *MP_BITS)
+"""Long double, then mpmath (no overflow or underflow at all) at growing precision."""
 
 
 def _wide_close(a: np.ndarray, b: np.ndarray, mask: np.ndarray) -> bool:
     """Whether two wide values (long double or mpmath) agree to 12 digits where `mask` is set."""
     if a.dtype != object and b.dtype != object:
         return bool(np.all(_close(a, b, 0.0, 1e-12)[mask]))
-    mp = _mpmath()
+    mp = exact.context
 
     def close(x: Any, y: Any) -> bool:
         x, y = mp.mpf(x), mp.mpf(y)
@@ -415,7 +415,7 @@ class _Case:
         """improvement, declared or wrong, for the elements `bad` of output `j` on input set `k`."""
         pending = bad
         widest = None
-        for precision in _wide_precisions():
+        for precision in _WIDE_PRECISIONS:
             wide = self.wide(k, precision)
             if isinstance(wide, _Error):
                 continue
@@ -570,7 +570,7 @@ class _Case:
         self, f: Any, k: int, j: int, bad: np.ndarray, other: Callable[[str | int], Any]
     ) -> bool:
         """Whether in some wide precision the rewritten graph's output `j` agrees with `other`'s at `bad`."""
-        for precision in _wide_precisions():
+        for precision in _WIDE_PRECISIONS:
             try:
                 theirs = other(precision)
                 rewritten = _wide_walk(f.fgraph.inputs, f.fgraph.outputs, self.arguments(k), precision)

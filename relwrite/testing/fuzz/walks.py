@@ -13,9 +13,10 @@ from typing import Any
 
 import numpy as np
 
+from relwrite.backends import exact
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Variable, io_toposort
-from relwrite.testing.fuzz.arbiter import _mp_map, _mp_node_value, _mpmath
+from relwrite.testing.fuzz.arbiter import _mp_map, _mp_node_value
 from relwrite.testing.fuzz.semantics import (
     _NODE_UFUNCS,
     _REDUCTIONS,
@@ -36,7 +37,7 @@ def _widen(value: np.ndarray, precision: str) -> np.ndarray:
         return value if value.dtype == np.longdouble else value.astype(np.longdouble)
     if value.dtype == object:
         return value
-    mpf = _mpmath().mpf
+    mpf = exact.context.mpf
     convert = np.frompyfunc(lambda v: mpf(float(v)) if isinstance(v, float) else mpf(int(v)), 1, 1)
     return np.asarray(convert(value.astype(np.float64) if value.dtype.kind == "f" else value), dtype=object)
 
@@ -127,12 +128,8 @@ def _wide_walk(
     """A walk in long double (`precision` "long") or with mpmath numbers of `precision` bits."""
     if precision == "long":
         return _walk(inputs, outputs, values, "long", noise, env)
-    context = _mpmath()
-    saved, context.prec = context.prec, int(precision)
-    try:
+    with exact.precision(int(precision)):
         return _walk(inputs, outputs, values, "mp", noise, env)
-    finally:
-        context.prec = saved
 
 
 def _wide_spread(clean: Any, noisy: Sequence[Any]) -> np.ndarray:
@@ -200,8 +197,8 @@ def _nudged(value: np.ndarray, move: np.ndarray, floor: np.ndarray) -> np.ndarra
     rounds): a relative move, and an absolute one of the dtype's subnormal spacing, which is how far
     rounding moves a value below the normal range (a float16 -4.1e-8 rounds to -6e-8)."""
     if value.dtype == object:
-        mp = _mpmath()
-        return _mp_map(lambda v, m, f: v + v * m + f if mp.isfinite(v) else v, value, move, floor)
+        finite = exact.context.isfinite
+        return _mp_map(lambda v, m, f: v + v * m + f if finite(v) else v, value, move, floor)
     return np.where(
         np.isfinite(value), value + value * move.astype(value.dtype) + floor.astype(value.dtype), value
     )
