@@ -199,6 +199,15 @@ def _power(x, y):
             if exponent < 0:
                 return _ZERO
             return -_inf if x < 0 and _odd(y) else _inf
+    if context.isint(y) and abs(y) > 2**64:
+        # mpmath raises to an integer power by repeated squaring, one multiplication per bit of the
+        # exponent at the working precision; exp(y log|x|) costs about the same at any size, with guard
+        # bits for the size of y log|x| (its absolute error is the result's relative one)
+        with context.workprec(64):
+            rough = abs(y * context.log(abs(x)))
+        with context.extraprec(32 + max(scale(rough) or 0, 0)):
+            size = context.exp(y * context.log(abs(x)))
+        return -size if x < 0 and _odd(y) else +size
     return context.power(x, y)
 
 
@@ -229,7 +238,19 @@ def _fma(x, y, z):
     return context.fadd(context.fmul(x, y, exact=True), z)
 
 
-_exp = _limited(context.exp, _signed(_inf, _ZERO))
+def _exp_reduced(x):
+    """exp(x), as 2**m exp(r) with r = x - m ln 2 small for a large integral x (every float past 2**53
+    is one): mpmath raises e to an integral x by repeated squaring, a multiplication per bit of x at
+    the working precision, where exp(r) is a short series."""
+    if not (context.isint(x) and abs(x) > 2**64):
+        return context.exp(x)
+    with context.extraprec(32 + (scale(x) or 0)):
+        quotient = x / context.ln2
+        whole = int(context.floor(quotient))
+        return context.ldexp(context.exp((quotient - whole) * context.ln2), whole)
+
+
+_exp = _limited(_exp_reduced, _signed(_inf, _ZERO))
 
 
 def _erfc(x):

@@ -342,3 +342,27 @@ def test_the_accuracy_cost_and_the_fuzzers_arbiter_see_the_same_values(build):
         for a, b in zip(xs, ys)
     ]
     np.testing.assert_array_equal(cost, np.array(walked))
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    st.integers(65, 1000),
+    st.integers(1, 2**53 - 1),
+    st.sampled_from([1, -1]),
+    st.sampled_from([(1, -70), (3, -2), (-3, 0)]),  # 1 - 2**-70, 0.75, -3 as (m, e): m * 2**e or 1 - 2**e
+)
+def test_exp_and_integral_powers_of_huge_integers_are_mpmaths_values_reduced(bits, mantissa, sign, base):
+    # every float past 2**53 is an integer, which mpmath raises e (or x) to by repeated squaring, one
+    # multiplication per bit; the reference reduces the argument instead and must give the same value
+    from relwrite.backends.exact import reference
+
+    context = reference.context
+    x = context.mpf(sign * mantissa) * context.mpf(2) ** (bits - 53)
+    m, e = base
+    base = 1 - context.ldexp(1, e) if e < -10 else context.ldexp(m, e)
+    with context.workprec(200):
+        got, expected = reference._exp_reduced(x), context.exp(x)
+        assert abs(got - expected) <= abs(expected) * context.ldexp(1, -190)
+        y = context.mpf(mantissa) * 2**65 + 1  # an odd integer past 2**64: the sign survives
+        power, direct = reference._power(base, y), context.power(base, y)
+        assert abs(power - direct) <= abs(direct) * context.ldexp(1, -180)
