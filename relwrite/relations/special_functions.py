@@ -113,14 +113,18 @@ logdiffexp, logdiffexp_times_minus_one = _negated(
     "logdiffexp",
     lambda negate: (
         o.log,
-        {"pattern": (o.add, (o.exp, "x"), negate((o.exp, "y"))), "constraint": is_float_regroupable},
+        {
+            "pattern": (o.add, (o.exp, float_var("x")), negate((o.exp, float_var("y")))),
+            "constraint": is_float_regroupable,
+        },
     ),
     (o.add, "x", (o.log1mexp, (o.add, "y", (o.neg, "x")))),
     ("log(add(exp(x), {n}exp(y))))",),
     "log(exp(x) - exp(y)) -> x + log1mexp(y - x): finite where exp(x) overflows (log(exp(1000) -"
     " exp(999)) is NaN, the right side 999.54) or both exps underflow.  Both sides are NaN where x < y"
-    " and -inf where x == y; at x = y = -inf the left side is log(0 - 0) = -inf and the right side NaN"
-    " (-inf - -inf), the difference of two vanishing terms having no limit",
+    " and -inf where x == y (floats: y - x of integers wraps around).  Where exp(y) overflows too the"
+    " left side is NaN (inf - inf) and the right side the limit: -inf at x == y, +inf at x = +inf; at"
+    " x = y = -inf the left side is log(0 - 0) = -inf and the right side NaN (-inf - -inf)",
     keeps_type=False,
     types=PAIR,
 )
@@ -170,7 +174,7 @@ erf_minus_one = rule(
 )
 erfc_neg_minus_one = rule(
     "erfc_neg_minus_one",
-    _among_terms(-1, (o.erfc, (o.neg, "x"))),
+    _among_terms(-1, (o.erfc, (o.neg, float_var("x")))),
     (o.add, (o.erf, "x"), "*rest"),
     STABILIZE,
     keeps_type=True,
@@ -204,15 +208,6 @@ log_one_minus_erf, log_one_minus_erf_times_minus_one = _negated(
     ("log(add(1, {n}erf(x))))",),
     "log(1 - erf(x)) -> log(erfc(x)): finite for large x, where erf(x) rounds to 1 (the log of a "
     "normal's survival function)",
-    keeps_type=False,
-)
-
-log1p_neg_erf, log1p_neg_erf_times_minus_one = _negated(
-    "log1p_neg_erf",
-    lambda negate: (o.log1p, negate((o.erf, float_var("x")))),
-    (o.log, (o.erfc, "x")),
-    ("log1p({n}erf(x)))",),
-    "log1p(-erf(x)) -> log(erfc(x)): log_one_minus_erf after log1p took the log; finite for large x",
     keeps_type=False,
 )
 
