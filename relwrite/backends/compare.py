@@ -221,7 +221,9 @@ def unreliable_positions(
 def in_precision(
     graph: Variable, inputs: Sequence[Variable], values: Sequence[np.ndarray], dtype: np.dtype
 ) -> np.ndarray:
-    """`graph` evaluated with every wider float input and constant cast to `dtype`."""
+    """`graph` evaluated with every wider float input and constant cast to `dtype`, and its integer inputs
+    too (values drawn for checks are small integers, exact in every float): so a float computed from an
+    integer, as log1p(expm1(i)), is reproduced in the lower precision as well."""
 
     def lowered(v: Variable) -> Variable:
         if v.type.numpy_dtype.kind == "f" and v.type.numpy_dtype.itemsize > dtype.itemsize:
@@ -230,7 +232,12 @@ def in_precision(
             return TensorType(dtype, v.type.shape)(v.name)
         return v
 
-    replacement = {v: lowered(v) for v in inputs}
+    def lowered_input(v: Variable) -> Variable:
+        if v.type.numpy_dtype.kind in "iu":
+            return TensorType(dtype, v.type.shape)(v.name)
+        return lowered(v)
+
+    replacement = {v: lowered_input(v) for v in inputs}
     for node in io_toposort(list(inputs), [graph]):
         args = [replacement[i] if i in replacement else lowered(i) for i in node.inputs]
         for old, new in zip(node.outputs, node.op.make_node(*args).outputs):

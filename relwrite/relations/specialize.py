@@ -201,3 +201,107 @@ div_by_constant = rule(
     " computes 1 / c once. Reassociates: exact for powers of two, else two roundings where the"
     " left side has one",
 )
+
+
+# -- inverse functions, with NaN kept outside their domain -----------------------------------------
+
+NAN = float("nan")
+
+
+def _nan_switch(name: str, lhs: tuple, domain: tuple, value: Any, why: str) -> Any:
+    """`lhs` (a function of float x and its inverse) -> switch(domain, value, nan): NaN where `lhs` is."""
+    text = _text(lhs)
+    return rule(
+        name,
+        lhs,
+        (o.switch, domain, value, NAN),
+        SPECIALIZE,
+        semantics="reassociates",
+        examples=(text,),
+        types={"x": "vector"},
+        doc=f"{text} -> switch({_text(domain)}, {_text(value)}, nan) (the NaN switch of PyTensor's"
+        f" local_exp_log_nan_switch): {why}.  Not unsafe: outside the domain (and at NaN) both sides are"
+        " NaN.  Reassociates: the left side rounds twice, the right side at most once",
+    )
+
+
+def _text(pattern: Any) -> str:
+    """A pattern of unary ops, add and names as the parser reads it."""
+    if isinstance(pattern, str):
+        return pattern
+    if isinstance(pattern, dict):
+        return _text(pattern["pattern"])
+    if isinstance(pattern, (int, float)):
+        return f"{pattern:g}"
+    op, *operands = pattern
+    return f"{op}({', '.join(_text(p) for p in operands)})"
+
+
+ZERO_AND_UP, MINUS_ONE_AND_UP = (o.ge, "x", 0), (o.ge, "x", -1)
+exp_log_nan_switch = _nan_switch(
+    "exp_log_nan_switch",
+    (o.exp, (o.log, float_var("x"))),
+    ZERO_AND_UP,
+    "x",
+    "exp(log(x)) is x for x >= 0 (at x = -0.0 the left side is +0.0, the right side -0.0)",
+)
+expm1_log_nan_switch = _nan_switch(
+    "expm1_log_nan_switch",
+    (o.expm1, (o.log, float_var("x"))),
+    ZERO_AND_UP,
+    (o.add, -1, "x"),
+    "exp(log(x)) - 1 is x - 1 for x >= 0, and x - 1 is exact near 1 (Sterbenz)",
+)
+exp_log1p_nan_switch = _nan_switch(
+    "exp_log1p_nan_switch",
+    (o.exp, (o.log1p, float_var("x"))),
+    MINUS_ONE_AND_UP,
+    (o.add, 1, "x"),
+    "exp(log(1 + x)) is 1 + x for x >= -1",
+)
+expm1_log1p_nan_switch = _nan_switch(
+    "expm1_log1p_nan_switch",
+    (o.expm1, (o.log1p, float_var("x"))),
+    MINUS_ONE_AND_UP,
+    "x",
+    "expm1(log1p(x)) is x for x >= -1 (simplify's expm1_log1p, opt-in, drops the switch for x >= -1)",
+)
+sqr_sqrt_nan_switch = _nan_switch(
+    "sqr_sqrt_nan_switch",
+    (o.sqr, (o.sqrt, float_var("x"))),
+    ZERO_AND_UP,
+    "x",
+    "sqrt(x) ** 2 is x for x >= 0 (at x = -0.0 the left side is +0.0, the right side -0.0)",
+)
+log1mexp_log_nan_switch = _nan_switch(
+    "log1mexp_log_nan_switch",
+    (o.log1mexp, (o.log, float_var("x"))),
+    ZERO_AND_UP,
+    (o.log1p, (o.neg, "x")),
+    "log(1 - exp(log(x))) is log1p(-x) for x >= 0 (above 1 both sides are NaN, at 1 both -inf)",
+)
+
+log_sqrt = rule(
+    "log_sqrt",
+    (o.log, (o.sqrt, float_var("x"))),
+    (o.mul, 0.5, (o.log, "x")),
+    SPECIALIZE,
+    semantics="reassociates",
+    examples=("log(sqrt(x))",),
+    types={"x": "vector"},
+    doc="log(sqrt(x)) -> 0.5 * log(x) (floats): no square root.  Both sides are NaN below 0, -inf at 0"
+    " and -0.0, inf at inf.  Reassociates: the rounding of sqrt(x) goes, that of the product comes",
+)
+
+log_reciprocal = rule(
+    "log_reciprocal",
+    (o.log, (o.reciprocal, float_var("x"))),
+    (o.neg, (o.log, "x")),
+    (*SPECIALIZE, "unsafe"),
+    assumptions=("x > 0",),
+    examples=("log(reciprocal(x))",),
+    types={"x": "vector"},
+    doc="log(1 / x) -> -log(x) (floats): no division, and finite where 1 / x overflows (a subnormal"
+    " x).  Unsafe, valid for x > 0 (and +0.0); at -0.0 1 / x is -inf and the left side NaN, the right"
+    " side +inf (below 0 both are NaN)",
+)
