@@ -326,25 +326,24 @@ div_by_constant = rule(
 # -- subtraction -------------------------------------------------------------------------------------
 
 
-def subtracts_exactly(y: Variable, rest: tuple) -> bool:
-    """Whether add(*rest) - y equals add(*rest, neg(y)): one dtype throughout (a narrower integer y would
-    wrap around in neg(y) before the sum widens it; `predicates.regroupable`)."""
-    return regroupable((*rest, y))
+def subtracts_exactly(x: Variable, y: Variable) -> bool:
+    """Whether x - y equals x + neg(y): one dtype (a narrower integer y would wrap around in neg(y) before
+    the sum widens it; `predicates.regroupable`)."""
+    return regroupable((x, y))
 
 
 add_neg_to_sub = rule(
     "add_neg_to_sub",
-    (o.add, "*rest", (o.neg, "y")),
-    (o.sub, (o.add, "*rest"), "y"),
+    (o.add, "x", (o.neg, "y")),
+    (o.sub, "x", "y"),
     SPECIALIZE,
-    semantics="reassociates",
-    examples=("add(x, neg(y))", "add(1, x, neg(y))"),
+    examples=("add(x, neg(y))", "add(exp(x), neg(y))"),
     types={"x": "vector", "y": "vector"},
     where=subtracts_exactly,
     keeps_type=True,
-    doc="""x + (-y) -> x - y: one subtraction where the canonical form has a negation and a sum
-    (canonicalize makes x - y into x + (-y); specialize turns it back).  Exact for two terms (IEEE
-    defines x - y as x + (-y)); with more, the other terms are added first, then y subtracted.""",
+    doc="""x + (-y) -> x - y for a sum of two terms: one subtraction where the canonical form has a
+    negation and a sum (canonicalize makes x - y into x + (-y); specialize turns it back, as PyTensor's
+    local_add_neg_to_sub does).  Exact: IEEE defines x - y as x + (-y), and integers wrap around alike.""",
 )
 
 
@@ -362,22 +361,21 @@ def negated_constant_back(minus: Constant) -> list[dict]:
     return [{"c": Constant(minus.type, np.negative(minus.data))}]
 
 
-def constant_subtracts_exactly(c: Constant, rest: tuple) -> bool:
-    """Whether add(*rest) - (-c) equals add(c, *rest): one dtype throughout (`predicates.regroupable`)."""
-    return regroupable((*rest, c))
+def constant_subtracts_exactly(c: Constant, x: Variable) -> bool:
+    """Whether x - (-c) equals c + x: one dtype (`predicates.regroupable`)."""
+    return regroupable((c, x))
 
 
 add_negative_constant_to_sub = rule(
     "add_negative_constant_to_sub",
-    (o.add, {"pattern": "c", "constraint": is_zero_dimensional}, "*rest"),
-    (o.sub, (o.add, "*rest"), "minus"),
+    (o.add, {"pattern": "c", "constraint": is_zero_dimensional}, "x"),
+    (o.sub, "x", "minus"),
     SPECIALIZE,
-    semantics="reassociates",
-    examples=("add(-1.0, x)", "add(-2.5, x, y)"),
-    types={"x": "vector", "y": "vector"},
+    examples=("add(-1.0, x)", "add(-2.5, exp(x))"),
+    types={"x": "vector"},
     where=constant_subtracts_exactly,
     keeps_type=True,
     compute={"minus": Computed(negated_constant, inverse=negated_constant_back)},
-    doc="""(-c) + x -> x - c for a negative float constant: the subtraction PyTensor users see.  Exact for
-    two terms; with more, the other terms are added first.""",
+    doc="""(-c) + x -> x - c for a negative float constant and one other term, as PyTensor's
+    local_add_neg_to_sub.  Exact (negating a float is exact).""",
 )
