@@ -181,6 +181,9 @@ INTEGER_CASES = [
     ("mul_minus_one", "mul(-1, x, y)", "vector:int64"),
     ("mul_one", "mul(1, x, y)", "vector:int16"),
     ("add_zero", "add(0, x)", "vector:uint8"),
+    ("pow_odd", "x ** 15", "vector:int8"),
+    ("pow_even", "x ** 16", "vector:uint16"),
+    ("add_neg_to_sub", "add(x, neg(y))", "vector:int8"),
 ]
 
 
@@ -366,3 +369,85 @@ def test_log_reciprocal_is_opt_in_and_differs_only_at_minus_zero():
     tiny = np.array([5e-324])  # 1 / x overflows: the left side is inf, the right side finite
     assert evaluate([x], graph, [tiny])[0] == np.inf
     assert evaluate([y], rewritten, [tiny])[0] == pytest.approx(744.44007192138126)
+
+
+# -- integer powers by repeated squaring, and subtraction, in the compiled pipeline ----------------
+
+
+def compiled_ops(f) -> list[type]:
+    """The op classes a compiled function runs, those inside fused loops included."""
+    found = []
+    for node in f.fgraph.apply_nodes:
+        found.append(type(node.op))
+        if isinstance(node.op, o.Composite):
+            found += [type(inner.op) for inner in node.op.nodes]
+    return found
+
+
+@pytest.mark.parametrize("n, squares, products", [(3, 1, 1), (4, 2, 0), (15, 3, 3), (16, 4, 0), (-15, 3, 3)])
+def test_integer_powers_become_chains_of_squares_and_products_in_fast_run(n, squares, products):
+    x = vector("x")
+    f = rw.function([x], x**n, mode="fast_run")
+    ran = compiled_ops(f)
+    assert o.Pow not in ran
+    assert (ran.count(o.Sqr), ran.count(o.Mul), ran.count(o.Reciprocal)) == (squares, products, int(n < 0))
+    values = np.array([-2.5, -1.0, 0.5, 1.0, 1.7, 3.0, np.inf, np.nan])
+    with np.errstate(all="ignore"):
+        np.testing.assert_allclose(f(values), values**n, rtol=1e-14, equal_nan=True)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint16", "int64"])
+def test_integer_powers_of_integers_wrap_around_as_numpy_does(dtype):
+    x = vector("x", dtype=dtype)
+    f = rw.function([x], parse("x ** 15", types={"x": x}), mode="fast_run")
+    assert o.Pow not in compiled_ops(f)
+    values = np.array([0, 1, 2, 3, 7, 100], dtype=dtype)
+    np.testing.assert_array_equal(f(values), values**15)
+
+
+@pytest.mark.parametrize(
+    "name, text, types",
+    [
+        ("pow_odd", "x ** 513", {}),
+        ("pow_even", "x ** 514", {}),
+        ("pow_odd", "x ** 3.5", {}),
+        ("pow_even", "x ** 2", {}),
+        ("pow_odd", "x ** 1", {}),
+        ("pow_negative_integer", "x ** -2", {}),
+        ("pow_negative_integer", "x ** -3", {"x": "vector:int32"}),
+        ("add_neg_to_sub", "add(x, neg(y))", {"x": "vector", "y": "vector:int8"}),
+        ("add_negative_constant_to_sub", "add(2.0, x)", {}),
+        ("add_neg_to_sub", "add(x, neg(y), z)", {"y": "vector", "z": "vector"}),
+        ("add_negative_constant_to_sub", "add(-2.0, x, y)", {"y": "vector"}),
+        ("add_negative_constant_to_sub", "add(-2, x)", {"x": "vector:int64"}),
+    ],
+)
+def test_power_and_subtraction_rules_leave_near_misses_alone(name, text, types):
+    assert list(RULES_BY_NAME[name].forward(parse(text, types={"x": "vector", **types}))) == []
+
+
+def test_a_power_array_of_exponents_is_left_alone():
+    x = vector("x")
+    assert list(specialize.pow_odd.forward(o.pow(x, constant(np.array([3.0, 3.0]))))) == []
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("x - y", "x - y"),
+        ("neg(y) + x", "x - y"),
+        ("x - 2.5", "x - 2.5"),
+        ("1 - x", "1.0 - x"),
+        ("x - y - 1.0", "add(-1.0, x, neg(y))"),  # a sum of three terms keeps its negation, as in PyTensor
+    ],
+)
+def test_subtraction_comes_back_at_specialize_and_stays_add_neg_in_canonical_form(text, expected):
+    x, y = vector("x"), vector("y")
+    canonical = rewrite_graph(parse(text, types={"x": x, "y": y}), include=["canonicalize"])
+    assert canonical.owner.op == o.add
+    result = rewrite_graph(parse(text, types={"x": x, "y": y}), include=PIPELINE)
+    assert pprint(result) == pprint(parse(expected, types={"x": x, "y": y}))
+    graph = parse(text, types={"x": x, "y": y})
+    f = rw.function(sorted(graph_inputs([graph]), key=lambda v: v.name), graph, mode="fast_run")
+    subtracts, ran = result.owner.op == o.sub, compiled_ops(f)
+    assert (o.Sub in ran, o.Neg in ran) == (subtracts, not subtracts)
