@@ -69,12 +69,18 @@ EXP_OF_A_LOG = {
 comes out as a relative error up to 745 times the epsilon in the left side's value."""
 
 
+LOG_OF_A_ROUNDING = {"log_reciprocal", "log_sqrt"}
+"""Rules whose left side takes the log of a rounded value: near x = 1 the rounding (half an ulp of about
+1) is an absolute error of the log, which is near 0 there, so relative errors grow without bound."""
+
+
 def assert_same(expected: np.ndarray, actual: np.ndarray, name: str = "") -> None:
     """Equal dtype and shape, and equal values up to a rounding (NaN where NaN, infinities included)."""
     assert actual.dtype == expected.dtype
     assert actual.shape == expected.shape
     rtol = 1e-13 if name in EXP_OF_A_LOG else 1e-14
-    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=1e-320, equal_nan=True)
+    atol = 1e-15 if name in LOG_OF_A_ROUNDING else 1e-320
+    np.testing.assert_allclose(actual, expected, rtol=rtol, atol=atol, equal_nan=True)
 
 
 def elements(rule: Rule) -> st.SearchStrategy[float]:
@@ -326,7 +332,11 @@ DOMAIN_POINTS = np.array([-np.inf, -2.0, -1.0, -0.5, -0.0, 0.0, 1e-30, 0.25, 1.0
 
 INVERSES = [
     ("exp(log(x))", lambda x: o.exp(o.log(x)), "switch(x >= 0, x, nan)"),
-    ("expm1(log(x))", lambda x: o.expm1(o.log(x)), "switch(x >= 0, -1 + x, nan)"),
+    (
+        "expm1(log(x))",
+        lambda x: o.expm1(o.log(x)),
+        "switch(x >= 0, x - 1, nan)",
+    ),  # add_negative_constant_to_sub
     ("exp(log1p(x))", lambda x: o.exp(o.log1p(x)), "switch(x >= -1, 1 + x, nan)"),
     ("expm1(log1p(x))", lambda x: o.expm1(o.log1p(x)), "switch(x >= -1, x, nan)"),
     ("sqr(sqrt(x))", lambda x: o.sqr(o.sqrt(x)), "switch(x >= 0, x, nan)"),
