@@ -228,14 +228,24 @@ mul_two_negations = rule(
     "with others, they are multiplied in another order)",
 )
 
+
+def unnegated_product(v: Variable, rest: tuple) -> Variable:
+    """v * rest...: the product neg_mul_neg leaves."""
+    return o.mul(v, *rest)
+
+
+# forward only (a computed right side with no inverse): run backward, every product would become the
+# negation of a product with a negated factor, which exploration's e-graphs then grow without end
 neg_mul_neg = rule(
     "neg_mul_neg",
     (o.neg, {"pattern": (o.mul, (o.neg, "v"), "*rest"), "constraint": operands_regroupable}),
-    (o.mul, "v", "*rest"),
+    "product",
     CANON,
     semantics="reassociates",
     examples=("neg(mul(x, neg(y)))", "neg(mul(neg(x), y, c))"),
     types={"x": "vector", "y": "vector", "c": "vector"},
+    compute={"product": unnegated_product},
+    keeps_type=True,
     doc="-(v * -m) -> v * m: a negated product holding a negated factor loses both signs (a negative"
     " constant factor takes the sign by neg_mul_constant).  Exact for two factors, integers wrapping"
     " around alike; with more, the factors are multiplied in another order",
