@@ -11,7 +11,8 @@ The `unsafe` rules hold under their assumptions only and are opt-in.
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from functools import cache, reduce
 from typing import Any
 
 import numpy as np
@@ -533,45 +534,73 @@ sum_of_alloc = _reduce_of_alloc(o.Sum, "n * x")
 prod_of_alloc = _reduce_of_alloc(o.Prod, "x ** n")
 
 
-def summed_join(axis: int, axes: tuple[int, ...] | None, parts: tuple) -> Variable | None:
-    """sum(join(axis, *parts), axes) for explicit `axes`: along the joined axis, the sum of the parts'
-    sums; across it, the join of their sums (on the joined axis as the sums number it).  None where the
-    parts differ in dtype or static shapes do not prove their lengths off the joined axis equal."""
-    if axes is None or not parts or len({p.dtype for p in parts}) != 1:
-        return None
-    ndim = parts[0].ndim
-    along = axis % ndim
-    for d in range(ndim):
-        if d != along and (len({p.type.shape[d] for p in parts}) != 1 or parts[0].type.shape[d] is None):
+def _joined(kind: type[o.Reduce], combine: Callable[..., Variable]):
+    def reduced(axis: int, axes: tuple[int, ...] | None, parts: tuple) -> Variable | None:
+        """R(join(axis, *parts), axes) for explicit `axes`: along the joined axis, the parts' reductions
+        combined; across it, the join of their reductions (on the joined axis as they number it).  None
+        where the parts differ in dtype, static shapes do not prove their lengths off the joined axis
+        equal, or (a max or min along the joined axis) do not prove every part nonempty."""
+        if axes is None or not parts or len({p.dtype for p in parts}) != 1:
             return None
-    reduced = {a % ndim for a in axes}
-    sums = [o.Sum(axes)(p) for p in parts]
-    if along in reduced:
-        return sums[0] if len(sums) == 1 else o.add(*sums)
-    return o.Join(along - sum(1 for a in reduced if a < along))(*sums)
+        ndim = parts[0].ndim
+        along = axis % ndim
+        for d in range(ndim):
+            if d != along and (len({p.type.shape[d] for p in parts}) != 1 or parts[0].type.shape[d] is None):
+                return None
+        reduced = {a % ndim for a in axes}
+        if along in reduced and kind in (o.Max, o.Min) and any(not p.type.shape[along] for p in parts):
+            return None  # the extremum of an empty part raises where the join's may not
+        results = [kind(axes)(p) for p in parts]
+        if along in reduced:
+            return results[0] if len(results) == 1 else combine(*results)
+        return o.Join(along - sum(1 for a in reduced if a < along))(*results)
+
+    reduced.__name__ = f"{kind.__name__.lower()}_of_joined_parts"
+    return reduced
 
 
-# as sum_of_join's, the parts' sums are built by a compute (a pattern cannot map over "*parts")
-sum_of_join_axes = rule(
-    "sum_of_join_axes",
-    (o.Sum.pattern(axis="axes"), (o.Join.pattern(axis="axis"), "*parts")),
-    "total",
-    CANON,
-    compute={"total": summed_join},
-    keeps_type=True,
-    semantics="reassociates",
-    examples=(
-        "sum(join(X, Y, axis=0), axis=0)",
-        "sum(join(X, Y, axis=0), axis=1)",
-        "sum(join(X, Y, X, axis=1), axis=(0, 1))",
-    ),
-    types={"X": "(2, 3)", "Y": "(2, 3)"},
-    doc="""sum(join(a, b, axis=k), axes) -> sum(a, axes) + sum(b, axes) when k is among the axes, else
-    join(sum(a, axes), sum(b, axes)) along k as the sums number it (PyTensor's local_reduce_join): no
-    copy of the parts is made to be reduced.  Parts of one dtype whose lengths off the joined axis
-    static shapes prove equal; across the joined axis the sums are the same, along it the terms are
-    added in another order.""",
-)
+_JOIN_COMBINE = {o.Sum: ("+", o.add), o.Prod: ("*", o.mul)}
+_JOIN_COMBINE |= {
+    o.Max: ("maximum", lambda *r: reduce(o.maximum, r)),
+    o.Min: ("minimum", lambda *r: reduce(o.minimum, r)),
+}
+
+
+def _reduce_of_join(kind: type[o.Reduce]) -> Rule:
+    name = kind.__name__.lower()
+    symbol, combine = _JOIN_COMBINE[kind]
+    along = (
+        f"{name}(a, axes) {symbol} {name}(b, axes)"
+        if len(symbol) == 1
+        else f"{symbol}({name}(a, axes), {name}(b, axes))"
+    )
+    return rule(
+        f"{name}_of_join_axes",
+        (kind.pattern(axis="axes"), (o.Join.pattern(axis="axis"), "*parts")),
+        "total",
+        CANON,
+        compute={"total": _joined(kind, combine)},
+        keeps_type=True,
+        semantics="reassociates",
+        examples=(
+            f"{name}(join(X, Y, axis=0), axis=0)",
+            f"{name}(join(X, Y, axis=0), axis=1)",
+            f"{name}(join(X, Y, X, axis=1), axis=(0, 1))",
+        ),
+        types={"X": "(2, 3)", "Y": "(2, 3)"},
+        doc=f"""{name}(join(a, b, axis=k), axes) -> {along} when k is among the axes, else
+        join({name}(a, axes), {name}(b, axes)) along k as they number it (PyTensor's local_reduce_join):
+        no copy of the parts is made to be reduced.  Parts of one dtype whose lengths off the joined
+        axis static shapes prove equal; across the joined axis the results are the same, along it they
+        are combined in another order (for max and min, a zero's sign may differ).""",
+    )
+
+
+# as sum_of_join's, the parts' reductions are built by a compute (a pattern cannot map over "*parts")
+sum_of_join_axes = _reduce_of_join(o.Sum)
+prod_of_join_axes = _reduce_of_join(o.Prod)
+max_of_join_axes = _reduce_of_join(o.Max)
+min_of_join_axes = _reduce_of_join(o.Min)
 
 
 # -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---

@@ -432,8 +432,13 @@ def test_reductions_over_length_one_axes_drop_exactly_those_axes(data):
         assert rhs.owner.op.new_order == tuple(a for a in range(ndim) if a not in axes)
 
 
-@given(st.data())
-def test_sum_of_a_join_over_explicit_axes_sums_the_parts_or_joins_their_sums(data):
+JOIN_KINDS = {o.Sum: "sum_of_join_axes", o.Prod: "prod_of_join_axes"}
+JOIN_KINDS |= {o.Max: "max_of_join_axes", o.Min: "min_of_join_axes"}
+
+
+@pytest.mark.parametrize("kind", list(JOIN_KINDS), ids=list(JOIN_KINDS.values()))
+@given(data=st.data())
+def test_a_reduction_of_a_join_over_explicit_axes_combines_the_parts_or_joins_theirs(kind, data):
     ndim = data.draw(st.integers(1, 3), label="ndim")
     shape = tuple(data.draw(st.sampled_from([2, 3, None])) for _ in range(ndim))
     along = data.draw(st.integers(-ndim, ndim - 1), label="join axis")
@@ -445,10 +450,12 @@ def test_sum_of_a_join_over_explicit_axes_sums_the_parts_or_joins_their_sums(dat
         lengths = list(shape)
         lengths[along % ndim] = data.draw(st.sampled_from([1, 2, None]))
         parts.append(tensor(f"p{i}", dtype, tuple(lengths)))
-    axes = tuple(data.draw(st.lists(st.integers(0, ndim - 1), unique=True, min_size=1), label="sum axes"))
-    graph = o.sum(o.concatenate(parts, axis=along), axis=axes)
-    rhs = assert_answers_keep_values(BY_NAME["sum_of_join_axes"], graph, data)
+    axes = tuple(data.draw(st.lists(st.integers(0, ndim - 1), unique=True, min_size=1), label="axes"))
+    graph = kind(axes)(o.concatenate(parts, axis=along))
+    rhs = assert_answers_keep_values(BY_NAME[JOIN_KINDS[kind]], graph, data)
+    joined_reduced = along % ndim in axes
     off_axis_known = all(shape[d] is not None for d in range(ndim) if d != along % ndim)
-    assert (rhs is not None) == (len(set(dtypes)) == 1 and off_axis_known), (pprint(graph), rhs)
-    if rhs is not None and along % ndim not in axes:  # across the joined axis: a join of the sums
+    nonempty = kind in (o.Sum, o.Prod) or not joined_reduced or all(p.type.shape[along] for p in parts)
+    assert (rhs is not None) == (len(set(dtypes)) == 1 and off_axis_known and nonempty), (pprint(graph), rhs)
+    if rhs is not None and not joined_reduced:  # across the joined axis: a join of the reductions
         assert isinstance(rhs.owner.op, o.Join) and len(rhs.owner.inputs) == len(parts)
