@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from kanren import run, var
 from unification.variable import isvar
 
+from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import RewriteWarning, rewrite_graph
 from relwrite.graph import ops as o
@@ -34,8 +35,8 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import graph_repr, pprint
+from relwrite.relations import Rule, catalogue, get_rule
 from relwrite.relations import canonicalize as c
-from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.rule_checks import assert_answers_keep_values
@@ -760,8 +761,6 @@ def _mode_cases() -> list[tuple[str, list[Variable], Variable, str]]:
 @pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
 @pytest.mark.parametrize("case", range(len(_mode_cases())))
 def test_pytensor_alloc_join_cast_dot_rewrites_fire_in_their_modes_keeping_values(case, mode):
-    from relwrite.backends.function import function as compile_in_mode
-
     name, inputs, graph, expected = _mode_cases()[case]
     assert {"canonicalize", "fast_run", "fast_compile"} <= get_rule(name).tags
     assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == expected
@@ -832,3 +831,20 @@ def test_prod_scalar_mul_raises_the_scalars_to_the_count_reduced(data):
     rhs = assert_answers_keep_values(get_rule("prod_scalar_mul"), graph, data)
     axes = range(ndim) if axis is None else axis
     assert (rhs is not None) == (dtype != "int64" and all(shape[a] is not None for a in axes)), pprint(graph)
+
+
+OF_ALLOC = [r for r in vars(c).values() if isinstance(r, Rule) and r.name.endswith("_of_alloc")]
+
+
+@pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
+def test_every_unary_elementwise_op_of_an_alloc_runs_once_per_element_of_its_value(mode):
+    s = scalar("s")
+    assert len(OF_ALLOC) == 18
+    for r in OF_ALLOC:
+        op = r.tracks[0]
+        graph = o.cast(o.alloc(s, 2, 3), "float32") if op is o.Cast else op(o.alloc(s, 2, 3))
+        compiled = compile_in_mode([s], graph, mode=mode)
+        (out,) = compiled.fgraph.outputs
+        assert isinstance(out.owner.op, o.Alloc), (r.name, pprint(out))
+        value = np.float64(0.75)
+        np.testing.assert_allclose(compiled(value), function([s], graph)(value), rtol=1e-6)

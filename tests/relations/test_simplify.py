@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kanren import run, var
 from unification.variable import isvar
 
+from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
@@ -374,8 +375,6 @@ def _mode_cases() -> list[tuple[str, list[Variable], Variable, str]]:
 @pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
 @pytest.mark.parametrize("case", range(len(_mode_cases())))
 def test_pytensor_reductions_and_switch_merges_fire_in_their_modes_keeping_values(case, mode):
-    from relwrite.backends.function import function as compile_in_mode
-
     name, inputs, graph, expected = _mode_cases()[case]
     assert {"canonicalize", "fast_run", "fast_compile"} <= BY_NAME[name].tags
     assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == expected
