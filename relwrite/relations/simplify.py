@@ -489,22 +489,35 @@ min_of_length_one_axes = _reduce_length_one(o.Min)
 
 def _of_alloc(kind: type[o.Reduce]):
     def reduced(axis: tuple[int, ...] | None, shape: tuple[int, ...], x: Variable) -> Variable | None:
-        """The reduction of alloc(x, shape) for a 0-d x, from x and the count of elements reduced: n * x
-        for a sum, x ** n for a product, alloc'ed to the lengths kept; None where the reduction would
-        widen x's dtype."""
+        """The reduction of alloc(x, shape) for a 0-d x, from x and the count n of elements reduced:
+        n * x for a sum, x ** n for a product, x for an extremum, alloc'ed to the lengths kept; None
+        where the reduction would widen x's dtype."""
         if x.ndim != 0 or kind(axis)(o.Alloc(shape)(x)).dtype != x.dtype:
             return None
         axes = reduced_axes(axis, o.Alloc(shape)(x))
         n = int(np.prod([shape[a] for a in axes]))
-        if n == 0 and kind is o.Sum:  # an empty sum is 0, but 0 * inf is NaN
+        if n == 0 and kind is not o.Prod:  # an empty sum is 0 (but 0 * inf is NaN); an empty max raises
             return None
         count = constant(np.array(n, dtype=x.dtype))
-        value = o.mul(count, x) if kind is o.Sum else o.pow(x, count)
+        if kind is o.Sum:
+            value = o.mul(count, x)
+        elif kind is o.Prod:
+            value = o.pow(x, count)
+        else:
+            value = x
         kept = tuple(length for a, length in enumerate(shape) if a not in axes)
         return o.Alloc(kept)(value) if kept else value
 
     reduced.__name__ = f"{kind.__name__.lower()}_of_alloc_value"
     return reduced
+
+
+_ALLOC_VALUES = {
+    o.Sum: "Exact for 64-bit integers (wrap-around agrees); for floats one rounding instead of n.",
+    o.Prod: "Exact for 64-bit integers (wrap-around agrees); for floats one rounding instead of n.",
+    o.Max: "Exact: every element is x.",
+    o.Min: "Exact: every element is x.",
+}
 
 
 def _reduce_of_alloc(kind: type[o.Reduce], formula: str) -> Rule:
@@ -516,7 +529,7 @@ def _reduce_of_alloc(kind: type[o.Reduce], formula: str) -> Rule:
         CANON,
         compute={"reduced": _of_alloc(kind)},
         keeps_type=True,
-        semantics="reassociates",
+        semantics="reassociates" if kind in (o.Sum, o.Prod) else "exact",
         examples=(
             f"{name}(alloc(s, 2, 3))",
             f"{name}(alloc(s, 2, 3), axis=0)",
@@ -524,14 +537,15 @@ def _reduce_of_alloc(kind: type[o.Reduce], formula: str) -> Rule:
         ),
         types={"s": "scalar", "n": "scalar:int64"},
         doc=f"""{name}(alloc(x, shape), axes) -> {formula}, alloc'ed to the lengths kept, for a 0-d x and n
-        the number of elements reduced (static): no array is filled only to be reduced (PyTensor's
-        local_reduce_chain of alloc).  Exact for 64-bit integers (wrap-around agrees); for floats one
-        rounding instead of n.""",
+        the number of elements reduced (static, not 0): no array is filled only to be reduced
+        (PyTensor's local_opt_alloc).  {_ALLOC_VALUES[kind]}""",
     )
 
 
 sum_of_alloc = _reduce_of_alloc(o.Sum, "n * x")
 prod_of_alloc = _reduce_of_alloc(o.Prod, "x ** n")
+max_of_alloc = _reduce_of_alloc(o.Max, "x")
+min_of_alloc = _reduce_of_alloc(o.Min, "x")
 
 
 def _joined(kind: type[o.Reduce], combine: Callable[..., Variable]):

@@ -21,7 +21,7 @@ from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, Variable, graph_inputs, tensor
+from relwrite.graph.basic import Constant, Variable, ancestors, graph_inputs, tensor
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
 from relwrite.graph.terms import same_expression
@@ -458,3 +458,24 @@ def test_a_reduction_of_a_join_over_explicit_axes_combines_the_parts_or_joins_th
     assert (rhs is not None) == (len(set(dtypes)) == 1 and off_axis_known and nonempty), (pprint(graph), rhs)
     if rhs is not None and not joined_reduced:  # across the joined axis: a join of the reductions
         assert isinstance(rhs.owner.op, o.Join) and len(rhs.owner.inputs) == len(parts)
+
+
+ALLOC_KINDS = {o.Sum: "sum_of_alloc", o.Prod: "prod_of_alloc", o.Max: "max_of_alloc", o.Min: "min_of_alloc"}
+
+
+@pytest.mark.parametrize("kind", list(ALLOC_KINDS), ids=list(ALLOC_KINDS.values()))
+@given(data=st.data())
+def test_a_reduction_of_an_alloc_is_computed_from_its_value_and_the_count(kind, data):
+    dtype = data.draw(st.sampled_from(["float64", "float32", "int64", "int8"]), label="dtype")
+    shape = tuple(data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label="shape"))
+    value_shape = data.draw(st.sampled_from([(), (1,), shape[-1:]]), label="value shape")
+    chosen = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True), label="axes")
+    axis = tuple(chosen) or None
+    x = tensor("x", dtype, value_shape)
+    graph = kind(axis)(o.Alloc(shape)(x))
+    rhs = assert_answers_keep_values(BY_NAME[ALLOC_KINDS[kind]], graph, data)
+    n = int(np.prod([shape[a] for a in (range(len(shape)) if axis is None else axis)]))
+    fires = value_shape == () and graph.dtype == dtype and (n > 0 or kind is o.Prod)
+    assert (rhs is not None) == fires, (pprint(graph), rhs)
+    if fires:  # no reduction left: the value, combined with the count
+        assert not any(isinstance(v.owner.op, o.Reduce) for v in ancestors([rhs]) if v.owner is not None)
