@@ -626,8 +626,16 @@ useless_fill = rule(
 
 
 def unshuffled(x: Variable, n: int, order: tuple) -> Variable | None:
-    """x, when DimShuffle(n, order) keeps every axis of it in place."""
-    return x if n == x.ndim and order == tuple(range(x.ndim)) else None
+    """x, when DimShuffle(n, order) keeps every axis of it in place but for length-1 axes, which it may
+    swap, drop or put a new one in place of (the same elements in the same shape)."""
+    if n != x.ndim or len(order) != x.ndim:
+        return None
+    shape = x.type.shape
+    return (
+        x
+        if all(a == i or (shape[i] == 1 and (a == "x" or shape[a] == 1)) for i, a in enumerate(order))
+        else None
+    )
 
 
 def identity_dimshuffles(kept: Variable) -> list[dict]:
@@ -679,10 +687,11 @@ useless_dimshuffle = rule(
     (o.DimShuffle.pattern(input_ndim="n", new_order="order"), "x"),
     "kept",
     CANON,
-    examples=("transpose(x)",),
-    types={"x": "vector"},
+    examples=("transpose(x)", "transpose(R)"),
+    types={"x": "vector", "R": "(1, 1)"},
     compute={"kept": Computed(unshuffled, identity_dimshuffles)},
-    doc="A DimShuffle keeping every axis in place (the transpose of a vector) -> its input.",
+    doc="""A DimShuffle keeping every axis in place (the transpose of a vector) but for length-1 axes,
+    which it may swap or replace by new ones (the transpose of a 1 x 1 matrix) -> its input.""",
 )
 
 # whether the op keeps x is a test of its props against x's type, and backward the props are built from it

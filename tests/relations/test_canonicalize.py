@@ -848,3 +848,23 @@ def test_every_unary_elementwise_op_of_an_alloc_runs_once_per_element_of_its_val
         assert isinstance(out.owner.op, o.Alloc), (r.name, pprint(out))
         value = np.float64(0.75)
         np.testing.assert_allclose(compiled(value), function([s], graph)(value), rtol=1e-6)
+
+
+def test_dimshuffles_that_only_move_length_one_axes_collapse_to_their_input():
+    C, R, T = (
+        tensor("C", "float64", (3, 1)),
+        tensor("R", "float64", (1, 1)),
+        tensor("T", "float64", (1, None, 1)),
+    )
+    cases = [
+        o.DimShuffle(1, (0, "x"))(o.DimShuffle(2, (0,))(C)),  # a length-1 axis dropped, then one added
+        o.transpose(R),
+        o.DimShuffle(3, (2, 1, 0))(T),
+        o.DimShuffle(1, (0,))(o.DimShuffle(1, ("x", 0))(tensor("x", "float64", (None,))).dimshuffle(1)),
+    ]
+    for graph in cases:
+        for mode in ("fast_run", "fast_compile"):
+            compiled = compile_in_mode(graph_inputs([graph]), graph, mode=mode)
+            assert not any(isinstance(n.op, o.DimShuffle) for n in compiled.fgraph.apply_nodes), pprint(graph)
+    moved = o.DimShuffle(3, (1, 0, 2))(tensor("U", "float64", (1, 2, 1)))  # the length-2 axis moves
+    assert forward(get_rule("useless_dimshuffle"), moved) is None
