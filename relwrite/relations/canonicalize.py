@@ -77,7 +77,7 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import Rule, rule
 from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -760,7 +760,7 @@ alloc_alloc = rule(
 )
 
 
-def _lifted_over_alloc(name: str, op: Any) -> Any:
+def _lifted_over_alloc(name: str, op: Any) -> Rule:
     """f(alloc(x, shape)) -> alloc(f(x), shape) for the unary elementwise op (or op pattern) `op`."""
     text = "cast(x, d)" if name == "cast" else f"{name}(x)"
     return rule(
@@ -1009,7 +1009,7 @@ def prod_hoisted_scalars(axis: tuple | None, terms: tuple) -> Variable | None:
     if not scalars or not tensors:
         return None
     body = tensors[0] if len(tensors) == 1 else o.mul(*tensors)
-    if body.type != o.mul(*terms).type:  # the scalars widened nothing, or n would be off
+    if body.type != o.mul(*terms).type:  # n counts the elements of the product: no 0-d factor may widen it
         return None
     shape = body.type.shape
     axes = range(body.ndim) if axis is None else {a % body.ndim for a in axis}
