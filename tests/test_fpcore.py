@@ -166,6 +166,17 @@ def test_several_fpcores_and_shared_subterms():
     assert to_fpcore(benchmarks[1]).startswith("(FPCore f (y)")
 
 
+def test_a_precondition_binds_names_with_let_and_let_star():
+    (sequential,) = read_fpcores(
+        "(FPCore (x y) :pre (let* ([s (+ x y)] [small (< s 2)]) (and small (< 0 x))) (- x y))"
+    )
+    (parallel,) = read_fpcores("(FPCore (x y) :pre (let ([x y] [y x]) (< x y)) (- x y))")  # a swap
+    assert str(sequential.precondition) == "x + y < 2 and 0 < x"
+    assert str(parallel.precondition) == "y < x"
+    with pytest.raises(FPCoreError, match="unknown variable 's' in the precondition"):
+        read_fpcores("(FPCore (x) :pre (let ([s x] [t (< s 1)]) t) x)")  # let binds in the outer scope
+
+
 def test_a_cast_to_the_benchmarks_own_precision_is_its_operand():
     (bench,) = read_fpcores("(FPCore (x y) (cast (+ (cast x) y)))")
     (plain,) = read_fpcores("(FPCore (x y) (+ x y))")

@@ -47,29 +47,11 @@ KNOWN_MODULE_CIRCLES: dict[tuple[str, ...], str] = {}
 _COMPILING_IN_BACKENDS = (
     "the engine imports backends.numpy (constant folding, exploration's checks and accuracy), while "
     "backends/function.py and backends/profile.py (compiling: the engine's rewrites, then a linker) import "
-    "the engine: they belong above it, outside backends/; relwrite/testing/fuzz/ (run.py, judge.py) "
-    "imports relwrite.backends.function and is being edited, so they move after it"
-)
-_EXPLORATION_CHECKS_WITH_TESTING = (
-    "engine/explore/api.py checks explored forms with relwrite.testing, which issue 29 (item 3) replaces "
-    "with the reference evaluator and the NumPy backend; both are being edited"
-)
-_FUZZER_IMPORTS_THE_ROOT = (
-    "relwrite/testing/fuzz/ (generate.py, judge.py, recipe.py) imports the root package, which imports "
-    "everything; testing is being edited"
+    "the engine: they belong above it, outside backends/, where relwrite/testing/fuzz/ (run.py, "
+    "judge.py) and the root package would import them from"
 )
 KNOWN_PACKAGE_CIRCLES: dict[tuple[str, ...], str] = {
     ("relwrite.backends", "relwrite.engine"): _COMPILING_IN_BACKENDS,
-    ("relwrite.backends", "relwrite.engine", "relwrite.testing"): (
-        f"{_EXPLORATION_CHECKS_WITH_TESTING}; and {_COMPILING_IN_BACKENDS}"
-    ),
-    ("relwrite.engine", "relwrite.testing"): _EXPLORATION_CHECKS_WITH_TESTING,
-    ("relwrite", "relwrite.engine", "relwrite.testing"): (
-        f"{_FUZZER_IMPORTS_THE_ROOT}; and {_EXPLORATION_CHECKS_WITH_TESTING}"
-    ),
-    ("relwrite", "relwrite.backends", "relwrite.engine", "relwrite.testing"): (
-        f"{_FUZZER_IMPORTS_THE_ROOT}; {_EXPLORATION_CHECKS_WITH_TESTING}; and {_COMPILING_IN_BACKENDS}"
-    ),
 }
 """Circles between packages allowed for now: circle -> why it is still there."""
 
@@ -80,8 +62,7 @@ KNOWN_DYNAMIC_IMPORTS: dict[tuple[str, str], str] = {
     ),
     ("relwrite.relations.registry", "catalogue"): (
         "the phase modules of RULE_MODULES, which import the registry: a circle. catalogue() and "
-        "get_rule() belong in a module above the phase modules; engine/explore/api.py imports them "
-        "from the registry and is being edited (issue 29, item 3), so they move after it"
+        "get_rule() belong in a module above the phase modules, where the engine would import them from"
     ),
 }
 """Imports of a module named at run time: (module, function) -> what it loads."""

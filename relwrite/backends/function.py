@@ -13,15 +13,15 @@ import inspect
 import os
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from relwrite.backends.numpy.function import Function, function_graph
 from relwrite.backends.numpy.linker import NumpyLinker
 from relwrite.engine.db import Query, RewriteDatabase, mode_query, optdb
-from relwrite.graph.basic import Variable
-from relwrite.graph.fg import FunctionGraph
+from relwrite.graph.basic import Constant, Variable, ancestors
+from relwrite.graph.fg import FunctionGraph, MissingInputError
 from relwrite.graph.memory import collection_paused
 
 LINKERS = ("c", "numpy")
@@ -155,3 +155,83 @@ def _linker(mode: Mode, fgraph: FunctionGraph) -> Any:
 
         return CLinker(fgraph)
     return NumpyLinker(fgraph)
+
+
+def _eval(
+    self: Variable,
+    inputs_to_values: Mapping[Variable | str, Any] | None = None,
+    mode: str | Mode = "fast_run",
+) -> Any:
+    """The value of this variable, given one value per input of its graph (by variable or name).
+
+    `x.eval({x: [1.0, 2.0]})` compiles `function(inputs, self, mode)` once and
+    keeps it on the variable (as PyTensor does), keyed by the inputs, the mode
+    and the graph's nodes and edges as they are now, so that a graph edited in
+    place since is compiled afresh.  A graph of constants needs no values.
+    Leaving out an input is a MissingInputError naming it; a key that is not
+    an input of the graph is a ValueError naming it.
+    """
+    if inputs_to_values is None:
+        inputs_to_values = {}
+    if not isinstance(inputs_to_values, Mapping):
+        kind = type(inputs_to_values).__name__
+        raise TypeError(f"eval: expected a dict of input values, {{variable or name: value}}, got {kind}")
+    mode = get_mode(mode)
+    inputs: list[Variable] = []
+    edges: dict[Any, tuple[Variable, ...]] = {}
+    for var in ancestors([self]):
+        if var.owner is not None:
+            edges.setdefault(var.owner, tuple(var.owner.inputs))
+        elif not isinstance(var, Constant):
+            inputs.append(var)
+    values = _values_by_input(self, inputs, inputs_to_values)
+    key = (tuple(inputs), mode, tuple(edges.items()))
+    cache: dict[tuple, Function] = getattr(self, "_fn_cache", None) or {}
+    compiled = cache.get(key)
+    if compiled is None:
+        compiled = function(inputs, self, mode=mode)
+        cache[key] = compiled
+        self._fn_cache = cache
+    return compiled(*(values[var] for var in inputs))
+
+
+def _values_by_input(
+    output: Variable, inputs: list[Variable], given: Mapping[Variable | str, Any]
+) -> dict[Variable, Any]:
+    """`given` keyed by the graph's input variables (names looked up); clear errors for keys that are not
+    inputs and for inputs with no value."""
+    by_name: dict[str, list[Variable]] = {}
+    for var in inputs:
+        if var.name is not None:
+            by_name.setdefault(var.name, []).append(var)
+    listed = ", ".join(map(str, inputs)) or "none: it is computed from constants"
+    values: dict[Variable, Any] = {}
+    known = set(inputs)
+    for key, value in given.items():
+        if isinstance(key, str):
+            named = by_name.get(key, [])
+            if not named:
+                raise ValueError(
+                    f"eval: no input of the graph of {output} is named {key!r}; its inputs: {listed}"
+                )
+            if len(named) > 1:
+                raise ValueError(
+                    f"eval: {len(named)} inputs of the graph of {output} are named {key!r}; use the variables"
+                )
+            key = named[0]
+        elif not isinstance(key, Variable):
+            raise TypeError(f"eval: the keys are input variables or their names, got {key!r}")
+        elif key not in known:
+            raise ValueError(f"eval: {key} is not an input of the graph of {output}; its inputs: {listed}")
+        if key in values:
+            raise ValueError(f"eval: {key} is given twice (by variable and by name)")
+        values[key] = value
+    missing = [var for var in inputs if var not in values]
+    if missing:
+        raise MissingInputError(
+            f"eval: no value given for the input {', '.join(map(str, missing))} of the graph of {output}"
+        )
+    return values
+
+
+Variable.eval = _eval  # compiling is above the graph: attached here (relwrite.graph's docstring says why)

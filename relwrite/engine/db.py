@@ -101,35 +101,52 @@ class RewriteDatabase:
         self._entries: dict[str, _Entry] = {}
         self._built: dict[tuple, Any] = {}
 
-    def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
-        """Add `item` under `name`; a name can be registered once.
+    def register(
+        self,
+        name: str,
+        item: Any,
+        *tags: str,
+        position: float | str = "last",
+        overwrite_existing: bool = False,
+    ) -> None:
+        """Add `item` under `name`; registering a taken name again is a ValueError unless
+        `overwrite_existing`, which replaces the entry (item, tags and position: all as given now).
 
         Names and tags share one namespace, since a query selects by both: a
         name may not be another entry's tag, nor a tag another entry's name
-        (a query for it would select both entries).
+        (a query for it would select both entries).  A replacement that breaks
+        a rule leaves the old entry in place.
         """
         if not isinstance(name, str) or not name:
             raise TypeError(f"register: the name must be a non-empty string, got {name!r}")
-        if name in self._entries:
-            raise ValueError(f"register: {name!r} is already registered in {self}")
+        if not isinstance(overwrite_existing, bool):
+            raise TypeError(f"register: overwrite_existing must be True or False, got {overwrite_existing!r}")
+        old = self._entries.get(name)
+        if old is not None and not overwrite_existing:
+            raise ValueError(
+                f"register: {name!r} is already registered in {self}; "
+                "pass overwrite_existing=True to replace it"
+            )
         self._check(name, item)
+        others = [e for e in self._entries.values() if e.name != name]
         if position == "last":
-            position = max((e.position for e in self._entries.values()), default=0.0) + 1
+            position = max((e.position for e in others), default=0.0) + 1
         if not isinstance(position, (int, float)):
             raise TypeError(f"register: position must be a number or 'last', got {position!r}")
         labels = _tags(tags) | ({self.name} if self.name else set())
-        self._check_labels(name, labels)
-        self._entries[name] = _Entry(name, item, labels, float(position), len(self._entries))
+        self._check_labels(name, labels, others)
+        order = old.order if old is not None else max((e.order for e in others), default=-1) + 1
+        self._entries[name] = _Entry(name, item, labels, float(position), order)
         RewriteDatabase.changes += 1
 
-    def _check_labels(self, name: str, tags: frozenset[str]) -> None:
-        """Raise ValueError when `name` is an entry's tag or one of `tags` an entry's name."""
+    def _check_labels(self, name: str, tags: frozenset[str], others: Iterable[_Entry]) -> None:
+        """Raise ValueError when `name` is the tag of one of `others` or one of `tags` its name."""
         if name == self.name:
             raise ValueError(
                 f"register: the name {name!r} is the name of {self}, a tag of all its entries; "
                 f"a query for {name!r} would select them all"
             )
-        for entry in self._entries.values():
+        for entry in others:
             if name in entry.tags:
                 raise ValueError(
                     f"register: the name {name!r} is a tag of {entry.name!r} in {self}; "
@@ -261,8 +278,15 @@ class EquilibriumDB(RewriteDatabase):
         if not isinstance(item, (NodeRewriter, GraphRewriter)):
             raise TypeError(f"register: {name!r} must be a node or graph rewriter, got {item!r}")
 
-    def register(self, name: str, item: Any, *tags: str, position: float | str = "last") -> None:
-        super().register(name, item, *tags, position=position)
+    def register(
+        self,
+        name: str,
+        item: Any,
+        *tags: str,
+        position: float | str = "last",
+        overwrite_existing: bool = False,
+    ) -> None:
+        super().register(name, item, *tags, position=position, overwrite_existing=overwrite_existing)
         if getattr(item, "name", None) is None:
             item.name = name
 

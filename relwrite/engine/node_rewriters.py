@@ -151,7 +151,7 @@ class FunctionNodeRewriter(NodeRewriter):
 
     def __init__(self, fn: Callable[[Any, Apply], Any], tracks: Tracks = None, name: str | None = None):
         self.fn = fn
-        self._tracks = None if tracks is None else list(tracks)
+        self._tracks = _checked_tracks(type(self).__name__, tracks)
         self.name = name or getattr(fn, "__name__", None)
         self.__doc__ = fn.__doc__
 
@@ -162,13 +162,31 @@ class FunctionNodeRewriter(NodeRewriter):
         return self.fn(fgraph, node)
 
 
+def _checked_tracks(caller: str, tracks: Tracks) -> list[Op | type] | None:
+    """`tracks` as a list, or None (every node); a clear error when it is not None or a non-empty list of
+    ops and op classes (an empty list would track nothing: the rewriter could never run)."""
+    if tracks is None:
+        return None
+    if isinstance(tracks, (Op, type, str)) or not isinstance(tracks, Iterable):
+        raise TypeError(f"{caller}: tracks must be None or a list of ops or op classes, got {tracks!r}")
+    tracks = list(tracks)
+    if not tracks:
+        raise ValueError(
+            f"{caller}: tracks is an empty list, which matches no node; use None to apply to every node"
+        )
+    for t in tracks:
+        if not isinstance(t, Op) and not (isinstance(t, type) and issubclass(t, Op)):
+            raise TypeError(f"{caller}: tracks must hold ops or op classes, got {t!r}")
+    return tracks
+
+
 def node_rewriter(tracks: Tracks, name: str | None = None) -> Callable[[Callable], FunctionNodeRewriter]:
-    """Decorate `fn(fgraph, node)` into a node rewriter applied to the ops in `tracks` (None: all)."""
-    if tracks is not None:
-        tracks = list(tracks)
-        for t in tracks:
-            if not isinstance(t, Op) and not (isinstance(t, type) and issubclass(t, Op)):
-                raise TypeError(f"node_rewriter: tracks must hold ops or op classes, got {t!r}")
+    """Decorate `fn(fgraph, node)` into a node rewriter applied to the ops in `tracks` (None: all).
+
+    `tracks` is checked here, before decorating: it must be None or a non-empty
+    list of ops and op classes.
+    """
+    tracks = _checked_tracks("node_rewriter", tracks)
 
     def decorate(fn: Callable) -> FunctionNodeRewriter:
         return FunctionNodeRewriter(fn, tracks, name)

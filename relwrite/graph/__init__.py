@@ -20,7 +20,9 @@ Variable is ever seen without its operators.  JAX attaches its arrays'
 methods the same way (`register_jax_array_methods`), and Aesara sets
 `TensorType.variable_type` from the module that defines `TensorVariable`.
 The cost: the operators are not in Variable's class body, whose docstring
-points here.
+points here.  `Variable.eval`, which compiles, is attached the same way by
+`relwrite.backends.function`, which the root package imports (so before any
+module of ours runs).
 """
 
 # imported for what they do on import: ops and printing attach Variable's operators, methods and

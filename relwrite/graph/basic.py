@@ -29,10 +29,12 @@ class Variable:
     Variables compare by identity.  Their operators and the methods that build
     ops (`x + y`, `x[i]`, `x.sum()`, `x.shape`, ...) are attached by
     `relwrite.graph.ops`, with the ops they build; a notebook's picture of one
-    by `relwrite.graph.printing` (the graph package's docstring says why).
+    by `relwrite.graph.printing`, and `eval` by `relwrite.backends.function`
+    (the graph package's docstring says why).
     """
 
-    __slots__ = ("__weakref__", "index", "name", "owner", "type")
+    # `_fn_cache`: the functions `eval` compiled for this variable (unset until the first `eval`)
+    __slots__ = ("__weakref__", "_fn_cache", "index", "name", "owner", "type")
     __array_priority__ = 1000  # numpy defers `ndarray + Variable` to us
 
     def __init__(

@@ -828,6 +828,20 @@ class FunctionGraph:
             digest.update(" ".join(str(id(v)) for v in self.inputs).encode())
         return digest.hexdigest()
 
+    def __contains__(self, item: Variable | Apply) -> bool:
+        """`var in fgraph`, `node in fgraph`: whether a variable or an apply node belongs to the graph now.
+
+        A constant is in the graph when an equal constant is (constants compare
+        by value); anything but a Variable or an Apply is a TypeError.
+        """
+        if isinstance(item, Variable):
+            return item in self.variables
+        if isinstance(item, Apply):
+            return item in self.apply_nodes
+        raise TypeError(
+            f"FunctionGraph holds Variables and Apply nodes; `in` got {type(item).__name__}: {item!r}"
+        )
+
     def __repr__(self) -> str:
         return f"FunctionGraph({graph_repr(self.outputs)})"
 

@@ -457,7 +457,9 @@ def _indent(depth: int) -> str:
     return f"[{depth}] |"
 
 
-def dprint(obj: Any, file: TextIO | str | None = None) -> str | None:
+def dprint(
+    obj: Any, file: TextIO | str | None = None, depth: int = -1, print_type: bool = False
+) -> str | None:
     """Print the graph as a tree, Aesara style; `file="str"` returns the text instead.
 
     `obj` is a variable, a list of them, a FunctionGraph or a compiled
@@ -470,9 +472,18 @@ def dprint(obj: Any, file: TextIO | str | None = None) -> str | None:
     `DPRINT_INDENT_CAP` (50) levels a line starts with its depth, `[51] |`,
     instead, so the text stays linear in the size of the graph.
 
+    `depth` limits the levels printed (1: the outputs alone; -1: all), as
+    Aesara's `debugprint`; a node cut off by it is expanded where it next
+    appears within reach.  `print_type` adds each variable's type after its
+    id, `<TensorType(float64, (None,))>`.
+
     With `file=None` the tree goes to standard output; with a file object it is
     written there; either way the result is None.
     """
+    if isinstance(depth, bool) or not isinstance(depth, int) or depth < -1:
+        raise ValueError(f"dprint: depth must be -1 (no limit) or a number of levels >= 0, got {depth!r}")
+    if not isinstance(print_type, bool):
+        raise TypeError(f"dprint: print_type must be True or False, got {print_type!r}")
     outputs = _as_outputs(obj)
     ids: dict[int, str] = {}
     expanded: set[Apply] = set()
@@ -483,19 +494,20 @@ def dprint(obj: Any, file: TextIO | str | None = None) -> str | None:
             ids[id(thing)] = _tag(len(ids))
         return ids[id(thing)]
 
-    for output in outputs:
+    for output in outputs if depth else ():
         stack = [(output, 0)]
         while stack:
-            var, depth = stack.pop()
+            var, level = stack.pop()
             node = var.owner
+            shown_type = f" <{var.type}>" if print_type else ""
             if node is None:
-                lines.append(f"{_indent(depth)}{_leaf_text(var)} [id {id_of(var)}]")
+                lines.append(f"{_indent(level)}{_leaf_text(var)} [id {id_of(var)}]{shown_type}")
                 continue
             label = str(node.op) if len(node.outputs) == 1 else f"{node.op}.{var.index}"
-            lines.append(f"{_indent(depth)}{label} [id {id_of(node)}] '{var.name or ''}'")
-            if node not in expanded:
+            lines.append(f"{_indent(level)}{label} [id {id_of(node)}]{shown_type} '{var.name or ''}'")
+            if node not in expanded and level + 1 != depth:
                 expanded.add(node)
-                stack.extend((inp, depth + 1) for inp in reversed(node.inputs))
+                stack.extend((inp, level + 1) for inp in reversed(node.inputs))
     text = "".join(line + "\n" for line in lines)
     if file == "str":
         return text

@@ -8,7 +8,7 @@ as written).  `to_fpcore`, `to_python` and `to_c` write a graph back out.
 The body may use numbers (decimal, rational `1/3`, hexadecimal, `(digits m
 e b)`), FPCore's constants, `let`/`let*`, `if` (conditions of comparisons,
 `and`, `or`, `not`), `cast` (to the benchmark's own precision: its
-operand), and the operations relwrite has: an operation's op is
+operand), and the operations relwrite has (in `:pre` too, with `let`): an operation's op is
 looked up in `relwrite.graph.ops` when a benchmark is read, so `tan` reads
 once relwrite has a `tan`.  Anything else (loops, tensors, annotations,
 operations relwrite lacks) is an `FPCoreError` naming it, its benchmark and
@@ -482,8 +482,9 @@ class _BenchmarkReader:
             build = self.operation(head, len(operands), datum)
         return [_Task(len(operands), build, datum)] + [(o, scope) for o in reversed(operands)]
 
-    def plan_let(self, datum: SList, scope: dict[str, Variable], sequential: bool) -> list[Any]:
-        """`let` evaluates every binding in `scope`, `let*` each in the scope of those before it."""
+    def plan_let(self, datum: SList, scope: dict[str, Any], sequential: bool) -> list[Any]:
+        """`let` evaluates every binding in `scope`, `let*` each in the scope of those before it (the
+        values bound: graph variables in a body, terms or conditions in a precondition)."""
         items = datum.items
         if len(items) != 3 or not isinstance(items[1], SList):
             raise self.error(f"expected ({items[0].text} ([name expr] ...) body)", datum)
@@ -498,7 +499,7 @@ class _BenchmarkReader:
             enter = _Then(len(names), lambda args: [(body, {**scope, **dict(zip(names, args))})])
             return [enter] + [(e, scope) for e in reversed(exprs)]
 
-        def step(i: int, inner: dict[str, Variable]) -> list[Any]:
+        def step(i: int, inner: dict[str, Any]) -> list[Any]:
             if i == len(names):
                 return [(body, inner)]
             bind = _Then(1, lambda args: step(i + 1, {**inner, names[i]: args[0]}))
@@ -572,9 +573,10 @@ class _BenchmarkReader:
 
     # -- preconditions ----------------------------------------------------------------------------
     def predicate(self, root: Datum, names: set[str]) -> Predicate:
-        """`:pre` as a predicate over the inputs (terms of FPCore operations on numbers)."""
+        """`:pre` as a predicate over the inputs (terms of FPCore operations on numbers); `let` and
+        `let*` bind names to terms or conditions, their scopes on the task stack as in bodies."""
         values: list[Any] = []
-        stack: list[Any] = [root]
+        stack: list[Any] = [(root, {})]
         while stack:
             item = stack.pop()
             if isinstance(item, _Task):
@@ -582,14 +584,23 @@ class _BenchmarkReader:
                 del values[len(values) - item.count :]
                 values.append(item.build(args))
                 continue
-            if isinstance(item, Atom):
-                values.append(self.predicate_leaf(item, names))
+            if isinstance(item, _Then):
+                args = values[len(values) - item.count :]
+                del values[len(values) - item.count :]
+                stack.extend(item.then(args))
                 continue
-            if not item.items or _symbol(item.items[0]) is None:
-                raise self.error(f"unsupported precondition {self.source(item)!r}", item)
-            head, operands = item.items[0].text, item.items[1:]
-            stack.append(_Task(len(operands), self.predicate_builder(head, len(operands), item), item))
-            stack.extend(reversed(operands))
+            datum, scope = item
+            if isinstance(datum, Atom):
+                values.append(scope[datum.text] if datum.text in scope else self.predicate_leaf(datum, names))
+                continue
+            if not datum.items or _symbol(datum.items[0]) is None:
+                raise self.error(f"unsupported precondition {self.source(datum)!r}", datum)
+            head, operands = datum.items[0].text, datum.items[1:]
+            if head in ("let", "let*"):
+                stack.extend(self.plan_let(datum, scope, sequential=head == "let*"))
+                continue
+            stack.append(_Task(len(operands), self.predicate_builder(head, len(operands), datum), datum))
+            stack.extend((o, scope) for o in reversed(operands))
         (result,) = values
         if not isinstance(result, (Truth, Compare, And, Or, Not)):
             raise self.error("the precondition is a number, not a condition", root)

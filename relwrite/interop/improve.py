@@ -30,7 +30,7 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from relwrite.engine.explore.api import Exploration, Form, prepare_checks, regime_form
+from relwrite.engine.explore.api import Exploration, Form, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
 from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
 from relwrite.engine.explore.runner import Limits
@@ -115,9 +115,8 @@ def improve_benchmark(
     """The most accurate form of `benchmark`'s body found within `limits` (see the module docstring); with
     `series`, truncated series of the body are candidates too (a form using one is approximate)."""
     name = name or benchmark_name(benchmark, 1)
-    prepare_checks()  # once per process, before the benchmark's clock starts
     if series:
-        prepare_series()
+        prepare_series()  # once per process, before the benchmark's clock starts
     start = time.perf_counter()
     try:
         exploration = Exploration([benchmark.expr], limits=limits, include=["accuracy"], unsafe=True)

@@ -448,6 +448,46 @@ div_self = rule(
 )
 
 
+def is_zeros(value: Any) -> bool:
+    """Whether `value` is a constant that is zero everywhere (0-d, or an array of zeros)."""
+    return isinstance(value, Constant) and equals_everywhere(value, 0)
+
+
+def is_ones(value: Any) -> bool:
+    """Whether `value` is a constant that is one everywhere (0-d, or an array of ones)."""
+    return isinstance(value, Constant) and equals_everywhere(value, 1)
+
+
+is_zeros.heads = is_ones.heads = (Constant,)
+
+zero_div = rule(
+    "zero_div",
+    (o.true_div, {"pattern": "zeros", "constraint": is_zeros}, float_var("x")),
+    (o.fill, "x", "zeros"),
+    UNSAFE,
+    assumptions=("x != 0",),
+    examples=("0 / x", "true_div(0, exp(x))"),
+    types={"x": "vector"},
+    keeps_type=True,
+    doc="""0 / x -> zeros shaped like the quotient (floats; zeros of the numerator's dtype, broadcast
+    against x; an array of zeros keeps its shape).  Unsafe: 0 / 0 and 0 / NaN are NaN, so valid for
+    x != 0 that is not NaN (0 / inf is 0 on both sides).""",
+)
+
+one_pow = rule(
+    "one_pow",
+    {"pattern": (o.pow, {"pattern": "ones", "constraint": is_ones}, "x"), "constraint": is_float},
+    (o.fill, "x", "ones"),
+    CANON,
+    examples=("1 ** x", "pow(1, exp(x))"),
+    types={"x": "vector"},
+    keeps_type=True,
+    doc="""1 ** x -> ones shaped like the power (floats; ones of the base's dtype, broadcast against x; an
+    array of ones keeps its shape).  Exact: numpy's 1.0 ** x is 1 for every x, NaN and infinities
+    included (integer powers are left alone: numpy refuses negative integer exponents there).""",
+)
+
+
 # -- cancelling factors ----------------------------------------------------------------------------
 
 

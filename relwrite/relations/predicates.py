@@ -46,10 +46,12 @@ def literal_value(value: Any) -> np.ndarray | None:
 
 
 def is_literal(value: Any, number: Any) -> bool:
-    """Whether `value` is a constant whose every element equals `number`."""
+    """Whether `value` is a constant whose every element equals `number` (a NaN `number`: is NaN)."""
     data = literal_value(value)
     if data is None or data.size == 0:
         return False
+    if number != number:  # a NaN in a pattern matches a NaN constant, which equals nothing
+        return data.dtype.kind in "fc" and bool(np.isnan(data).all())
     if data.ndim == 0:  # the common case, without numpy's reduction machinery (compared in its dtype)
         return bool(data == number)
     return bool((data == number).all())

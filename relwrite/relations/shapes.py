@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.shape import Shape, Shape_i
 from relwrite.graph.shape_inference import promoted_length, promoted_shape
@@ -112,4 +113,94 @@ known_length = rule(
     examples=("shape_i(t, 1)",),
     types={"t": "(2,3)"},
     doc="shape_i(x, i) -> its constant length, where types know. Exact.",
+)
+
+
+# -- lengths are never negative --------------------------------------------------------------------
+
+TRUE, FALSE = constant(np.True_), constant(np.False_)
+
+
+def is_nonpositive(value: Variable) -> bool:
+    """Whether `value` is a 0-d constant number <= 0 (so a length, never negative, is >= it; NaN is not)."""
+    if not isinstance(value, Constant) or value.data.ndim or value.type.numpy_dtype.kind not in "iuf":
+        return False
+    return bool(value.data <= 0)
+
+
+is_nonpositive.heads = (Constant,)
+NONPOSITIVE = {"pattern": "c", "constraint": is_nonpositive}
+LENGTH = (Shape_i.pattern(i="i"), "x")
+
+
+def _length_comparison(name: str, lhs: tuple, result: Constant, example: str) -> object:
+    truth = "true" if result is TRUE else "false"
+    return rule(
+        name,
+        lhs,
+        result,
+        CANON,
+        keeps_type=True,
+        examples=(example,),
+        types={"x": "vector", "m": "matrix"},
+        doc=f"{example} -> {truth}, and likewise against any constant c <= 0: a length is never"
+        " negative. Exact.",
+    )
+
+
+length_ge_nonpositive = _length_comparison(
+    "length_ge_nonpositive", (o.ge, LENGTH, NONPOSITIVE), TRUE, "shape_i(x, 0) >= 0"
+)
+nonpositive_le_length = _length_comparison(
+    "nonpositive_le_length", (o.le, NONPOSITIVE, LENGTH), TRUE, "0 <= shape_i(m, 1)"
+)
+length_lt_nonpositive = _length_comparison(
+    "length_lt_nonpositive", (o.lt, LENGTH, NONPOSITIVE), FALSE, "shape_i(x, 0) < 0"
+)
+nonpositive_gt_length = _length_comparison(
+    "nonpositive_gt_length", (o.gt, NONPOSITIVE, LENGTH), FALSE, "0 > shape_i(m, 1)"
+)
+
+
+def clamp_keeps_length(cmp: object, c: Constant, b: Variable) -> bool:
+    """Whether switch(cmp(length, c), b, length) is the length: cmp is < or <= against c <= 0, and where
+    the condition can hold (length <= 0, i.e. 0) the branch b is 0 too."""
+    if cmp == o.lt or (cmp == o.le and c.data < 0):
+        return True
+    return cmp == o.le and isinstance(b, Constant) and not b.data.ndim and bool(b.data == 0)
+
+
+length_clamp_switch = rule(
+    "length_clamp_switch",
+    (o.switch, ("cmp", LENGTH, NONPOSITIVE), "b", LENGTH),
+    LENGTH,
+    CANON,
+    keeps_type=True,
+    where=clamp_keeps_length,
+    examples=("switch(shape_i(x, 0) <= 0, 0, shape_i(x, 0))", "switch(shape_i(m, 1) < 0, 0, shape_i(m, 1))"),
+    types={"x": "vector", "m": "matrix"},
+    doc="""switch(length <= 0, 0, length) -> length (and < 0, or a negative bound, with any branch): a
+    length is never negative, so clamping it at 0 keeps it. Exact.""",
+)
+
+length_max_nonpositive = rule(
+    "length_max_nonpositive",
+    (o.maximum, LENGTH, NONPOSITIVE),
+    LENGTH,
+    CANON,
+    keeps_type=True,
+    examples=("maximum(shape_i(x, 0), 0)",),
+    types={"x": "vector"},
+    doc="maximum(length, c) -> length for a constant c <= 0: a length is never negative. Exact.",
+)
+
+nonpositive_max_length = rule(
+    "nonpositive_max_length",
+    (o.maximum, NONPOSITIVE, LENGTH),
+    LENGTH,
+    CANON,
+    keeps_type=True,
+    examples=("maximum(0, shape_i(x, 0))",),
+    types={"x": "vector"},
+    doc="maximum(c, length) -> length for a constant c <= 0: a length is never negative. Exact.",
 )

@@ -263,6 +263,19 @@ mul_two_negations = rule(
     "with others, they are multiplied in another order)",
 )
 
+neg_mul_neg = rule(
+    "neg_mul_neg",
+    (o.neg, {"pattern": (o.mul, (o.neg, "v"), "*rest"), "constraint": operands_regroupable}),
+    (o.mul, "v", "*rest"),
+    CANON,
+    semantics="reassociates",
+    examples=("neg(mul(x, neg(y)))", "neg(mul(neg(x), y, c))"),
+    types={"x": "vector", "y": "vector", "c": "vector"},
+    doc="-(v * -m) -> v * m: a negated product holding a negated factor loses both signs (a negative"
+    " constant factor takes the sign by neg_mul_constant).  Exact for two factors, integers wrapping"
+    " around alike; with more, the factors are multiplied in another order",
+)
+
 # -- reciprocals ------------------------------------------------------------------------------------
 
 mul_by_reciprocal = rule(

@@ -5,8 +5,13 @@ The rules match the canonical form canonicalize leaves (``1 - exp(x)`` is
 multisets) and `stabilize` (docs/rule-safety.md): the right side is the
 same function, accurate where the left side cancels (``1 - erf(x)`` for
 large x, ``log(1 - exp(x))`` near 0), underflows (``log(erfc(x))`` for
-x > 26.5) or overflows (``exp(a) * exp(b)``).  PyTensor's users ask for
-several of them (issues 1451, 1476).
+x > 26.5) or overflows (``exp(a) * exp(b)``, ``log(exp(x) - exp(y))``).
+PyTensor's users ask for several of them (issues 1451, 1476).
+
+Canonicalize writes ``x - y`` as ``add(x, neg(y))`` but leaves a user's
+``-1.0 * y`` as ``mul(-1, y)`` (specialize turns it into ``neg(y)``, after
+this phase), so each rule reading a negation is declared twice (`_negated`):
+`name` matches ``neg(e)``, `name`_times_minus_one matches ``mul(-1, e)``.
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from relwrite.relations.registry import Rule, rule
 
 STABILIZE = ("stabilize", "fast_run")
 VECTOR = {"x": "vector"}
+PAIR = {"x": "vector", "y": "vector"}
+NAN = float("nan")
 
 
 def _among_terms(*terms: object) -> dict:
@@ -28,58 +35,115 @@ def _among_terms(*terms: object) -> dict:
     return {"pattern": (o.add, *terms, "*rest"), "constraint": is_float_regroupable}
 
 
+# Canonicalize leaves -1 * e as mul(-1, e) (specialize turns it into neg(e), after stabilize has run),
+# so a rule reading a negation comes in two declarations: one matching neg(e), one mul(-1, e).
+
+NEGATIONS = (("", lambda e: (o.neg, e), "neg("), ("_times_minus_one", lambda e: (o.mul, -1, e), "mul(-1, "))
+
+
+def _negated(
+    name: str,
+    lhs: Callable[[Callable], Any],
+    rhs: Any,
+    examples: tuple[str, ...],
+    doc: str,
+    keeps_type: bool = True,
+    types: dict[str, str] = VECTOR,
+) -> tuple[Rule, Rule]:
+    """The rule `name` with its left side's negation written neg(e), and `name`_times_minus_one with it
+    written mul(-1, e): `lhs(negate)` builds the left side, `{n}` in an example stands for the negation's
+    opening."""
+    return tuple(
+        rule(
+            name + suffix,
+            lhs(negate),
+            rhs,
+            STABILIZE,
+            keeps_type=keeps_type,
+            examples=tuple(e.format(n=opening) for e in examples),
+            types=types,
+            doc=doc + ("" if not suffix else " (the negation written -1 * e, as canonicalize leaves it)"),
+        )
+        for suffix, negate, opening in NEGATIONS
+    )
+
+
 # -- log(1 - exp(x)) ------------------------------------------------------------------------------------
 
-log_one_minus_exp = rule(
+log_one_minus_exp, log_one_minus_exp_times_minus_one = _negated(
     "log_one_minus_exp",
-    (o.log, {"pattern": (o.add, 1, (o.neg, (o.exp, "x"))), "constraint": is_float_regroupable}),
+    lambda negate: (o.log, {"pattern": (o.add, 1, negate((o.exp, "x"))), "constraint": is_float_regroupable}),
     (o.log1mexp, "x"),
-    STABILIZE,
-    examples=("log(add(1, neg(exp(x))))",),
-    types=VECTOR,
-    doc="log(1 - exp(x)) -> log1mexp(x), even after canonicalize (PyTensor issue 1476): accurate "
+    ("log(add(1, {n}exp(x))))",),
+    "log(1 - exp(x)) -> log1mexp(x), even after canonicalize (PyTensor issue 1476): accurate "
     "near 0, where 1 - exp(x) cancels, and for large negative x",
+    keeps_type=False,
 )
-log1p_neg_exp = rule(
+log1p_neg_exp, log1p_neg_exp_times_minus_one = _negated(
     "log1p_neg_exp",
-    (o.log1p, (o.neg, (o.exp, float_var("x")))),
+    lambda negate: (o.log1p, negate((o.exp, float_var("x")))),
     (o.log1mexp, "x"),
-    STABILIZE,
-    examples=("log1p(neg(exp(x)))",),
-    types=VECTOR,
-    doc="log1p(-exp(x)) -> log1mexp(x): accurate near 0 too, where exp(x) rounds to 1",
+    ("log1p({n}exp(x)))",),
+    "log1p(-exp(x)) -> log1mexp(x): accurate near 0 too, where exp(x) rounds to 1",
+    keeps_type=False,
 )
-log_neg_expm1 = rule(
+log_neg_expm1, log_neg_expm1_times_minus_one = _negated(
     "log_neg_expm1",
-    (o.log, (o.neg, (o.expm1, float_var("x")))),
+    lambda negate: (o.log, negate((o.expm1, float_var("x")))),
     (o.log1mexp, "x"),
+    ("log({n}expm1(x)))",),
+    "log(-expm1(x)) -> log1mexp(x): accurate for large negative x too, where expm1(x) rounds to -1",
+    keeps_type=False,
+)
+log1mexp_log1mexp = rule(
+    "log1mexp_log1mexp",
+    (o.log1mexp, (o.log1mexp, float_var("x"))),
+    (o.switch, (o.le, "x", 0), "x", NAN),
     STABILIZE,
-    examples=("log(neg(expm1(x)))",),
+    examples=("log1mexp(log1mexp(x))",),
     types=VECTOR,
-    doc="log(-expm1(x)) -> log1mexp(x): accurate for large negative x too, where expm1(x) rounds to -1",
+    doc="log1mexp(log1mexp(x)) -> switch(x <= 0, x, nan): log(1 - (1 - exp(x))) is x on log1mexp's domain"
+    " x <= 0, and both sides are NaN above it (and at NaN); accurate where log1mexp(x) is subnormal"
+    " (x < -708, float32 x < -87) and finite where it rounds to -0.0 (x < -745, float32 x < -104) and"
+    " the left side is -inf",
+)
+
+# the log of a difference of exps: its larger term taken out, the rest through log1mexp
+logdiffexp, logdiffexp_times_minus_one = _negated(
+    "logdiffexp",
+    lambda negate: (
+        o.log,
+        {
+            "pattern": (o.add, (o.exp, float_var("x")), negate((o.exp, float_var("y")))),
+            "constraint": is_float_regroupable,
+        },
+    ),
+    (o.add, "x", (o.log1mexp, (o.add, "y", (o.neg, "x")))),
+    ("log(add(exp(x), {n}exp(y))))",),
+    "log(exp(x) - exp(y)) -> x + log1mexp(y - x): finite where exp(x) overflows (log(exp(1000) -"
+    " exp(999)) is NaN, the right side 999.54) or both exps underflow.  Both sides are NaN where x < y"
+    " and -inf where x == y (floats: y - x of integers wraps around).  Where exp(y) overflows too the"
+    " left side is NaN (inf - inf) and the right side the limit: -inf at x == y, +inf at x = +inf; at"
+    " x = y = -inf the left side is log(0 - 0) = -inf and the right side NaN (-inf - -inf)",
+    keeps_type=False,
+    types=PAIR,
 )
 
 # -- erf and erfc -----------------------------------------------------------------------------------
-
-one_minus_erf = rule(
+one_minus_erf, one_minus_erf_times_minus_one = _negated(
     "one_minus_erf",
-    _among_terms(1, (o.neg, (o.erf, "x"))),
+    lambda negate: _among_terms(1, negate((o.erf, "x"))),
     (o.add, (o.erfc, "x"), "*rest"),
-    STABILIZE,
-    keeps_type=True,
-    examples=("add(1, neg(erf(x)))", "add(neg(erf(x)), y, 1)"),
-    types={"x": "vector", "y": "vector"},
-    doc="1 - erf(x) -> erfc(x), also among other terms: accurate for large x, where erf(x) rounds to 1",
+    ("add(1, {n}erf(x)))", "add({n}erf(x)), y, 1)"),
+    "1 - erf(x) -> erfc(x), also among other terms: accurate for large x, where erf(x) rounds to 1",
+    types=PAIR,
 )
-one_minus_erfc = rule(
+one_minus_erfc, one_minus_erfc_times_minus_one = _negated(
     "one_minus_erfc",
-    _among_terms(1, (o.neg, (o.erfc, "x"))),
+    lambda negate: _among_terms(1, negate((o.erfc, "x"))),
     (o.add, (o.erf, "x"), "*rest"),
-    STABILIZE,
-    keeps_type=True,
-    examples=("add(1, neg(erfc(x)))",),
-    types=VECTOR,
-    doc="1 - erfc(x) -> erf(x): accurate near 0, where erfc(x) is near 1",
+    ("add(1, {n}erfc(x)))",),
+    "1 - erfc(x) -> erf(x): accurate near 0, where erfc(x) is near 1",
 )
 one_plus_erf = rule(
     "one_plus_erf",
@@ -91,26 +155,60 @@ one_plus_erf = rule(
     types=VECTOR,
     doc="1 + erf(x) -> erfc(-x): accurate for large negative x, where erf(x) rounds to -1",
 )
-two_minus_erfc = rule(
+two_minus_erfc, two_minus_erfc_times_minus_one = _negated(
     "two_minus_erfc",
-    _among_terms(2, (o.neg, (o.erfc, float_var("x")))),
+    lambda negate: _among_terms(2, negate((o.erfc, float_var("x")))),
     (o.add, (o.erfc, (o.neg, "x")), "*rest"),
+    ("add(2, {n}erfc(x)))",),
+    "2 - erfc(x) -> erfc(-x): accurate for large negative x, where erfc(x) rounds to 2",
+)
+erf_minus_one = rule(
+    "erf_minus_one",
+    _among_terms(-1, (o.erf, "x")),
+    (o.add, (o.neg, (o.erfc, "x")), "*rest"),
     STABILIZE,
     keeps_type=True,
-    examples=("add(2, neg(erfc(x)))",),
+    examples=("add(-1, erf(x))", "add(erf(x), y, -1)"),
+    types=PAIR,
+    doc="erf(x) - 1 -> -erfc(x), also among other terms: accurate for large x, where erf(x) rounds to 1",
+)
+erfc_neg_minus_one = rule(
+    "erfc_neg_minus_one",
+    _among_terms(-1, (o.erfc, (o.neg, float_var("x")))),
+    (o.add, (o.erf, "x"), "*rest"),
+    STABILIZE,
+    keeps_type=True,
+    examples=("add(-1, erfc(neg(x)))",),
     types=VECTOR,
-    doc="2 - erfc(x) -> erfc(-x): accurate for large negative x, where erfc(x) rounds to 2",
+    doc="erfc(-x) - 1 -> erf(x): accurate near 0, where erfc(-x) is near 1 (before erfc_minus_one, which"
+    " would give -erf(-x))",
+)
+erfc_minus_one = rule(
+    "erfc_minus_one",
+    _among_terms(-1, (o.erfc, "x")),
+    (o.add, (o.neg, (o.erf, "x")), "*rest"),
+    STABILIZE,
+    keeps_type=True,
+    examples=("add(-1, erfc(x))",),
+    types=VECTOR,
+    doc="erfc(x) - 1 -> -erf(x): accurate near 0, where erfc(x) is near 1",
+)
+minus_one_minus_erf, minus_one_minus_erf_times_minus_one = _negated(
+    "minus_one_minus_erf",
+    lambda negate: _among_terms(-1, negate((o.erf, float_var("x")))),
+    (o.add, (o.neg, (o.erfc, (o.neg, "x"))), "*rest"),
+    ("add(-1, {n}erf(x)))",),
+    "-1 - erf(x) -> -erfc(-x): accurate for large negative x, where erf(x) rounds to -1",
 )
 
-log_one_minus_erf = rule(
+log_one_minus_erf, log_one_minus_erf_times_minus_one = _negated(
     "log_one_minus_erf",
-    (o.log, {"pattern": (o.add, 1, (o.neg, (o.erf, "x"))), "constraint": is_float_regroupable}),
+    lambda negate: (o.log, {"pattern": (o.add, 1, negate((o.erf, "x"))), "constraint": is_float_regroupable}),
     (o.log, (o.erfc, "x")),
-    STABILIZE,
-    examples=("log(add(1, neg(erf(x))))",),
-    types=VECTOR,
-    doc="log(1 - erf(x)) -> log(erfc(x)): finite for large x, where erf(x) rounds to 1 (the log of a "
+    ("log(add(1, {n}erf(x))))",),
+    "log(1 - erf(x)) -> log(erfc(x)): finite for large x, where erf(x) rounds to 1 (the log of a "
     "normal's survival function)",
+    keeps_type=False,
 )
 
 
@@ -186,15 +284,12 @@ log_erfc_float32 = _log_erfc(
 
 # -- sigmoid, expm1, exp -----------------------------------------------------------------------------
 
-one_minus_sigmoid = rule(
+one_minus_sigmoid, one_minus_sigmoid_times_minus_one = _negated(
     "one_minus_sigmoid",
-    _among_terms(1, (o.neg, (o.sigmoid, float_var("x")))),
+    lambda negate: _among_terms(1, negate((o.sigmoid, float_var("x")))),
     (o.add, (o.sigmoid, (o.neg, "x")), "*rest"),
-    STABILIZE,
-    keeps_type=True,
-    examples=("add(1, neg(sigmoid(x)))",),
-    types=VECTOR,
-    doc="1 - sigmoid(x) -> sigmoid(-x): accurate for large x, where sigmoid(x) rounds to 1",
+    ("add(1, {n}sigmoid(x)))",),
+    "1 - sigmoid(x) -> sigmoid(-x): accurate for large x, where sigmoid(x) rounds to 1",
 )
 log1p_expm1 = rule(
     "log1p_expm1",

@@ -20,6 +20,9 @@ sum's axes and build the stable op along them, in both directions.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 from relwrite.graph import ops as o
 from relwrite.relations.predicates import (
     float_var,
@@ -28,6 +31,7 @@ from relwrite.relations.predicates import (
     same_dtype_at,
 )
 from relwrite.relations.registry import rule
+from relwrite.relations.runtime import Computed
 
 STABILIZE = ("stabilize", "fast_run")
 EVERY_MODE = (*STABILIZE, "fast_compile")
@@ -177,6 +181,54 @@ log_exp = rule(
     " underflows to 0 or a subnormal (x < -708.4, float32 x < -87.3) the left side is inf, -inf or"
     " inaccurate, the right side exact; elsewhere they agree to rounding (at x = -0.0 the left side"
     " is +0.0)",
+)
+
+
+def is_integer(value: Any) -> bool:
+    """Whether `value` has a signed or unsigned integer dtype (exp and expm1 compute it in a float)."""
+    return getattr(value, "dtype", None) is not None and value.type.numpy_dtype.kind in "iu"
+
+
+def _float_of(op: o.Elemwise) -> Computed:
+    """The float dtype `op` computes an integer `i` in, and back: the `i` whose dtype `op` makes it."""
+
+    def dtype(i: Any) -> str:
+        return op.output_dtype([i.dtype])
+
+    def integers(d: str, i: Any) -> Iterator[dict]:
+        yield {"i": i}
+
+    return Computed(dtype, inverse=integers)
+
+
+def _integer_inverse(name: str, outer: o.Elemwise, inner: o.Elemwise) -> Any:
+    text = f"{outer}({inner}(i))"
+    return rule(
+        name,
+        (outer, (inner, {"pattern": "i", "constraint": is_integer})),
+        (o.Cast.pattern(dtype="d"), "i"),
+        STABILIZE,
+        compute={"d": _float_of(inner)},
+        examples=(text,),
+        types={"i": "vector:int64"},
+        doc=f"{text} -> i cast to the float dtype {inner} computes it in, for integer i (the float rule"
+        f" keeps the dtype, and here {inner}(i) widens it): finite where {inner}(i) overflows (int64"
+        " i > 709; int8 and uint8 compute in float16, which overflows past 11) or underflows",
+    )
+
+
+log_exp_integer = _integer_inverse("log_exp_integer", o.log, o.exp)
+log1p_expm1_integer = _integer_inverse("log1p_expm1_integer", o.log1p, o.expm1)
+
+exp_softplus = rule(
+    "exp_softplus",
+    (o.exp, (o.softplus, float_var("x"))),
+    (o.add, 1, (o.exp, "x")),
+    STABILIZE,
+    examples=("exp(softplus(x))",),
+    types={"x": "vector"},
+    doc="exp(softplus(x)) -> 1 + exp(x) (floats): one exp instead of two and a log; accurate where the"
+    " left side rounds softplus(x) before exp amplifies its error (by up to 709 times, for large x)",
 )
 
 sqrt_sqr = rule(

@@ -57,15 +57,20 @@ from kanren.core import lall
 from unification import reify, var
 from unification.variable import Var, isvar
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.compare import (
+    Evaluated,
+    NoUsableExample,
+    SoundnessError,
+    coarsest_float,
+    difference,
+    evaluate,
+    magnitude,
+    unreliable_positions,
+)
 from relwrite.graph.basic import (
-    Constant,
     Op,
     Variable,
-    ancestors,
-    constant,
     graph_inputs,
-    io_toposort,
     type_from_spec,
 )
 from relwrite.graph.parse import parse
@@ -110,38 +115,6 @@ FILLED_SIZE = 256
 so that matrices of static shapes such as (64, 256) fit in what hypothesis draws for one example."""
 
 _NUMBER = (bool, int, float, np.number, np.bool_)
-
-
-class NoUsableExample(ValueError):
-    """No example could be drawn that the check compares: every draw broke an assumption, was not
-    finite where only finite values are compared, or was otherwise rejected."""
-
-
-class SoundnessError(AssertionError):
-    """A rule whose two sides differ on some input; the message describes the counterexample.
-
-    Attributes: `rule` (its name), `direction` ("forward" or "backward"),
-    `inputs` (input name -> array), `left` and `right` (the two graphs; either
-    may be None when it could not be built) and `left_value`, `right_value`.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        rule: str,
-        direction: str,
-        inputs: Mapping[str, np.ndarray],
-        left: Variable | None = None,
-        right: Variable | None = None,
-        left_value: np.ndarray | None = None,
-        right_value: np.ndarray | None = None,
-    ):
-        super().__init__(message)
-        self.rule = rule
-        self.direction = direction
-        self.inputs = dict(inputs)
-        self.left, self.right = left, right
-        self.left_value, self.right_value = left_value, right_value
 
 
 @dataclass(frozen=True)
@@ -603,172 +576,6 @@ def _checked_templates(subject: _Subject) -> list[_Template]:
 # -- evaluation and comparison ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Evaluated:
-    value: np.ndarray
-    magnitude: float  # the largest finite magnitude among the graph's intermediate values
-    underflow: bool  # whether some intermediate value is subnormal (and so has lost precision)
-    overflow: bool  # whether some value computed from finite inputs is not finite
-
-
-def _evaluate(graph: Variable, binding: Binding) -> _Evaluated:
-    """Evaluate `graph` on the binding's values with the NumPy backend."""
-    outputs = [graph, *(v for v in ancestors([graph]) if v.owner is not None and v is not graph)]
-    with np.errstate(all="ignore"):
-        results = function(list(binding.inputs), outputs)(*binding.values)
-    finite_inputs = all(_finite(v) for v in binding.values)
-    return _Evaluated(
-        np.asarray(results[0]),
-        max(_magnitude(r) for r in results),
-        any(_subnormal(r) for r in results),
-        finite_inputs and not all(_finite(r) for r in results),
-    )
-
-
-def _finite(array: np.ndarray) -> bool:
-    array = np.asarray(array)
-    return array.dtype.kind != "f" or bool(np.isfinite(array).all())
-
-
-def _magnitude(array: np.ndarray) -> float:
-    array = np.asarray(array)
-    if array.dtype.kind not in "iuf" or array.size == 0:
-        return 0.0
-    finite = np.abs(array[np.isfinite(array)]) if array.dtype.kind == "f" else np.abs(array)
-    return float(finite.max()) if finite.size else 0.0
-
-
-def _subnormal(array: np.ndarray) -> bool:
-    array = np.asarray(array)
-    if array.dtype.kind != "f":
-        return False
-    magnitude = np.abs(array)
-    return bool(((magnitude > 0) & (magnitude < np.finfo(array.dtype).smallest_normal)).any())
-
-
-def _tolerances(dtype: np.dtype, rtol: float | None, atol: float | None, scale: float) -> tuple[float, float]:
-    """Relative and absolute tolerances for `dtype`: sqrt(eps), the absolute one times `scale`."""
-    if dtype.kind != "f":
-        return (rtol or 0.0, atol or 0.0)
-    tolerance = float(np.sqrt(np.finfo(dtype).eps))
-    return (tolerance if rtol is None else rtol, tolerance * scale if atol is None else atol)
-
-
-def _difference(
-    left: np.ndarray,
-    right: np.ndarray,
-    finite_only: bool,
-    rtol: float | None,
-    atol: float | None,
-    scale: float,
-    unreliable: Callable[[], np.ndarray | None] = lambda: None,
-    inputs_dtype: np.dtype | None = None,
-) -> str | None:
-    """How `right` differs from `left`, or None when they agree.
-
-    `unreliable()`, asked only when some values differ, marks positions where
-    `left` itself is too inaccurate to compare against.  Float tolerances are
-    those of the coarser of the result's dtype and `inputs_dtype` (the
-    coarsest float input): a float64 result of float32 inputs may carry
-    float32 rounding, e.g. log(x) + log(y) against log(x * y).
-    """
-    if left.dtype != right.dtype:
-        return f"dtypes differ: left {left.dtype.name}, right {right.dtype.name}"
-    if left.shape != right.shape:
-        return f"shapes differ: left {left.shape}, right {right.shape}"
-    precision = left.dtype
-    if (
-        inputs_dtype is not None
-        and left.dtype.kind == "f"
-        and np.finfo(inputs_dtype).eps > np.finfo(precision).eps
-    ):
-        precision = inputs_dtype
-    r_tol, a_tol = _tolerances(precision, rtol, atol, scale)
-    if left.dtype.kind == "f":
-        with np.errstate(all="ignore"):
-            same = (left == right) | (np.isnan(left) & np.isnan(right))
-            close = (
-                np.isfinite(left)
-                & np.isfinite(right)
-                & (np.abs(left - right) <= a_tol + r_tol * np.abs(left))
-            )
-        agree = same | close
-        if finite_only:
-            agree |= ~np.isfinite(left)
-        if not agree.all():
-            skipped = unreliable()
-            if skipped is not None:
-                agree |= skipped
-    else:
-        exact_left, exact_right = left.astype(np.float64), right.astype(np.float64)  # no integer overflow
-        agree = np.abs(exact_left - exact_right) <= a_tol + r_tol * np.abs(exact_left)
-    if agree.all():
-        return None
-    index = tuple(int(i) for i in np.argwhere(~agree)[0])
-    where = f" at index {index}" if index else ""
-    return (
-        f"values differ{where}: left {left[index].tolist()!r}, right {right[index].tolist()!r}"
-        f" (rtol={r_tol:.3g}, atol={a_tol:.3g})"
-    )
-
-
-def _coarsest_float(values: Sequence[np.ndarray]) -> np.dtype | None:
-    """The float dtype with the largest epsilon among `values`, or None when none is a float."""
-    floats = [np.asarray(v).dtype for v in values if np.asarray(v).dtype.kind == "f"]
-    return max(floats, key=lambda d: np.finfo(d).eps) if floats else None
-
-
-LOWER_PRECISION = {"float64": "float32", "float32": "float16"}
-
-
-def _unreliable_positions(
-    graph: Variable, binding: Binding, value: np.ndarray, scale: float
-) -> np.ndarray | None:
-    """Where `value` (graph's value on the binding) is numerically unreliable, or None if unknown.
-
-    The graph is evaluated again with its float inputs and constants in the
-    next lower precision; a finite position whose value is not reproduced
-    within that precision's tolerance is ill-conditioned (catastrophic
-    cancellation, say), so its last digits in the higher precision mean
-    nothing either.  Stabilizing rules exist for such positions.
-    """
-    lower = LOWER_PRECISION.get(value.dtype.name)
-    if lower is None:
-        return None
-    try:
-        lowered = _in_precision(graph, binding, np.dtype(lower))
-    except Exception:
-        return None
-    if lowered.shape != value.shape:
-        return None
-    tolerance = float(np.sqrt(np.finfo(lower).eps))
-    with np.errstate(all="ignore"):
-        reproduced = np.isfinite(lowered) & (
-            np.abs(value - lowered) <= tolerance * scale + tolerance * np.abs(value)
-        )
-    return np.isfinite(value) & ~reproduced
-
-
-def _in_precision(graph: Variable, binding: Binding, dtype: np.dtype) -> np.ndarray:
-    """`graph` evaluated with every wider float input and constant cast to `dtype`."""
-
-    def lowered(v: Variable) -> Variable:
-        if v.type.numpy_dtype.kind == "f" and v.type.numpy_dtype.itemsize > dtype.itemsize:
-            if isinstance(v, Constant):
-                return constant(v.data.astype(dtype))
-            return TensorType(dtype, v.type.shape)(v.name)
-        return v
-
-    replacement = {v: lowered(v) for v in binding.inputs}
-    for node in io_toposort(list(binding.inputs), [graph]):
-        args = [replacement[i] if i in replacement else lowered(i) for i in node.inputs]
-        for old, new in zip(node.outputs, node.op.make_node(*args).outputs):
-            replacement[old] = new
-    values = [value.astype(replacement[v].dtype) for v, value in zip(binding.inputs, binding.values)]
-    with np.errstate(all="ignore"):
-        return np.asarray(function([replacement[v] for v in binding.inputs], replacement[graph])(*values))
-
-
 def _type_problem(old: Variable, new: Variable) -> str | None:
     """Why `new` cannot replace `old` in a graph (the engine's rule), or None."""
     if old.type.is_super(new.type):
@@ -824,7 +631,7 @@ class _Checker:
     def check(self, binding: Binding) -> None:
         lhs = binding.lhs
         try:
-            left = _evaluate(lhs, binding)
+            left = evaluate(lhs, binding.inputs, binding.values)
         except Exception as exc:
             _reject(self.rejections, "the left side did not evaluate on the drawn values", exc)
         if left.underflow:  # gradual underflow loses precision no tolerance can account for
@@ -846,7 +653,7 @@ class _Checker:
             try:
                 rhs = _answer_graph(answer, like=lhs)
                 problem = _type_problem(lhs, rhs)
-                right = _evaluate(rhs, binding)
+                right = evaluate(rhs, binding.inputs, binding.values)
             except Exception as exc:
                 if self.forward:
                     self.fail(
@@ -868,7 +675,7 @@ class _Checker:
                 self.check_backward(binding, rhs, right)
             self.examples["backward"] += 1
 
-    def check_backward(self, binding: Binding, rhs: Variable, right: _Evaluated) -> None:
+    def check_backward(self, binding: Binding, rhs: Variable, right: Evaluated) -> None:
         try:
             forms = _answers(self.subject, rhs, "backward")
         except Exception as exc:
@@ -887,7 +694,7 @@ class _Checker:
             try:
                 found = _answer_graph(form, like=rhs)
                 problem = _type_problem(rhs, found)
-                left = _evaluate(found, binding)
+                left = evaluate(found, binding.inputs, binding.values)
             except Exception as exc:
                 self.fail(
                     "backward",
@@ -903,24 +710,24 @@ class _Checker:
         direction: str,
         binding: Binding,
         lhs: Variable,
-        left: _Evaluated,
+        left: Evaluated,
         rhs: Variable,
-        right: _Evaluated,
+        right: Evaluated,
         problem: str | None,
     ) -> None:
         if self.subject.real_only and left.overflow != right.overflow:
             _reject(self.rejections, "a value overflowed on one side only: not a comparison over the reals")
         if problem is None:
-            scale = max(1.0, left.magnitude, right.magnitude, *(_magnitude(v) for v in binding.values))
-            problem = _difference(
+            scale = max(1.0, left.magnitude, right.magnitude, *(magnitude(v) for v in binding.values))
+            problem = difference(
                 left.value,
                 right.value,
                 not self.subject.compares_non_finite,
                 self.rtol,
                 self.atol,
                 scale,
-                lambda: _unreliable_positions(lhs, binding, left.value, scale),
-                _coarsest_float(binding.values),
+                lambda: unreliable_positions(lhs, binding.inputs, binding.values, left.value, scale),
+                coarsest_float(binding.values),
             )
         if problem is not None:
             self.fail(direction, binding, problem, lhs, rhs, left.value, right.value)

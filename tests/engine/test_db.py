@@ -93,6 +93,66 @@ def test_a_failed_duplicate_registration_keeps_the_first_entry():
     assert db["step"] is first and db.tags_of("step") == {"t", "mydb"}
 
 
+def test_duplicate_registration_says_how_to_replace():
+    db = SequenceDB("mydb")
+    db.register("step", Step())
+    with pytest.raises(ValueError, match="pass overwrite_existing=True to replace it"):
+        db.register("step", Step())
+    with pytest.raises(TypeError, match="overwrite_existing must be True or False, got 'yes'"):
+        db.register("step", Step(), overwrite_existing="yes")
+
+
+def test_overwrite_existing_replaces_the_item_tags_and_position():
+    db = SequenceDB("mydb")
+    db.register("a", Step(), "t", position=1)
+    db.register("b", Step(), "t", position=2)
+    second = Step()
+    db.register("a", second, "t", "u", position=3, overwrite_existing=True)
+    assert db["a"] is second and db.tags_of("a") == {"t", "u", "mydb"} and db.names() == ["a", "b"]
+    assert [s.name for s in db.query(Query(include=["t"])).rewriters] == ["b", "a"]
+    assert [s for s in db.query(Query(include=["u"])).rewriters] == [second]
+    db.register("fresh", Step(), overwrite_existing=True)  # nothing to replace: a plain registration
+    assert "fresh" in db
+
+
+def test_overwriting_a_rule_changes_what_the_database_rewrites():
+    db = EquilibriumDB("simplify")
+    db.register("rule", EXP_LOG, "safe")
+    x = float64("x")
+    assert pprint(rewrite_graph(exp(log(neg(neg(x)))), include=["safe"], db=db)) == "-(-x)"
+    db.register("rule", NEG_NEG, "safe", overwrite_existing=True)
+    assert pprint(rewrite_graph(exp(log(neg(neg(x)))), include=["safe"], db=db)) == "exp(log(x))"
+
+
+def test_a_rejected_overwrite_keeps_the_old_entry():
+    db = SequenceDB("mydb")
+    first = Step()
+    db.register("a", first, "t")
+    db.register("b", Step(), "fast")
+    with pytest.raises(ValueError, match="the tag 'b' of 'a' is the name of another entry"):
+        db.register("a", Step(), "b", overwrite_existing=True)
+    assert db["a"] is first and db.tags_of("a") == {"t", "mydb"}
+    db.register("b", Step(), "b", overwrite_existing=True)  # an entry's old tags leave with it...
+    assert db.tags_of("b") == {"b", "mydb"}
+    db.register("fast", Step())  # ...so its old tag 'fast' is free as a name
+
+
+@given(st.lists(st.tuples(st.sampled_from("abcd"), st.sampled_from([0.0, 1.0, 2.0, "last"])), max_size=12))
+def test_overwriting_keeps_the_last_registration_at_the_first_ones_turn(registrations):
+    db = SequenceDB()
+    expected: dict[str, tuple[Step, float]] = {}  # the model: name -> (item, position), in first-seen order
+    for name, position in registrations:
+        step = Step()
+        db.register(name, step, "t", position=position, overwrite_existing=True)
+        others = [p for n, (_, p) in expected.items() if n != name]
+        at = max(others, default=0.0) + 1 if position == "last" else position
+        expected[name] = (step, at)
+    assert db.names() == list(expected) and all(db[n] is item for n, (item, _) in expected.items())
+    first_seen = {name: k for k, name in enumerate(expected)}
+    order = sorted(expected, key=lambda n: (expected[n][1], first_seen[n]))
+    assert [s.name for s in db.query(Query(include=["t"])).rewriters] == order
+
+
 def test_a_name_equal_to_another_entrys_tag_is_rejected_naming_both():
     db = SequenceDB("mydb")
     db.register("one", Step(), "fast")

@@ -43,6 +43,7 @@ from relwrite.engine import (
 )
 from relwrite.engine.node_rewriters import (
     BudgetExceeded,
+    FunctionNodeRewriter,
     collect_rejections,
     kanren_budget,
     reject_answer,
@@ -91,6 +92,20 @@ def test_node_rewriter_rejects_tracks_that_are_not_ops():
         node_rewriter(["exp"])
     with pytest.raises(TypeError, match="int"):
         node_rewriter([int])
+
+
+def test_node_rewriter_rejects_an_empty_tracks_list_when_decorating():
+    with pytest.raises(ValueError, match=r"tracks is an empty list.*use None"):
+        node_rewriter([])
+    with pytest.raises(ValueError, match="FunctionNodeRewriter: tracks is an empty list"):
+        FunctionNodeRewriter(lambda fgraph, node: False, tracks=())
+    assert node_rewriter(None)(lambda fgraph, node: False).tracks() is None
+
+
+@pytest.mark.parametrize("tracks", [exp, ops.Log, "exp"])
+def test_node_rewriter_rejects_tracks_that_are_not_a_list(tracks):
+    with pytest.raises(TypeError, match="tracks must be None or a list of ops or op classes, got"):
+        node_rewriter(tracks)
 
 
 def test_node_rewriter_base_class_needs_transform():

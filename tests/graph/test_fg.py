@@ -5,6 +5,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relwrite.graph import ops
+from relwrite.graph.basic import vector
 from relwrite.graph.features import History
 from relwrite.graph.fg import FunctionGraph, InconsistencyError
 from relwrite.testing import expression_graphs
@@ -136,3 +137,26 @@ def test_reading_a_constant_equal_to_one_the_node_reads_elsewhere_keeps_both_cli
     fgraph.change_node_input(out.owner, 3, first)
     fgraph.check_integrity()
     assert sorted(i for _, i in fgraph.clients[first]) == [1, 3]
+
+
+@given(graphs)
+def test_in_holds_exactly_the_graphs_own_variables_and_nodes(graph):
+    inputs, output = graph
+    fgraph = _fgraph(graph)
+    assert all(v in fgraph for v in fgraph.variables) and all(n in fgraph for n in fgraph.apply_nodes)
+    assert output not in fgraph and (output.owner is None or output.owner not in fgraph)
+    assert not any(v in fgraph for v in inputs)  # the caller's inputs were cloned
+    nodes = list(fgraph.apply_nodes)
+    fgraph.add_output(fgraph.inputs[0])
+    fgraph.remove_output(0)
+    assert fgraph.inputs[0] in fgraph and not any(node in fgraph for node in nodes)
+    assert not any(out in fgraph for node in nodes for out in node.outputs)
+
+
+def test_in_rejects_what_is_neither_a_variable_nor_a_node():
+    v = vector("v")
+    x = ops.exp(v)
+    fgraph = FunctionGraph([v], [x], clone=False)
+    assert v in fgraph and x in fgraph and x.owner in fgraph
+    with pytest.raises(TypeError, match="`in` got str"):
+        "x" in fgraph  # noqa: B015

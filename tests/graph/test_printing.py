@@ -7,6 +7,8 @@ import subprocess
 import time
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from relwrite.graph import ops
 from relwrite.graph.basic import constant, float64, matrix, scalar, vector
@@ -24,6 +26,7 @@ from relwrite.graph.printing import (
     pprint,
     to_dot,
 )
+from relwrite.testing import expression_graphs
 
 CHAIN_LENGTH = 100_000
 
@@ -345,6 +348,79 @@ def test_dprint_caps_indentation_with_the_depth():
     assert re.fullmatch(r"( \|){50}exp \[id \w+\] ''", lines[DPRINT_INDENT_CAP])
     assert re.fullmatch(r"\[51\] \|exp \[id \w+\] ''", lines[DPRINT_INDENT_CAP + 1])
     assert re.fullmatch(r"\[52\] \|x \[id \w+\]", lines[-1])
+
+
+def test_dprint_of_a_compiled_function_with_types():
+    from relwrite.backends.function import function
+
+    x = vector("x")
+    compiled = function([x], ops.exp(x) * 2.0 + ops.log(x), mode="fast_compile")
+    assert dprint(compiled, file="str", print_type=True) == (
+        "add [id A] <TensorType(float64, (None,))> ''\n"
+        " |log [id B] <TensorType(float64, (None,))> ''\n"
+        " | |x [id C] <TensorType(float64, (None,))>\n"
+        " |mul [id D] <TensorType(float64, (None,))> ''\n"
+        " | |2.0 [id E] <TensorType(float64, ())>\n"
+        " | |exp [id F] <TensorType(float64, (None,))> ''\n"
+        " | | |x [id C] <TensorType(float64, (None,))>\n"
+    )
+    assert dprint(compiled, file="str", depth=2) == "add [id A] ''\n |log [id B] ''\n |mul [id C] ''\n"
+    assert dprint(compiled, file="str", depth=1) == "add [id A] ''\n"
+    assert dprint(compiled, file="str", depth=0) == ""
+
+
+def test_dprint_type_of_each_output_of_a_multi_output_node():
+    a, b = scalar("a"), scalar("b")
+    first, second = ops.Composite([a, b], [a + b, a > b])(float64("x"), float64("y"))
+    lines = dprint([first, second], file="str", print_type=True).splitlines()
+    assert lines[0].endswith("[id A] <TensorType(float64, ())> ''")
+    assert lines[-1].endswith("[id A] <TensorType(bool, ())> ''")
+
+
+def test_dprint_expands_a_node_cut_off_by_depth_where_it_is_next_within_reach():
+    y = float64("y")
+    shared = ops.exp(y)
+    assert dprint(ops.add(ops.log(shared), shared), file="str", depth=2) == (
+        "add [id A] ''\n |log [id B] ''\n |exp [id C] ''\n"
+    )
+    assert dprint(ops.add(ops.log(shared), shared), file="str", depth=3) == (
+        "add [id A] ''\n |log [id B] ''\n | |exp [id C] ''\n |exp [id C] ''\n | |y [id D]\n"
+    )
+
+
+@pytest.mark.parametrize("depth", [-2, 1.5, True, "2"])
+def test_dprint_rejects_a_depth_that_is_not_a_level_count(depth):
+    with pytest.raises(ValueError, match="depth must be -1 \\(no limit\\) or a number of levels >= 0, got"):
+        dprint(float64("x"), file="str", depth=depth)
+    with pytest.raises(TypeError, match="print_type must be True or False, got 'yes'"):
+        dprint(float64("x"), file="str", print_type="yes")
+
+
+def _level(line):
+    bars = re.match(r"\[(\d+)\] \||((?: \|)*)", line)
+    return int(bars.group(1)) if bars.group(1) else len(bars.group(2)) // 2
+
+
+@given(expression_graphs(max_nodes=12), st.integers(min_value=1, max_value=14))
+def test_dprint_depth_bounds_the_levels_and_only_ever_adds_lines(graph, depth):
+    _, output = graph
+    full = dprint(output, file="str").splitlines()
+    cut = dprint(output, file="str", depth=depth).splitlines()
+    assert all(_level(line) < depth for line in cut)
+    assert cut[0] == full[0] and [line for line in full if _level(line) == 0] == [cut[0]]
+    assert len(cut) <= len(dprint(output, file="str", depth=depth + 1).splitlines()) <= len(full)
+    assert dprint(output, file="str", depth=13) == "\n".join(full) + "\n"  # deeper than any 12-node graph
+    typed = dprint(output, file="str", print_type=True, depth=depth).splitlines()
+    assert [re.sub(r" <TensorType\([^>]*\)>", "", line) for line in typed] == cut
+
+
+@pytest.mark.slow
+def test_dprint_with_types_and_depth_on_a_long_chain(chain):
+    lines = dprint(chain, file="str", print_type=True).splitlines()
+    assert len(lines) == CHAIN_LENGTH + 1 + CHAIN_LENGTH // 2
+    assert all(" <TensorType(float64, ())>" in line for line in lines)
+    # 10 levels (exp at the even ones), and the `1.0` of each `+ 1.0` above the last level
+    assert len(dprint(chain, file="str", depth=10).splitlines()) == 10 + 4
 
 
 @pytest.mark.slow

@@ -16,9 +16,10 @@ from hypothesis import strategies as st
 from kanren import run, var
 from unification.variable import isvar
 
+import relwrite as rw
 from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
-from relwrite.engine import RewriteWarning, rewrite_graph
+from relwrite.engine import Query, RewriteWarning, rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import (
     Constant,
@@ -868,3 +869,52 @@ def test_dimshuffles_that_only_move_length_one_axes_collapse_to_their_input():
             assert not any(isinstance(n.op, o.DimShuffle) for n in compiled.fgraph.apply_nodes), pprint(graph)
     moved = o.DimShuffle(3, (1, 0, 2))(tensor("U", "float64", (1, 2, 1)))  # the length-2 axis moves
     assert forward(get_rule("useless_dimshuffle"), moved) is None
+
+
+# -- 0 / x and 1 ** x in the compiled pipeline -----------------------------------------------------
+
+FAST_RUN_UNSAFE = rw.Mode(query=Query(include=["fast_run", "unsafe"]))
+
+
+def ops_of(f) -> set[type]:
+    return {type(node.op) for node in f.fgraph.apply_nodes}
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_zero_div_gives_zeros_with_unsafe_rules_and_keeps_the_nan_at_zero_without(dtype):
+    x = vector("x", dtype=dtype)
+    values = np.array([2.0, -np.inf, 0.0, np.nan], dtype=dtype)
+    unsafe = rw.function([x], parse("0 / x", types={"x": x}), mode=FAST_RUN_UNSAFE)
+    assert o.TrueDiv not in ops_of(unsafe)
+    result = unsafe(values)
+    assert result.dtype == dtype
+    np.testing.assert_array_equal(result, np.zeros(4))
+    safe = rw.function([x], parse("0 / x", types={"x": x}), mode="fast_run")
+    with np.errstate(invalid="ignore"):
+        assert np.isnan(safe(values)[2:]).all()
+
+
+def test_zero_div_keeps_the_shape_zeros_broadcast_to_and_leaves_integers_alone():
+    x = vector("x")
+    f = rw.function([x], o.true_div(constant(np.zeros((2, 1))), o.exp(x)), mode=FAST_RUN_UNSAFE)
+    assert not ops_of(f) & {o.TrueDiv, o.Exp}
+    np.testing.assert_array_equal(f(np.ones(3)), np.zeros((2, 3)))
+    assert list(c.zero_div.forward(parse("0 / i", types={"i": "vector:int32"}))) == []
+    assert list(c.zero_div.forward(o.true_div(constant(np.array([0.0, 1.0])), x))) == []
+
+
+def test_one_pow_gives_ones_in_fast_run_for_every_exponent():
+    x = vector("x")
+    f = rw.function([x], parse("1 ** x", types={"x": x}), mode="fast_run")
+    assert o.Pow not in ops_of(f)
+    np.testing.assert_array_equal(f(np.array([np.nan, np.inf, -np.inf, 0.0, -3.5])), np.ones(5))
+    s = scalar("s")
+    g = rw.function([s], o.pow(constant(np.ones((3,))), s), mode="fast_run")
+    assert o.Pow not in ops_of(g)
+    np.testing.assert_array_equal(g(np.float64(np.nan)), np.ones(3))
+
+
+def test_one_pow_leaves_integer_powers_and_other_bases_alone():
+    assert list(c.one_pow.forward(parse("1 ** i", types={"i": "vector:int32"}))) == []
+    assert list(c.one_pow.forward(parse("2 ** x", types={"x": "vector"}))) == []
+    assert list(c.one_pow.forward(o.pow(constant(np.array([1.0, 2.0])), vector("x")))) == []

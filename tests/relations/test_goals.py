@@ -238,7 +238,9 @@ def test_constant_is_not_a_term_of_a_group():
         (np.float32(0.1), 0.1, True),  # compared in the constant's dtype, as the graph would
         (np.float64(0.1), np.float32(0.1), False),
         (np.uint8(255), -1, False),
-        (np.nan, np.nan, False),
+        (np.nan, np.nan, True),  # a NaN in a pattern matches a NaN constant (NaN != NaN elsewhere)
+        (np.nan, 0, False),
+        (np.float32(1.0), np.nan, False),
         (-0.0, 0, True),
         (np.array([1.0, 1.0]), 1, True),
         (np.array([1.0, 2.0]), 1, False),

@@ -4,6 +4,7 @@ known_* rules answer exactly where the static type knows the value."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -66,3 +67,56 @@ def test_the_rules_keep_the_values_of_generated_shape_reads(name, graph, data):
         assert (rhs is not None) == (isinstance(op, Shape_i) and read.type.shape[op.i] is not None)
     if name.startswith("known_"):
         assert rhs is None or isinstance(rhs, Constant)
+
+
+LENGTH_FACTS = [
+    ("x.shape[0] >= 0", lambda x: x.shape[0] >= 0, True),
+    ("0 <= x.shape[0]", lambda x: o.le(constant(0), x.shape[0]), True),
+    ("x.shape[0] < 0", lambda x: x.shape[0] < 0, False),
+    ("0 > x.shape[0]", lambda x: o.gt(constant(0), x.shape[0]), False),
+    ("shape_i(x, 0) >= -1.5", lambda x: o.ge(Shape_i(0)(x), constant(-1.5)), True),
+]
+
+
+@pytest.mark.parametrize("text, build, truth", LENGTH_FACTS, ids=[t for t, _, _ in LENGTH_FACTS])
+def test_comparisons_of_a_length_with_a_non_positive_bound_fold_in_fast_run(text, build, truth):
+    x = rw.vector("x")
+    f = rw.function([x], build(x), mode="fast_run")
+    assert not any(isinstance(node.op, (o.Ge, o.Le, o.Lt, o.Gt)) for node in f.fgraph.apply_nodes), text
+    for length in (0, 3):
+        assert bool(f(np.zeros(length))) is truth
+
+
+LENGTH_CLAMPS = [
+    ("switch(s <= 0, 0, s)", lambda s: o.switch(o.le(s, constant(0)), constant(0), s)),
+    ("switch(s < 0, 0, s)", lambda s: o.switch(o.lt(s, constant(0)), constant(0), s)),
+    ("switch(s <= -1, 7, s)", lambda s: o.switch(o.le(s, constant(-1)), constant(7), s)),
+    ("maximum(s, 0)", lambda s: o.maximum(s, constant(0))),
+    ("maximum(0, s)", lambda s: o.maximum(constant(0), s)),
+]
+
+
+@pytest.mark.parametrize("text, build", LENGTH_CLAMPS, ids=[t for t, _ in LENGTH_CLAMPS])
+def test_a_length_clamped_at_zero_is_the_length_in_fast_run(text, build):
+    m = rw.matrix("m")
+    f = rw.function([m], build(m.shape[1]), mode="fast_run")
+    assert not any(isinstance(node.op, (o.Switch, o.Maximum)) for node in f.fgraph.apply_nodes), text
+    for shape in ((2, 0), (2, 5)):
+        assert int(f(np.zeros(shape))) == shape[1]
+
+
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("length_ge_nonpositive", "shape_i(x, 0) >= 1"),
+        ("length_lt_nonpositive", "shape_i(x, 0) < 1"),
+        ("length_clamp_switch", "switch(shape_i(x, 0) <= 0, 1, shape_i(x, 0))"),
+        ("length_clamp_switch", "switch(shape_i(x, 0) >= 0, 0, shape_i(x, 0))"),
+        ("length_clamp_switch", "switch(shape_i(x, 0) <= 0, 0, shape_i(m, 0))"),
+        ("length_max_nonpositive", "maximum(shape_i(x, 0), 1)"),
+        ("length_max_nonpositive", "maximum(x, 0)"),
+    ],
+)
+def test_length_rules_leave_bounds_a_length_can_cross_alone(name, text):
+    graph = parse(text, types={"x": "vector", "m": "matrix"})
+    assert list(RULES[name].forward(graph)) == []

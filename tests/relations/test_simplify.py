@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from kanren import run, var
 from unification.variable import isvar
 
+import relwrite as rw
 from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import rewrite_graph
@@ -479,3 +480,31 @@ def test_a_reduction_of_an_alloc_is_computed_from_its_value_and_the_count(kind, 
     assert (rhs is not None) == fires, (pprint(graph), rhs)
     if fires:  # no reduction left: the value, combined with the count
         assert not any(isinstance(v.owner.op, o.Reduce) for v in ancestors([rhs]) if v.owner is not None)
+
+
+@pytest.mark.parametrize(
+    "text, dtype",
+    [
+        ("neg(mul(x, neg(y)))", "float64"),
+        ("neg(mul(neg(x), y, z))", "float64"),
+        ("neg(mul(x, -2.0))", "float64"),
+        ("neg(mul(x, neg(y)))", "int8"),
+    ],
+)
+def test_a_negated_product_with_a_negated_factor_loses_both_signs_in_fast_run(text, dtype):
+    x, y, z = (tensor(n, dtype, (None,)) for n in "xyz")
+    graph = parse(text, types={"x": x, "y": y, "z": z})
+    inputs = [v for v in (x, y, z) if v in graph_inputs([graph])]
+    f = rw.function(inputs, graph, mode="fast_run")
+    ran = [n.op for node in f.fgraph.apply_nodes for n in getattr(node.op, "nodes", [node])]
+    assert not any(isinstance(op, o.Neg) for op in ran), pprint(graph)
+    values = [np.array([-128, 3, 7], dtype=dtype) if dtype == "int8" else np.array([1.5, -2.0, 3.0])] * len(
+        inputs
+    )
+    with np.errstate(all="ignore"):
+        np.testing.assert_array_equal(f(*values), function(inputs, graph)(*values))
+
+
+def test_neg_mul_neg_leaves_products_of_mixed_dtypes_alone():
+    graph = parse("neg(mul(x, neg(i)))", types={"x": "vector", "i": "vector:int8"})
+    assert list(BY_NAME["neg_mul_neg"].forward(graph)) == []

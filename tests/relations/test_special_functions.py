@@ -81,6 +81,10 @@ def mp_log1mexp(x):
     return mpmath.log(-mpmath.expm1(x))
 
 
+def mp_logdiffexp(x, y):
+    return x + mpmath.log(-mpmath.expm1(y - x))
+
+
 ACCURACY = [
     # rule, example, inputs, exact value (mpmath)
     ("log_one_minus_exp", "log(add(1, neg(exp(x))))", {"x": -1e-20}, exact(mp_log1mexp, -1e-20)),
@@ -89,7 +93,59 @@ ACCURACY = [
     ("log_neg_expm1", "log(neg(expm1(x)))", {"x": -40.0}, exact(mp_log1mexp, -40.0)),
     ("one_minus_erf", "add(1, neg(erf(x)))", {"x": 10.0}, exact(mpmath.erfc, 10.0)),
     ("one_minus_erfc", "add(1, neg(erfc(x)))", {"x": 1e-20}, exact(mpmath.erf, 1e-20)),
+    ("one_minus_erf_times_minus_one", "add(1, mul(-1, erf(x)))", {"x": 10.0}, exact(mpmath.erfc, 10.0)),
+    ("one_minus_erfc_times_minus_one", "add(1, mul(-1, erfc(x)))", {"x": 1e-20}, exact(mpmath.erf, 1e-20)),
+    ("two_minus_erfc_times_minus_one", "add(2, mul(-1, erfc(x)))", {"x": -10.0}, exact(mpmath.erfc, 10.0)),
+    ("erf_minus_one", "add(-1, erf(x))", {"x": 10.0}, -exact(mpmath.erfc, 10.0)),
+    ("erfc_neg_minus_one", "add(-1, erfc(neg(x)))", {"x": 1e-20}, exact(mpmath.erf, 1e-20)),
+    ("erfc_minus_one", "add(-1, erfc(x))", {"x": 1e-20}, -exact(mpmath.erf, 1e-20)),
+    ("minus_one_minus_erf", "add(-1, neg(erf(x)))", {"x": -10.0}, -exact(mpmath.erfc, 10.0)),
+    (
+        "minus_one_minus_erf_times_minus_one",
+        "add(-1, mul(-1, erf(x)))",
+        {"x": -10.0},
+        -exact(mpmath.erfc, 10.0),
+    ),
+    (
+        "log_one_minus_erf_times_minus_one",
+        "log(add(1, mul(-1, erf(x))))",
+        {"x": 10.0},
+        exact(lambda x: mpmath.log(mpmath.erfc(x)), 10.0),
+    ),
+    ("log1mexp_log1mexp", "log1mexp(log1mexp(x))", {"x": -800.0}, -800.0),
+    (
+        "logdiffexp",
+        "log(add(exp(x), neg(exp(y))))",
+        {"x": 1000.0, "y": 999.0},
+        exact(mp_logdiffexp, 1000.0, 999.0),
+    ),
+    (
+        "logdiffexp",
+        "log(add(exp(x), neg(exp(y))))",
+        {"x": -800.0, "y": -801.0},
+        exact(mp_logdiffexp, -800.0, -801.0),
+    ),
+    (
+        "logdiffexp_times_minus_one",
+        "log(add(exp(x), mul(-1, exp(y))))",
+        {"x": 1000.0, "y": 999.0},
+        exact(mp_logdiffexp, 1000.0, 999.0),
+    ),
     ("one_plus_erf", "add(1, erf(x))", {"x": -10.0}, exact(mpmath.erfc, 10.0)),
+    (
+        "log_one_minus_exp_times_minus_one",
+        "log(add(1, mul(-1, exp(x))))",
+        {"x": -1e-20},
+        exact(mp_log1mexp, -1e-20),
+    ),
+    ("log1p_neg_exp_times_minus_one", "log1p(mul(-1, exp(x)))", {"x": -1e-20}, exact(mp_log1mexp, -1e-20)),
+    ("log_neg_expm1_times_minus_one", "log(mul(-1, expm1(x)))", {"x": -40.0}, exact(mp_log1mexp, -40.0)),
+    (
+        "one_minus_sigmoid_times_minus_one",
+        "add(1, mul(-1, sigmoid(x)))",
+        {"x": 40.0},
+        exact(lambda x: 1 / (1 + mpmath.exp(x)), 40.0),
+    ),
     ("two_minus_erfc", "add(2, neg(erfc(x)))", {"x": -10.0}, exact(mpmath.erfc, 10.0)),
     (
         "log_one_minus_erf",
@@ -207,6 +263,22 @@ PIPELINE = [
     ("2 - erfc(x)", lambda x: 2 - o.erfc(x), "erfc(-x)"),
     ("1 + erf(x)", lambda x: 1 + o.erf(x), "erfc(-x)"),
     ("log1p(expm1(x))", lambda x: o.log1p(o.expm1(x)), "x"),
+    ("(-1.0 * erf(x)) + 1", lambda x: (-1.0 * o.erf(x)) + 1, "erfc(x)"),
+    ("1 + (-1.0 * erfc(x))", lambda x: 1 + (-1.0 * o.erfc(x)), "erf(x)"),
+    ("erf(x) - 1", lambda x: o.erf(x) - 1, "-erfc(x)"),
+    ("-1 + erfc(-x)", lambda x: -1 + o.erfc(-x), "erf(x)"),
+    ("erfc(x) - 1", lambda x: o.erfc(x) - 1, "-erf(x)"),
+    ("-erf(x) - 1", lambda x: -o.erf(x) - 1, "-erfc(-x)"),
+    ("-1.0 * erf(x) - 1", lambda x: -1.0 * o.erf(x) - 1, "-erfc(-x)"),
+    ("log(1 - exp(x)) as -1.0 * exp(x)", lambda x: o.log(1 + -1.0 * o.exp(x)), "log1mexp(x)"),
+    ("log1p(-1.0 * exp(x))", lambda x: o.log1p(-1.0 * o.exp(x)), "log1mexp(x)"),
+    ("log(-1.0 * expm1(x))", lambda x: o.log(-1.0 * o.expm1(x)), "log1mexp(x)"),
+    ("1 + -1.0 * sigmoid(x)", lambda x: 1 + -1.0 * o.sigmoid(x), "sigmoid(-x)"),
+    (
+        "log(exp(x) - exp(2 * x))",
+        lambda x: o.log(o.exp(x) - o.exp(2 * x)),
+        "(x + log1mexp(((2.0 * x) - x)))",  # specialize's add_neg_to_sub writes the difference back
+    ),
 ]
 
 
@@ -225,3 +297,24 @@ def test_log_one_minus_exp_is_accurate_once_compiled(linker):
     f = rw.function([x], o.log(1 - o.exp(x)), mode=rw.Mode(linker, mode_query("fast_run")))
     values = [-1e-20, -1e-5, -0.5, -0.7, -50.0]
     np.testing.assert_allclose(f(np.array(values)), [exact(mp_log1mexp, v) for v in values], rtol=4e-16)
+
+
+@pytest.mark.parametrize("negate", [lambda e: -e, lambda e: -1.0 * e], ids=["-exp(y)", "-1.0 * exp(y)"])
+def test_log_of_a_difference_of_exps_is_finite_once_compiled(negate):
+    x, y = tensor("x", "float64", (None,)), tensor("y", "float64", (None,))
+    f = rw.function([x, y], o.log(o.exp(x) + negate(o.exp(y))), mode="fast_run")
+    xs = np.array([1000.0, -800.0, 2.0, 1.0, 3.0, 5.0])
+    ys = np.array([999.0, -801.0, 2.0, 2.0, -np.inf, np.nan])
+    expected = [exact(mp_logdiffexp, a, b) for a, b in zip(xs[:2], ys[:2])]
+    got = f(xs, ys)
+    np.testing.assert_allclose(got[:2], expected, rtol=4e-16)  # the left side: NaN and -inf there
+    assert got[2] == -np.inf and np.isnan(got[3]) and got[4] == 3.0 and np.isnan(got[5])
+
+
+def test_log1mexp_of_log1mexp_is_x_on_its_domain_and_nan_beyond_once_compiled():
+    x = tensor("x", "float64", (None,))
+    f = rw.function([x], o.log1mexp(o.log1mexp(x)), mode="fast_run")
+    values = np.array([-800.0, -40.0, -1.0, -0.0, 0.5, np.inf, -np.inf, np.nan])
+    got = f(values)
+    np.testing.assert_allclose(got[:4], values[:4], rtol=1e-15)
+    assert np.isnan(got[4:6]).all() and got[6] == -np.inf and np.isnan(got[7])

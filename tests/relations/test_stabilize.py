@@ -30,6 +30,7 @@ ACCURATE_RANGE = {
     "log1p": (-0.25, 1e3),
     "log_one_minus_sigmoid": (-30.0, 15.0),
     "log1p_neg_sigmoid": (-30.0, 15.0),
+    "log1p_expm1_integer": (-15.0, 30.0),  # below, expm1(i) is near -1 and log1p of it cancels
 }
 DEFAULT_RANGE = (-30.0, 30.0)
 
@@ -126,7 +127,9 @@ def test_kanren_runs_give_few_answers_the_first_being_the_rewrite(name, text):
 def test_both_sides_agree_where_the_left_side_is_accurate(name, text, data):
     inputs, lhs, rhs, back = example(name, text)
     low, high = ACCURATE_RANGE.get(name, DEFAULT_RANGE)
-    values = data.draw(input_values(inputs, elements=st.floats(low, high)))
+    integers = all(v.type.numpy_dtype.kind in "iu" for v in inputs)
+    elements = st.integers(int(low), int(high)) if integers else st.floats(low, high)
+    values = data.draw(input_values(inputs, elements=elements))
     expected = evaluate(inputs, lhs, values)
     assert_agree(expected, evaluate(inputs, rhs, values))
     assert_agree(expected, evaluate(inputs, back, values))
@@ -362,3 +365,63 @@ def test_log_reductions_fuse_exactly_where_they_read_a_log_of_softmax_or_of_a_su
     expected = expected_rewrite(name, graph)
     assert (rhs is None) == (expected is None), (pprint(graph), rhs)
     assert expected is None or same_expression(rhs, expected), (pprint(rhs), pprint(expected))
+
+
+# -- integer inputs of log(exp(i)) and log1p(expm1(i)); exp(softplus(x)) ------------------------------
+
+
+@pytest.mark.parametrize(
+    "build, dtype, float_dtype",
+    [
+        (lambda i: log(o.exp(i)), "int64", "float64"),
+        (lambda i: log(o.exp(i)), "int8", "float16"),
+        (lambda i: log(o.exp(i)), "int16", "float32"),
+        (lambda i: o.log1p(o.expm1(i)), "int64", "float64"),
+        (lambda i: o.log1p(o.expm1(i)), "uint8", "float16"),
+    ],
+    ids=[
+        "log(exp(int64))",
+        "log(exp(int8))",
+        "log(exp(int16))",
+        "log1p(expm1(int64))",
+        "log1p(expm1(uint8))",
+    ],
+)
+def test_fast_run_turns_integer_inverses_into_a_cast_to_their_float_dtype(build, dtype, float_dtype):
+    i = tensor("i", dtype, (None,))
+    graph = build(i)
+    assert graph.dtype == float_dtype
+    rewritten = rewrite_graph(graph, include=["fast_run"], exclude=["fusion"], clone=True)
+    assert pprint(rewritten) == pprint(o.Cast(float_dtype)(i))
+    info = np.iinfo(dtype)
+    values = np.array(sorted({0, 1, 5, 11, 100, int(info.max), int(info.min)}), dtype=dtype)
+    (j,) = graph_inputs([rewritten])
+    naive, result = evaluate([i], graph, [values]), evaluate([j], rewritten, [values])
+    assert result.dtype == naive.dtype == float_dtype
+    np.testing.assert_array_equal(result, values.astype(float_dtype))  # exact where exp overflows too
+    finite = np.isfinite(naive)
+    np.testing.assert_allclose(result[finite], naive[finite], rtol=4 * float(np.finfo(float_dtype).eps))
+    assert not finite.all(), "the values should overflow exp on the left side"
+
+
+def test_float_inverses_are_not_taken_for_integer_ones():
+    assert list(RULES_BY_NAME["log_exp_integer"].forward(parse("log(exp(x))", types={"x": "vector"}))) == []
+    assert (
+        list(RULES_BY_NAME["log_exp_integer"].forward(parse("log(exp(x))", types={"x": "vector:bool"}))) == []
+    )
+    assert list(RULES_BY_NAME["log_exp"].forward(parse("log(exp(x))", types={"x": "vector:int64"}))) == []
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_fast_run_turns_exp_of_softplus_into_one_plus_exp(dtype):
+    x = vector("x", dtype=dtype)
+    rewritten = rewrite_graph(o.exp(o.softplus(x)), include=["fast_run"], exclude=["fusion"], clone=True)
+    assert pprint(rewritten) == pprint(parse("1 + exp(x)", types={"x": x}))
+    values = np.array([-np.inf, -800.0, -30.0, -1.0, -0.0, 0.0, 2.0, 30.0, 80.0, np.inf, np.nan], dtype=dtype)
+    (y,) = graph_inputs([rewritten])
+    np.testing.assert_allclose(
+        evaluate([y], rewritten, [values]),
+        evaluate([x], o.exp(o.softplus(x)), [values]),
+        rtol=1e-5,
+        equal_nan=True,
+    )

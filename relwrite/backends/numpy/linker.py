@@ -229,11 +229,14 @@ class NumpyLinker:
             found = self._entries[key] = entry_point(self, guards, single)
         return found
 
-    def time_nodes(self, times: dict[Apply, float]) -> None:
-        """From now on, add each node's run time to `times[node]` (profiling; it costs two clock reads)."""
+    def time_nodes(self, times: dict[Apply, float], calls: dict[Apply, int] | None = None) -> None:
+        """From now on, add each node's run time to `times[node]` and count its runs in `calls[node]`
+        (profiling; it costs two clock reads per run)."""
+        counts: dict[Apply, int] = {} if calls is None else calls
 
         def timed(fn: Callable[..., Any], node: Apply) -> Callable[..., Any]:
             times.setdefault(node, 0.0)
+            counts.setdefault(node, 0)
 
             def run(*args: Any, **kwargs: Any) -> Any:
                 start = time.perf_counter()
@@ -241,6 +244,7 @@ class NumpyLinker:
                     return fn(*args, **kwargs)
                 finally:
                     times[node] += time.perf_counter() - start
+                    counts[node] += 1
 
             return run
 

@@ -4,7 +4,7 @@ An `Exploration` interns expressions into an e-graph and grows it by
 running the rules both ways (`Runner`); its forms are extracted by a cost
 and each comes with its derivation from the input and the assumptions the
 derivation relies on.  Before a form is handed out it is re-checked
-numerically against the input with `relwrite.testing.check_relation`; a
+numerically against the input on inputs drawn from a fixed seed (`checking`); a
 mismatch raises `UnsoundFormError` naming the step of the derivation that
 breaks, never a silent wrong form.
 
@@ -24,17 +24,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from etuples import etuple
-from kanren.core import eq, lall
 
+from relwrite.backends.compare import NoUsableExample, SoundnessError
 from relwrite.engine.explore.accurate import AccurateExtractor, focus, term_trees
+from relwrite.engine.explore.checking import COMPARISONS, check_equal
 from relwrite.engine.explore.costs import (
     COSTS,
     Accuracy,
@@ -60,9 +59,8 @@ from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
 from relwrite.engine.explore.runner import Limits, Report, Runner, StopReason
 from relwrite.engine.explore.series import Approximation, approximations
 from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort, scalar
+from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
-from relwrite.graph.terms import GraphETuple
 from relwrite.relations.budget import charging_calls, relation_budget
 from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
 
@@ -146,7 +144,7 @@ class Form:
         """`expr` with its assumptions checked at run time: an `Assert` that raises, naming them and the
         derivation, where one fails (to use a form that holds only under assumptions, safely)."""
         conditions = [
-            _COMPARISONS[op](term, np.asarray(value, dtype=term.dtype))
+            COMPARISONS[op](term, np.asarray(value, dtype=term.dtype))
             for step in self.steps
             for term, op, value in step.conditions
         ]
@@ -1041,16 +1039,11 @@ def share_inputs(a: Variable, b: Variable) -> Variable:
 
 # -- numerical re-check ----------------------------------------------------------------------------
 
-_CHECKING = threading.Lock()
-"""Held while a form is checked numerically (hypothesis runs one test at a time per process)."""
-
-_COMPARISONS = {">": ops.gt, ">=": ops.ge, "<": ops.lt, "<=": ops.le, "!=": ops.neq}
-
 
 def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int = CHECK_EXAMPLES) -> None:
     """Check numerically that `form.expr` computes what `expr` does, within the form's assumptions.
 
-    Uses `relwrite.testing.check_relation` on the relation expr <-> form.
+    Compares the two on inputs drawn from a fixed seed (`checking.check_equal`).
     Where an assumption does not hold, or, for derivations through unsafe,
     stabilizing or explore rules (identities over the reals), where a value
     is not finite, the values are not compared.  Raises `UnsoundFormError` naming the first step that fails
@@ -1058,9 +1051,6 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
     """
     if not form.steps:
         return
-    # relwrite.testing needs hypothesis: loaded on use
-    from relwrite.testing.soundness import NoUsableExample, SoundnessError
-
     try:
         _check_pair(expr, form.expr, form.steps, tags, examples, "form")
     except NoUsableExample as error:
@@ -1092,92 +1082,8 @@ def check_form(expr: Variable, form: Form, tags: frozenset[str], examples: int =
         ) from None
 
 
-_checks_prepared = False
-
-
-def prepare_checks() -> None:
-    """Load the numerical checker now, once per process (hypothesis and the soundness harness: a third
-    of a second on first use, which a caller timing its own search should not count)."""
-    global _checks_prepared
-    if not _checks_prepared:
-        x = scalar("x")
-        _check_pair(x, ops.mul(x, 1.0), (), frozenset(), 2, "warm_up")
-        _checks_prepared = True
-
-
 def _check_pair(
     expr: Variable, other: Variable, steps: Sequence[Step], tags: frozenset[str], examples: int, name: str
 ) -> None:
-    finite_only = bool(tags & {"unsafe", "stabilize", "explore"})  # explore: identities over the reals
-    conditions = [
-        _everywhere(_COMPARISONS[op](term, np.asarray(value, dtype=term.dtype)), expr)
-        for term, op, value in (c for s in steps for c in s.conditions)
-    ]
-    checked, compared = other, expr
-    if finite_only and expr.type.numpy_dtype.kind == "f":
-        # Compared only where the conditions hold and `other` is finite: elsewhere the left side is
-        # NaN, which a finite-only check skips (and an example compared nowhere is drawn again).
-        nan = np.asarray(np.nan, dtype=expr.dtype)
-        for holds in (ops.lt(ops.abs(other), np.inf), *conditions):
-            compared = ops.switch(holds, compared, nan)
-    else:
-        for holds in conditions:
-            checked = ops.switch(holds, checked, expr)
-    lhs = _template(compared)
-    rhs = (
-        GraphETuple.of(checked) if checked.owner is not None and len(checked.owner.outputs) == 1 else checked
-    )
-
-    def relation(a: Any, b: Any) -> Any:
-        return lall(eq(a, lhs), eq(b, rhs))
-
-    from relwrite.testing.soundness import check_relation, hypothesis_files_in_cache
-
-    rule = Rule(name, relation, tags=("unsafe",) if finite_only else ())
-    try:
-        # hypothesis is not thread-safe: checks on several threads (an executor's) take turns
-        with _CHECKING, hypothesis_files_in_cache():  # nothing written where it runs, nothing replayed
-            check_relation(rule, direction="forward", max_examples=examples, example_database=False, seed=0)
-    except Exception as error:
-        # hypothesis turns a deadline's interrupt inside its engine into errors of its own (an
-        # AssertionError, a flaky-generation error): the interrupt is what happened
-        interrupt = _interrupt_behind(error)
-        if interrupt is not None:
-            raise interrupt from None
-        raise
-
-
-def _interrupt_behind(error: BaseException) -> TimeLimitReached | None:
-    """The deadline's interrupt among the exceptions `error` was raised while handling, if any."""
-    seen: set[int] = set()
-    cause: BaseException | None = error
-    while cause is not None and id(cause) not in seen:
-        seen.add(id(cause))
-        if isinstance(cause, TimeLimitReached):
-            return cause
-        cause = cause.__context__
-    return None
-
-
-def _everywhere(condition: Variable, like: Variable) -> Variable:
-    """`condition` if it broadcasts into `like`'s shape, else whether it holds at every element."""
-    if len(condition.type.shape) <= like.ndim and all(
-        c == 1 or (c is not None and c == d)
-        for c, d in zip(reversed(condition.type.shape), reversed(like.type.shape))
-    ):
-        return condition
-    failures = ops.sum(ops.cast(ops.eq(condition, False), "float64"))
-    return ops.eq(failures, 0)
-
-
-def _template(expr: Variable) -> Any:
-    """`expr` as a term whose operands are ground graph terms (no deep terms: nothing recursive to reify)."""
-    if expr.owner is None or len(expr.owner.outputs) != 1:
-        return etuple(ops.identity, expr)
-    return etuple(
-        expr.owner.op,
-        *(
-            GraphETuple.of(i) if i.owner is not None and len(i.owner.outputs) == 1 else i
-            for i in expr.owner.inputs
-        ),
-    )
+    conditions = [c for s in steps for c in s.conditions]
+    check_equal(expr, other, conditions, tags, examples, name)

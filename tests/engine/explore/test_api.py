@@ -220,9 +220,7 @@ def test_prove_does_not_equate_a_shifted_expression():
     ],
 )
 def test_best_form_by_accuracy_finds_the_stabilizations(plain, stable, types):
-    limits = Limits(
-        nodes=1_000, seconds=math.inf, rule_seconds=math.inf
-    )  # each is found within 1,000 e-nodes
+    limits = Limits(nodes=300, seconds=math.inf, rule_seconds=math.inf)  # each is found within 300 e-nodes
     form = best_form(parse(plain, types=types), cost="accuracy", limits=limits)
     assert pprint(form.expr) == stable
     assert form.cost < 1  # bits of error

@@ -224,7 +224,7 @@ limits = Limits(iterations=6, nodes=3_000, seconds=math.inf, rule_seconds=math.i
 for text in ("(x*y)*(z*x) + (y*x)*z", "log(1 + exp(x)) - log(sigmoid(x)) * (y - y)"):
     exploration = Exploration([parse(text)], limits=limits, unsafe=True)
     report = exploration.run()
-    forms = [str(f) for f in exploration.forms(0, check=False)]
+    forms = [str(f) for f in exploration.forms(0, check=False, most=20)]
     print(report.stop_reason, report.iterations, report.nodes, report.classes, forms)
 """
 
