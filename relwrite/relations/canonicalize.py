@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.basic import Constant, Op, Variable, constant
 from relwrite.graph.types import TensorType
 from relwrite.relations.operands import (
     cancelled,
@@ -77,7 +77,7 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import Rule, rule
 from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -666,8 +666,16 @@ useless_fill = rule(
 
 
 def unshuffled(x: Variable, n: int, order: tuple) -> Variable | None:
-    """x, when DimShuffle(n, order) keeps every axis of it in place."""
-    return x if n == x.ndim and order == tuple(range(x.ndim)) else None
+    """x, when DimShuffle(n, order) keeps every axis of it in place but for length-1 axes, which it may
+    swap, drop or put a new one in place of (the same elements in the same shape)."""
+    if n != x.ndim or len(order) != x.ndim:
+        return None
+    shape = x.type.shape
+    return (
+        x
+        if all(a == i or (shape[i] == 1 and (a == "x" or shape[a] == 1)) for i, a in enumerate(order))
+        else None
+    )
 
 
 def identity_dimshuffles(kept: Variable) -> list[dict]:
@@ -719,10 +727,11 @@ useless_dimshuffle = rule(
     (o.DimShuffle.pattern(input_ndim="n", new_order="order"), "x"),
     "kept",
     CANON,
-    examples=("transpose(x)",),
-    types={"x": "vector"},
+    examples=("transpose(x)", "transpose(R)"),
+    types={"x": "vector", "R": "(1, 1)"},
     compute={"kept": Computed(unshuffled, identity_dimshuffles)},
-    doc="A DimShuffle keeping every axis in place (the transpose of a vector) -> its input.",
+    doc="""A DimShuffle keeping every axis in place (the transpose of a vector) but for length-1 axes,
+    which it may swap or replace by new ones (the transpose of a 1 x 1 matrix) -> its input.""",
 )
 
 # whether the op keeps x is a test of its props against x's type, and backward the props are built from it
@@ -758,6 +767,184 @@ useless_reshape = rule(
     types={"x": "(2, 3)", "v": "vector"},
     compute={"kept": Computed(unreshaped, identity_reshapes)},
     doc="Reshape(shape)(x) -> x when static shapes prove the shape unchanged.",
+)
+
+
+def widening(x: Variable, inner: str) -> bool:
+    """Whether casting `x` to `inner` keeps every value of x's dtype (a safe cast)."""
+    return bool(np.can_cast(x.dtype, inner, "safe"))
+
+
+cast_cast = rule(
+    "cast_cast",
+    (o.Cast.pattern(dtype="outer"), (o.Cast.pattern(dtype="inner"), "x")),
+    (o.Cast.pattern(dtype="outer"), "x"),
+    (*CANON, "specialize"),
+    where=widening,
+    examples=('x.astype("float32").astype("float64")', 'i.astype("int64").astype("float32")'),
+    types={"x": "vector:float16", "i": "vector:int32"},
+    doc="""cast(cast(x, d1), d2) -> cast(x, d2) where d1 holds every value of x's dtype (a widening
+    first cast, PyTensor's local_cast_cast): the first cast changes no value, so the second rounds or
+    wraps x itself.  Exact.""",
+)
+
+alloc_alloc = rule(
+    "alloc_alloc",
+    (o.Alloc.pattern(shape="outer"), (o.Alloc.pattern(shape="inner"), "x")),
+    (o.Alloc.pattern(shape="outer"), "x"),
+    CANON,
+    examples=("alloc(alloc(x, 3), 2, 3)", "alloc(alloc(s, 1, 3), 2, 3)"),
+    types={"x": "(1,)", "s": "scalar"},
+    doc="""alloc(alloc(x, s1), s2) -> alloc(x, s2) (PyTensor's local_merge_alloc): x broadcasts to s1
+    and s1 to s2, so x broadcasts to s2 and every element is the same element of x.  Exact.""",
+)
+
+
+def _lifted_over_alloc(name: str, op: Any) -> Rule:
+    """f(alloc(x, shape)) -> alloc(f(x), shape) for the unary elementwise op (or op pattern) `op`."""
+    text = "cast(x, d)" if name == "cast" else f"{name}(x)"
+    return rule(
+        f"{name}_of_alloc",
+        (op, (o.Alloc.pattern(shape="shape"), "x")),
+        (o.Alloc.pattern(shape="shape"), (op, "x")),
+        CANON,
+        examples=(f"{name}(alloc(s, 2, 3))" if name != "cast" else 'alloc(s, 2, 3).astype("float32")',),
+        types={"s": "scalar"},
+        doc=f"""{text.replace("x", "alloc(x, shape)", 1)} -> alloc({text}, shape) (PyTensor's
+        local_elemwise_alloc): the op runs once per element of x, not once per element of the broadcast
+        array.  Exact: the same function of the same values.""",
+    )
+
+
+# a rule's left side has one head: one declaration per unary elementwise op, from one helper
+neg_of_alloc = _lifted_over_alloc("neg", o.neg)
+exp_of_alloc = _lifted_over_alloc("exp", o.exp)
+log_of_alloc = _lifted_over_alloc("log", o.log)
+log1p_of_alloc = _lifted_over_alloc("log1p", o.log1p)
+expm1_of_alloc = _lifted_over_alloc("expm1", o.expm1)
+sqrt_of_alloc = _lifted_over_alloc("sqrt", o.sqrt)
+sqr_of_alloc = _lifted_over_alloc("sqr", o.sqr)
+reciprocal_of_alloc = _lifted_over_alloc("reciprocal", o.reciprocal)
+abs_of_alloc = _lifted_over_alloc("abs", o.abs)
+sin_of_alloc = _lifted_over_alloc("sin", o.sin)
+cos_of_alloc = _lifted_over_alloc("cos", o.cos)
+tan_of_alloc = _lifted_over_alloc("tan", o.tan)
+tanh_of_alloc = _lifted_over_alloc("tanh", o.tanh)
+sigmoid_of_alloc = _lifted_over_alloc("sigmoid", o.sigmoid)
+softplus_of_alloc = _lifted_over_alloc("softplus", o.softplus)
+erf_of_alloc = _lifted_over_alloc("erf", o.erf)
+erfc_of_alloc = _lifted_over_alloc("erfc", o.erfc)
+cast_of_alloc = _lifted_over_alloc("cast", o.Cast.pattern(dtype="dtype"))
+
+join_of_one_part = rule(
+    "join_of_one_part",
+    (o.Join.pattern(axis="axis"), "x"),
+    "x",
+    CANON,
+    examples=("join(x, axis=0)", "join(m, axis=1)"),
+    types={"x": "vector", "m": "matrix"},
+    doc="""join(x) -> x: a join of one part copies it (PyTensor's local_join_1); stack([a]) is a with a
+    new axis.  Exact.""",
+)
+
+
+def nonempty_join(axis: int, parts: tuple) -> Variable | None:
+    """The join of `parts` without those static shapes prove empty along `axis` (at least one kept)."""
+    along = axis % parts[0].ndim
+    kept = [p for p in parts if p.type.shape[along] != 0]
+    if len(kept) == len(parts) or not kept:
+        return None
+    return kept[0] if len(kept) == 1 else o.Join(axis)(*kept)
+
+
+# which parts are empty is read off each part's static shape, anywhere in the list: code filters it
+join_of_empty_parts = rule(
+    "join_of_empty_parts",
+    (o.Join.pattern(axis="axis"), "*parts"),
+    "joined",
+    CANON,
+    compute={"joined": nonempty_join},
+    keeps_type=True,
+    examples=("join(x, e, y, axis=0)", "join(e, x, axis=-1)"),
+    types={"x": "vector", "y": "vector", "e": "(0,)"},
+    doc="""join(a, e, b) -> join(a, b) where static shapes prove e empty along the joined axis
+    (PyTensor's local_join_empty): it adds no element.  Not where dropping it would change the result's
+    dtype.  Exact where the left side is defined.""",
+)
+
+
+def is_matrix(value: Any) -> bool:
+    """Whether `value` is a 2-d graph variable."""
+    return isinstance(value, Variable) and value.ndim == 2
+
+
+TRANSPOSE = o.DimShuffle(2, (1, 0))
+
+transpose_of_dot = rule(
+    "transpose_of_dot",
+    (
+        TRANSPOSE,
+        (o.dot, {"pattern": "A", "constraint": is_matrix}, {"pattern": "B", "constraint": is_matrix}),
+    ),
+    (o.dot, (TRANSPOSE, "B"), (TRANSPOSE, "A")),
+    CANON,
+    semantics="reassociates",
+    examples=("transpose(A @ B)",),
+    types={"A": "(2, 3)", "B": "(3, 4)"},
+    doc="""(A @ B).T -> B.T @ A.T for matrices (PyTensor's local_lift_transpose_through_dot): the
+    transposes move onto the operands, where they fold into others or into the product's BLAS call.
+    The same products are summed, maybe in another order.""",
+)
+
+
+def is_zero_scalar(value: Any) -> bool:
+    """Whether `value` is a 0-d constant zero."""
+    return isinstance(value, Constant) and value.ndim == 0 and bool(value.data == 0)
+
+
+def product_zeros(product: Variable) -> Variable | None:
+    """Zeros of `product`'s type, where static shapes know every length of it."""
+    if None in product.type.shape:
+        return None
+    return o.Alloc(product.type.shape)(Constant(TensorType(product.dtype, ()), 0))
+
+
+def zeros_dot_y(zero: Constant, shape: tuple, y: Variable) -> Variable | None:
+    """Zeros shaped like dot(alloc(zero, shape), y)."""
+    return product_zeros(o.dot(o.Alloc(shape)(zero), y))
+
+
+def y_dot_zeros(zero: Constant, shape: tuple, y: Variable) -> Variable | None:
+    """Zeros shaped like dot(y, alloc(zero, shape))."""
+    return product_zeros(o.dot(y, o.Alloc(shape)(zero)))
+
+
+_ZERO = {"pattern": "zero", "constraint": is_zero_scalar}
+_DOT_ZEROS_DOC = """{text} -> zeros of the product's static shape and dtype (PyTensor's local_0_dot_x):
+    nothing to multiply.  Unsafe: 0 * inf is NaN, so valid where y is finite.  Needs the product's
+    lengths known statically (an Alloc takes static lengths)."""
+
+dot_of_zeros = rule(
+    "dot_of_zeros",
+    (o.dot, (o.Alloc.pattern(shape="shape"), _ZERO), "y"),
+    "zeros",
+    UNSAFE,
+    compute={"zeros": zeros_dot_y},
+    keeps_type=True,
+    examples=("dot(alloc(0.0, 2, 3), M)", "dot(alloc(0.0, 3), M)"),
+    types={"M": "(3, 4)"},
+    doc=_DOT_ZEROS_DOC.format(text="dot(zeros, y)"),
+)
+dot_with_zeros = rule(
+    "dot_with_zeros",
+    (o.dot, "y", (o.Alloc.pattern(shape="shape"), _ZERO)),
+    "zeros",
+    UNSAFE,
+    compute={"zeros": y_dot_zeros},
+    keeps_type=True,
+    examples=("dot(M, alloc(0.0, 4, 2))", "dot(M, alloc(0.0, 4))"),
+    types={"M": "(3, 4)"},
+    doc=_DOT_ZEROS_DOC.format(text="dot(y, zeros)"),
 )
 
 
@@ -807,6 +994,87 @@ reshape_chain = rule(
 
 
 # -- reductions ------------------------------------------------------------------------------------
+
+
+def finite_nonzero_divisor(x: Variable, s: Any) -> bool:
+    """Whether `s` is a 0-d finite non-zero constant of float x's dtype (x / s divides by a number)."""
+    if not is_float(x) or not isinstance(s, Constant) or s.ndim != 0 or s.dtype != x.dtype:
+        return False
+    return bool(np.isfinite(s.data)) and bool(s.data != 0)
+
+
+def scalar_divisor(x: Variable, s: Any) -> bool:
+    """Whether `s` is a 0-d variable of float x's dtype."""
+    return is_float(x) and isinstance(s, Variable) and s.ndim == 0 and s.dtype == x.dtype
+
+
+sum_div_scalar = rule(
+    "sum_div_scalar",
+    (o.Sum.pattern(axis="axis"), (o.true_div, "x", "s")),
+    (o.true_div, (o.Sum.pattern(axis="axis"), "x"), "s"),
+    CANON,
+    where=finite_nonzero_divisor,
+    keeps_type=True,
+    semantics="reassociates",
+    examples=("sum(x / 4)", "sum(X / 3, axis=0)"),
+    types={"x": "vector", "X": "matrix"},
+    doc="""sum(x / c) -> sum(x) / c for a finite non-zero 0-d constant c (PyTensor's
+    local_sum_prod_of_mul_or_div): one division instead of one per element.  Reassociates: the
+    quotients' sum rounds differently, and sum(x) may overflow where sum(x / c) does not.""",
+)
+
+sum_div_scalar_general = rule(
+    "sum_div_scalar_general",
+    (o.Sum.pattern(axis="axis"), (o.true_div, "x", "s")),
+    (o.true_div, (o.Sum.pattern(axis="axis"), "x"), "s"),
+    UNSAFE,
+    assumptions=("s != 0",),
+    where=scalar_divisor,
+    keeps_type=True,
+    examples=("sum(x / s)", "sum(X / s, axis=1)"),
+    types={"x": "vector", "X": "matrix", "s": "scalar"},
+    doc="""sum(x / s) -> sum(x) / s for any 0-d s of x's dtype (unsafe: at s = 0 the quotients are
+    infinities of both signs, whose sum is NaN where sum(x) / 0 is one infinity).""",
+)
+
+
+def prod_hoisted_scalars(axis: tuple | None, terms: tuple) -> Variable | None:
+    """prod(mul(*terms), axis) as s ** n * prod(t) for the 0-d factors s among float `terms` of one
+    dtype, n the number of elements the product takes (known from static shapes)."""
+    dtype = terms[0].dtype
+    if any(f.dtype != dtype for f in terms) or not is_float(terms[0]):
+        return None
+    scalars = [f for f in terms if f.ndim == 0]
+    tensors = [f for f in terms if f.ndim != 0]
+    if not scalars or not tensors:
+        return None
+    body = tensors[0] if len(tensors) == 1 else o.mul(*tensors)
+    if body.type != o.mul(*terms).type:  # n counts the elements of the product: no 0-d factor may widen it
+        return None
+    shape = body.type.shape
+    axes = range(body.ndim) if axis is None else {a % body.ndim for a in axis}
+    if any(shape[a] is None for a in axes):
+        return None
+    n = constant(np.array(int(np.prod([shape[a] for a in axes])), dtype=dtype))
+    return o.mul(*(o.pow(s, n) for s in scalars), o.Prod(axis)(body))
+
+
+# which factors are hoisted depends on their ranks, anywhere in the list: code splits it
+prod_scalar_mul = rule(
+    "prod_scalar_mul",
+    (o.Prod.pattern(axis="axis"), (o.mul, "*terms")),
+    "hoisted",
+    CANON,
+    semantics="reassociates",
+    examples=("prod(s * v)", "prod(mul(2, M), axis=0)"),
+    types={"v": "(3,)", "M": "(2, 3)", "s": "scalar"},
+    compute={"hoisted": prod_hoisted_scalars},
+    keeps_type=True,
+    doc="""prod(s * t) -> s ** n * prod(t) for 0-d factors s, n the number of elements multiplied
+    (static; PyTensor's local_sum_prod_of_mul_or_div): one power instead of n products by s.  Floats
+    of one dtype; reassociates: s ** n may overflow or underflow where the interleaved product does
+    not, and the factors are multiplied in another order.""",
+)
 
 
 def hoisted_scalars(constants_only: bool, axis: tuple | None, terms: tuple) -> Variable | None:

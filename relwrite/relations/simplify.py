@@ -11,7 +11,8 @@ The `unsafe` rules hold under their assumptions only and are opt-in.
 
 from __future__ import annotations
 
-from functools import cache
+from collections.abc import Callable
+from functools import cache, reduce
 from typing import Any
 
 import numpy as np
@@ -154,6 +155,40 @@ switch_same = rule(
     examples=("switch(c, a, a)",),
     types=_SWITCH_TYPES,
     doc="switch(c, a, a) -> a, where the condition does not widen the shape (exact)",
+)
+
+
+def inner_branch_absorbed(c: Variable, a: Variable, b: Variable, d: Variable) -> bool:
+    """Whether the inner switch's dropped branch `b` adds nothing to the shape c, a and d give."""
+    return shaped_within((b,), (c, a, d))
+
+
+_MERGE_TYPES = {"c": "(3,):bool", "a": "(3,)", "b": "(3,)", "d": "(3,)"}
+
+switch_merge_then = rule(
+    "switch_merge_then",
+    (o.switch, "c", (o.switch, "c", "a", "b"), "d"),
+    (o.switch, "c", "a", "d"),
+    CANON,
+    keeps_type=True,
+    where=inner_branch_absorbed,
+    examples=("switch(c, switch(c, a, b), d)",),
+    types=_MERGE_TYPES,
+    doc="""switch(c, switch(c, a, b), d) -> switch(c, a, d): where c holds, the inner switch takes a
+    (PyTensor's local_merge_switch_same_cond).  Where b adds nothing to the shape and the dtype stays
+    (exact: a reaches the result's dtype by safe casts either way).""",
+)
+switch_merge_else = rule(
+    "switch_merge_else",
+    (o.switch, "c", "a", (o.switch, "c", "b", "d")),
+    (o.switch, "c", "a", "d"),
+    CANON,
+    keeps_type=True,
+    where=inner_branch_absorbed,
+    examples=("switch(c, a, switch(c, b, d))",),
+    types=_MERGE_TYPES,
+    doc="""switch(c, a, switch(c, b, d)) -> switch(c, a, d): where c fails, the inner switch takes d,
+    the twin of switch_merge_then.  Exact where b adds nothing to the shape and the dtype stays.""",
 )
 
 # -- signs: abs of what is never negative, odd and even functions -----------------------------------
@@ -367,14 +402,24 @@ sum_of_join = rule(
 )
 
 
-def merged_sum(inner: tuple[int, ...] | None, outer: tuple[int, ...] | None, x: Variable) -> o.Sum:
-    """The one Sum doing what sum(sum(x, inner), outer) does (`inner`, `outer`: the two sums' axes)."""
+def merged_axes(inner: tuple[int, ...] | None, outer: tuple[int, ...] | None, x: Variable) -> tuple | None:
+    """The axes of x one reduction takes to do what R(R(x, inner), outer) does (None: every axis)."""
     ndim = x.ndim
     first = set(range(ndim)) if inner is None else {a % ndim for a in inner}
     kept = [a for a in range(ndim) if a not in first]  # the axes of the inner sum's result, in x's numbering
     second = range(len(kept)) if outer is None else [a % len(kept) for a in outer]
     axes = first | {kept[a] for a in second}
-    return o.Sum(None if len(axes) == ndim else tuple(sorted(axes)))
+    return None if len(axes) == ndim else tuple(sorted(axes))
+
+
+def merged_sum(inner: tuple[int, ...] | None, outer: tuple[int, ...] | None, x: Variable) -> o.Sum:
+    """The one Sum doing what sum(sum(x, inner), outer) does (`inner`, `outer`: the two sums' axes)."""
+    return o.Sum(merged_axes(inner, outer, x))
+
+
+def merged_prod(inner: tuple[int, ...] | None, outer: tuple[int, ...] | None, x: Variable) -> o.Prod:
+    """The one Prod doing what prod(prod(x, inner), outer) does."""
+    return o.Prod(merged_axes(inner, outer, x))
 
 
 # the merged op is computed: its axis may be None (every axis), which a computed prop cannot be
@@ -392,6 +437,207 @@ sum_sum = rule(
     integers (an inner sum already widens to the outer sum's dtype); for floats the terms are added
     in another order.""",
 )
+
+
+# the merged op is computed, as sum_sum's
+prod_prod = rule(
+    "prod_prod",
+    (o.Prod.pattern(axis="outer"), (o.Prod.pattern(axis="inner"), "x")),
+    ("merged", "x"),
+    CANON,
+    compute={"merged": merged_prod},
+    keeps_type=True,
+    semantics="reassociates",
+    examples=(
+        "prod(prod(X, axis=0))",
+        "prod(prod(T, axis=1), axis=-1)",
+        "prod(prod(T, axis=(0, 2)), axis=0)",
+    ),
+    types={"X": "matrix", "T": "(2, 3, 4)"},
+    doc="""prod(prod(x, a), b) -> prod(x, a and b): one reduction over the axes of both (PyTensor's
+    local_prod_prod).  Exact for integers (the inner product already widens to the outer's dtype and
+    wrap-around products commute); for floats the factors are multiplied in another order.""",
+)
+
+
+def reduced_axes(axis: tuple[int, ...] | None, x: Variable) -> tuple[int, ...]:
+    """The axes of `x` a reduction over `axis` takes, counted from the start."""
+    return tuple(range(x.ndim)) if axis is None else tuple(sorted({a % x.ndim for a in axis}))
+
+
+def _length_one_dropped(kind: type[o.Reduce]):
+    def dropped(axis: tuple[int, ...] | None, x: Variable) -> Variable | None:
+        """x with the reduced axes dropped, where static shapes say each has length 1 and the reduction
+        keeps x's dtype (a sum of int8 is an int64)."""
+        axes = reduced_axes(axis, x)
+        if not axes or any(x.type.shape[a] != 1 for a in axes) or kind(axis)(x).dtype != x.dtype:
+            return None
+        return o.DimShuffle(x.ndim, tuple(a for a in range(x.ndim) if a not in axes))(x)
+
+    dropped.__name__ = f"{kind.__name__.lower()}_length_one_dropped"
+    return dropped
+
+
+_LENGTH_ONE = (
+    "Exact, NaN and the sign of zero included.",
+    "The same values but for the sign of a zero: a sum of one -0.0 is 0.0 (it starts from 0.0).",
+)
+
+
+def _reduce_length_one(kind: type[o.Reduce]) -> Rule:
+    name = kind.__name__.lower()
+    return rule(
+        f"{name}_of_length_one_axes",
+        (kind.pattern(axis="axis"), "x"),
+        "dropped",
+        CANON,
+        compute={"dropped": _length_one_dropped(kind)},
+        keeps_type=True,
+        semantics="reassociates" if kind is o.Sum else "exact",
+        examples=(f"{name}(C, axis=1)", f"{name}(R)", f"{name}(T, axis=(0, 2))"),
+        types={"C": "(3, 1)", "R": "(1, 1)", "T": "(1, None, 1)"},
+        doc=f"""{name}(x, axes) -> x with those axes dropped (a DimShuffle), where every reduced axis has
+        static length 1: the {name} of one element is that element (PyTensor's
+        local_reduce_broadcastable).  {_LENGTH_ONE[kind is o.Sum]} Not where the reduction widens the
+        dtype.""",
+    )
+
+
+# a rule's left side has one head: one rule for each reduction, from one declaration
+sum_of_length_one_axes = _reduce_length_one(o.Sum)
+prod_of_length_one_axes = _reduce_length_one(o.Prod)
+max_of_length_one_axes = _reduce_length_one(o.Max)
+min_of_length_one_axes = _reduce_length_one(o.Min)
+
+
+def _of_alloc(kind: type[o.Reduce]):
+    def reduced(axis: tuple[int, ...] | None, shape: tuple[int, ...], x: Variable) -> Variable | None:
+        """The reduction of alloc(x, shape) for a 0-d x, from x and the count n of elements reduced:
+        n * x for a sum, x ** n for a product, x for an extremum, alloc'ed to the lengths kept; None
+        where the reduction would widen x's dtype."""
+        if x.ndim != 0 or kind(axis)(o.Alloc(shape)(x)).dtype != x.dtype:
+            return None
+        axes = reduced_axes(axis, o.Alloc(shape)(x))
+        n = int(np.prod([shape[a] for a in axes]))
+        if n == 0 and kind is not o.Prod:  # an empty sum is 0 (but 0 * inf is NaN); an empty max raises
+            return None
+        count = constant(np.array(n, dtype=x.dtype))
+        if kind is o.Sum:
+            value = o.mul(count, x)
+        elif kind is o.Prod:
+            value = o.pow(x, count)
+        else:
+            value = x
+        kept = tuple(length for a, length in enumerate(shape) if a not in axes)
+        return o.Alloc(kept)(value) if kept else value
+
+    reduced.__name__ = f"{kind.__name__.lower()}_of_alloc_value"
+    return reduced
+
+
+_ALLOC_VALUES = {
+    o.Sum: "Exact for 64-bit integers (wrap-around agrees); for floats one rounding instead of n.",
+    o.Prod: "Exact for 64-bit integers (wrap-around agrees); for floats one rounding instead of n.",
+    o.Max: "Exact: every element is x.",
+    o.Min: "Exact: every element is x.",
+}
+
+
+def _reduce_of_alloc(kind: type[o.Reduce], formula: str) -> Rule:
+    name = kind.__name__.lower()
+    return rule(
+        f"{name}_of_alloc",
+        (kind.pattern(axis="axis"), (o.Alloc.pattern(shape="shape"), "x")),
+        "reduced",
+        CANON,
+        compute={"reduced": _of_alloc(kind)},
+        keeps_type=True,
+        semantics="reassociates" if kind in (o.Sum, o.Prod) else "exact",
+        examples=(
+            f"{name}(alloc(s, 2, 3))",
+            f"{name}(alloc(s, 2, 3), axis=0)",
+            f"{name}(alloc(n, 4), axis=0)",
+        ),
+        types={"s": "scalar", "n": "scalar:int64"},
+        doc=f"""{name}(alloc(x, shape), axes) -> {formula}, alloc'ed to the lengths kept, for a 0-d x and n
+        the number of elements reduced (static, not 0): no array is filled only to be reduced
+        (PyTensor's local_opt_alloc).  {_ALLOC_VALUES[kind]}""",
+    )
+
+
+sum_of_alloc = _reduce_of_alloc(o.Sum, "n * x")
+prod_of_alloc = _reduce_of_alloc(o.Prod, "x ** n")
+max_of_alloc = _reduce_of_alloc(o.Max, "x")
+min_of_alloc = _reduce_of_alloc(o.Min, "x")
+
+
+def _joined(kind: type[o.Reduce], combine: Callable[..., Variable]):
+    def reduced(axis: int, axes: tuple[int, ...] | None, parts: tuple) -> Variable | None:
+        """R(join(axis, *parts), axes) for explicit `axes`: along the joined axis, the parts' reductions
+        combined; across it, the join of their reductions (on the joined axis as they number it).  None
+        where the parts differ in dtype, static shapes do not prove their lengths off the joined axis
+        equal, or (a max or min along the joined axis) do not prove every part nonempty."""
+        if axes is None or not parts or len({p.dtype for p in parts}) != 1:
+            return None
+        ndim = parts[0].ndim
+        along = axis % ndim
+        for d in range(ndim):
+            if d != along and (len({p.type.shape[d] for p in parts}) != 1 or parts[0].type.shape[d] is None):
+                return None
+        reduced = {a % ndim for a in axes}
+        if along in reduced and kind in (o.Max, o.Min) and any(not p.type.shape[along] for p in parts):
+            return None  # the extremum of an empty part raises where the join's may not
+        results = [kind(axes)(p) for p in parts]
+        if along in reduced:
+            return results[0] if len(results) == 1 else combine(*results)
+        return o.Join(along - sum(1 for a in reduced if a < along))(*results)
+
+    reduced.__name__ = f"{kind.__name__.lower()}_of_joined_parts"
+    return reduced
+
+
+_JOIN_COMBINE = {o.Sum: ("+", o.add), o.Prod: ("*", o.mul)}
+_JOIN_COMBINE |= {
+    o.Max: ("maximum", lambda *r: reduce(o.maximum, r)),
+    o.Min: ("minimum", lambda *r: reduce(o.minimum, r)),
+}
+
+
+def _reduce_of_join(kind: type[o.Reduce]) -> Rule:
+    name = kind.__name__.lower()
+    symbol, combine = _JOIN_COMBINE[kind]
+    along = (
+        f"{name}(a, axes) {symbol} {name}(b, axes)"
+        if len(symbol) == 1
+        else f"{symbol}({name}(a, axes), {name}(b, axes))"
+    )
+    return rule(
+        f"{name}_of_join_axes",
+        (kind.pattern(axis="axes"), (o.Join.pattern(axis="axis"), "*parts")),
+        "total",
+        CANON,
+        compute={"total": _joined(kind, combine)},
+        keeps_type=True,
+        semantics="reassociates",
+        examples=(
+            f"{name}(join(X, Y, axis=0), axis=0)",
+            f"{name}(join(X, Y, axis=0), axis=1)",
+            f"{name}(join(X, Y, X, axis=1), axis=(0, 1))",
+        ),
+        types={"X": "(2, 3)", "Y": "(2, 3)"},
+        doc=f"""{name}(join(a, b, axis=k), axes) -> {along} when k is among the axes, else
+        join({name}(a, axes), {name}(b, axes)) along k as they number it (PyTensor's local_reduce_join):
+        no copy of the parts is made to be reduced.  Parts of one dtype whose lengths off the joined
+        axis static shapes prove equal; across the joined axis the results are the same, along it they
+        are combined in another order (for max and min, a zero's sign may differ).""",
+    )
+
+
+# as sum_of_join's, the parts' reductions are built by a compute (a pattern cannot map over "*parts")
+sum_of_join_axes = _reduce_of_join(o.Sum)
+prod_of_join_axes = _reduce_of_join(o.Prod)
+max_of_join_axes = _reduce_of_join(o.Max)
+min_of_join_axes = _reduce_of_join(o.Min)
 
 
 # -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---

@@ -17,6 +17,7 @@ from kanren import run, var
 from unification.variable import isvar
 
 import relwrite as rw
+from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import Query, RewriteWarning, rewrite_graph
 from relwrite.graph import ops as o
@@ -35,8 +36,8 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import graph_repr, pprint
+from relwrite.relations import Rule, catalogue, get_rule
 from relwrite.relations import canonicalize as c
-from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.rule_checks import assert_answers_keep_values
@@ -737,6 +738,137 @@ def shape_op_graphs(draw) -> Variable:
 @given(data=st.data())
 def test_shape_rules_keep_the_values_of_generated_shape_op_chains(name, data):
     assert_keeps_values_on_subterms(name, data.draw(shape_op_graphs(), label="graph"), data)
+
+
+# -- PyTensor's alloc, join, cast, dot and reduction rewrites (issue 27): each fires in its modes --------
+
+
+def _mode_cases() -> list[tuple[str, list[Variable], Variable, str]]:
+    """(rule, inputs, graph, what canonicalize makes of it) for the cases PyTensor's tests check."""
+    v, e, s = tensor("v", "float64", (3,)), tensor("e", "float64", (0,)), scalar("s")
+    i = tensor("i", "int32", (3,))
+    A, B = tensor("A", "float64", (2, 3)), tensor("B", "float64", (3, 4))
+    return [
+        ("sum_div_scalar", [v], o.sum(v / 4.0), "(sum(v, axis=None) / 4.0)"),
+        ("prod_scalar_mul", [s, v], o.prod(s * v), "(prod(v, axis=None) * (s ** 3.0))"),
+        ("cast_cast", [i], o.cast(o.cast(i, "int64"), "float32"), "cast(i, dtype='float32')"),
+        ("alloc_alloc", [s], o.alloc(o.alloc(s, 3), 2, 3), "alloc(s, shape=(2, 3))"),
+        ("join_of_one_part", [v], o.stack([v]), "dimshuffle(v, input_ndim=1, new_order=('x', 0))"),
+        ("join_of_empty_parts", [v, e], o.concatenate([e, v, e]), "v"),
+        ("transpose_of_dot", [A, B], o.transpose(o.dot(A, B)), "(B.T @ A.T)"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
+@pytest.mark.parametrize("case", range(len(_mode_cases())))
+def test_pytensor_alloc_join_cast_dot_rewrites_fire_in_their_modes_keeping_values(case, mode):
+    name, inputs, graph, expected = _mode_cases()[case]
+    assert {"canonicalize", "fast_run", "fast_compile"} <= get_rule(name).tags
+    assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == expected
+    compiled = compile_in_mode(inputs, graph, mode=mode)
+    ops = [node.op for node in compiled.fgraph.apply_nodes]
+    inner = [n.op for op in ops if isinstance(op, o.Composite) for n in op.nodes]
+    assert not any(isinstance(op, o.Join) for op in ops)  # no join of one part, nor of empty ones
+    assert (
+        sum(isinstance(op, o.Alloc) for op in ops) <= 1
+        and sum(isinstance(op, o.Cast) for op in ops + inner) <= 1
+    )
+    assert sum(isinstance(op, o.DimShuffle) for op in ops) <= 2  # B.T @ A.T fold into the product's call
+    rng = np.random.default_rng(case)
+    values = [rng.integers(-9, 9, v.type.shape).astype(v.dtype) for v in inputs]
+    np.testing.assert_allclose(compiled(*values), function(inputs, graph)(*values), rtol=1e-6)
+
+
+def test_transpose_of_dot_runs_both_ways_on_matrices_only():
+    A, B, x = matrix("A"), matrix("B"), vector("x")
+    rule = get_rule("transpose_of_dot")
+    lifted = forward(rule, o.transpose(o.dot(A, B)))
+    assert pprint(lifted) == "(B.T @ A.T)"
+    assert any(pprint(g) == "(A @ B).T" for g in backward(rule, lifted))
+    assert forward(rule, o.transpose(o.dot(A, x).dimshuffle("x", 0))) is None
+
+
+def test_cast_cast_only_drops_a_cast_that_changes_no_value():
+    x = tensor("x", "float64", (3,))
+    rule = get_rule("cast_cast")
+    assert forward(rule, o.cast(o.cast(x, "float32"), "float64")) is None  # rounds x to float32
+    assert forward(rule, o.cast(o.cast(x, "int64"), "float64")) is None  # truncates
+    i = tensor("i", "int16", (3,))
+    assert pprint(forward(rule, o.cast(o.cast(i, "float32"), "int8"))) == "cast(i, dtype='int8')"
+    values = np.array([-32768, 300, 32767], dtype=np.int16)
+    before, after = o.cast(o.cast(i, "float32"), "int8"), forward(rule, o.cast(o.cast(i, "float32"), "int8"))
+    np.testing.assert_array_equal(function([i], after)(values), function([i], before)(values))
+
+
+def test_sum_div_scalar_needs_a_finite_nonzero_constant_unless_unsafe():
+    x, s = vector("x"), scalar("s")
+    assert canon("sum(x / 0.0)", {"x": "vector"}) == "Sum{axis=None}(true_div(x, 0.0))"
+    assert canon("sum(x / s)", {"x": "vector", "s": "scalar"}) == "Sum{axis=None}(true_div(x, s))"
+    graph = o.sum(x / s)
+    unsafe = rewrite_graph(graph, include=UNSAFE, clone=True)
+    assert pprint(unsafe) == "(sum(x, axis=None) / s)"
+
+
+def test_dot_of_zeros_is_unsafe_and_opt_in():
+    B = tensor("B", "float64", (3, 4))
+    graph = o.dot(o.alloc(0.0, 2, 3), B)
+    assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == pprint(graph)
+    assert pprint(rewrite_graph(graph, include=UNSAFE, clone=True)) == "alloc(0.0, shape=(2, 4))"
+    assert (
+        pprint(rewrite_graph(o.dot(B.T, o.alloc(0.0, 3)), include=UNSAFE, clone=True))
+        == "alloc(0.0, shape=(4,))"
+    )
+    assert "unsafe" in get_rule("dot_with_zeros").tags and get_rule("dot_of_zeros").semantics == "unsafe"
+
+
+@given(st.data())
+def test_prod_scalar_mul_raises_the_scalars_to_the_count_reduced(data):
+    ndim = data.draw(st.integers(1, 3))
+    shape = tuple(data.draw(st.sampled_from([1, 2, 3, None])) for _ in range(ndim))
+    axis = data.draw(st.none() | st.lists(st.integers(0, ndim - 1), unique=True, min_size=1).map(tuple))
+    dtype = data.draw(st.sampled_from(["float64", "float32", "int64"]))
+    s, x = tensor("s", dtype, ()), tensor("x", dtype, shape)
+    graph = o.prod(o.mul(s, x), axis=axis)
+    rhs = assert_answers_keep_values(get_rule("prod_scalar_mul"), graph, data)
+    axes = range(ndim) if axis is None else axis
+    assert (rhs is not None) == (dtype != "int64" and all(shape[a] is not None for a in axes)), pprint(graph)
+
+
+OF_ALLOC = [r for r in vars(c).values() if isinstance(r, Rule) and r.name.endswith("_of_alloc")]
+
+
+@pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
+def test_every_unary_elementwise_op_of_an_alloc_runs_once_per_element_of_its_value(mode):
+    s = scalar("s")
+    assert len(OF_ALLOC) == 18
+    for r in OF_ALLOC:
+        op = r.tracks[0]
+        graph = o.cast(o.alloc(s, 2, 3), "float32") if op is o.Cast else op(o.alloc(s, 2, 3))
+        compiled = compile_in_mode([s], graph, mode=mode)
+        (out,) = compiled.fgraph.outputs
+        assert isinstance(out.owner.op, o.Alloc), (r.name, pprint(out))
+        value = np.float64(0.75)
+        np.testing.assert_allclose(compiled(value), function([s], graph)(value), rtol=1e-6)
+
+
+def test_dimshuffles_that_only_move_length_one_axes_collapse_to_their_input():
+    C, R, T = (
+        tensor("C", "float64", (3, 1)),
+        tensor("R", "float64", (1, 1)),
+        tensor("T", "float64", (1, None, 1)),
+    )
+    cases = [
+        o.DimShuffle(1, (0, "x"))(o.DimShuffle(2, (0,))(C)),  # a length-1 axis dropped, then one added
+        o.transpose(R),
+        o.DimShuffle(3, (2, 1, 0))(T),
+        o.DimShuffle(1, (0,))(o.DimShuffle(1, ("x", 0))(tensor("x", "float64", (None,))).dimshuffle(1)),
+    ]
+    for graph in cases:
+        for mode in ("fast_run", "fast_compile"):
+            compiled = compile_in_mode(graph_inputs([graph]), graph, mode=mode)
+            assert not any(isinstance(n.op, o.DimShuffle) for n in compiled.fgraph.apply_nodes), pprint(graph)
+    moved = o.DimShuffle(3, (1, 0, 2))(tensor("U", "float64", (1, 2, 1)))  # the length-2 axis moves
+    assert forward(get_rule("useless_dimshuffle"), moved) is None
 
 
 # -- 0 / x and 1 ** x in the compiled pipeline -----------------------------------------------------

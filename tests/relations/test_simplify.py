@@ -18,10 +18,11 @@ from kanren import run, var
 from unification.variable import isvar
 
 import relwrite as rw
+from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Constant, Variable, graph_inputs, tensor
+from relwrite.graph.basic import Constant, Variable, ancestors, graph_inputs, tensor
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
 from relwrite.graph.terms import same_expression
@@ -337,6 +338,148 @@ def test_reduction_rules_fire_where_documented_keeping_the_values(name, data):
         assert same_expression(rhs, expected), (pprint(rhs), pprint(expected))
     if name == "sum_sum" and rhs is not None:  # one sum of x
         assert isinstance(rhs.owner.op, o.Sum) and rhs.owner.inputs == graph.owner.inputs[0].owner.inputs
+
+
+# -- PyTensor's reduction rewrites and switch merges (issue 27): each fires in its modes -----------------
+
+
+def _mode_cases() -> list[tuple[str, list[Variable], Variable, str]]:
+    """(rule, inputs, graph, what canonicalize makes of it) for the cases PyTensor's tests check."""
+    X, Y = tensor("X", "float64", (2, 3)), tensor("Y", "float64", (2, 3))
+    C, s = tensor("C", "float64", (3, 1)), tensor("s", "float64", ())
+    c, a, b, d = (tensor(n, "bool" if n == "c" else "float64", (3,)) for n in "cabd")
+    return [
+        ("prod_prod", [X], o.prod(o.prod(X, 0), 0), "prod(X, axis=None)"),
+        ("sum_of_length_one_axes", [C], o.sum(C, axis=1), "dimshuffle(C, input_ndim=2, new_order=(0,))"),
+        ("max_of_length_one_axes", [C], o.max(C, axis=1), "dimshuffle(C, input_ndim=2, new_order=(0,))"),
+        ("sum_of_alloc", [s], o.sum(o.alloc(s, 2, 3)), "(6.0 * s)"),
+        ("sum_of_alloc", [s], o.sum(o.alloc(s, 2, 3), axis=0), "alloc((2.0 * s), shape=(3,))"),
+        ("prod_of_alloc", [s], o.prod(o.alloc(s, 2, 3)), "(s ** 6.0)"),
+        (
+            "sum_of_join_axes",
+            [X, Y],
+            o.sum(o.concatenate([X, Y]), 0),
+            "(sum(X, axis=(0,)) + sum(Y, axis=(0,)))",
+        ),
+        (
+            "sum_of_join_axes",
+            [X, Y],
+            o.sum(o.concatenate([X, Y]), 1),
+            "join(sum(X, axis=(1,)), sum(Y, axis=(1,)), axis=0)",
+        ),
+        ("sum_of_join_axes", [X, Y], o.sum(o.stack([X, Y]), 0), "(X + Y)"),
+        ("switch_merge_then", [c, a, b, d], o.switch(c, o.switch(c, a, b), d), "switch(c, a, d)"),
+        ("switch_merge_else", [c, a, b, d], o.switch(c, a, o.switch(c, b, d)), "switch(c, a, d)"),
+    ]
+
+
+@pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
+@pytest.mark.parametrize("case", range(len(_mode_cases())))
+def test_pytensor_reductions_and_switch_merges_fire_in_their_modes_keeping_values(case, mode):
+    name, inputs, graph, expected = _mode_cases()[case]
+    assert {"canonicalize", "fast_run", "fast_compile"} <= BY_NAME[name].tags
+    assert pprint(rewrite_graph(graph, include=["canonicalize"], clone=True)) == expected
+    compiled = compile_in_mode(inputs, graph, mode=mode)
+    ops = [node.op for node in compiled.fgraph.apply_nodes]
+    nested = [op for op in ops if isinstance(op, o.Composite)]
+    inner_switches = sum(isinstance(n.op, o.Switch) for op in nested for n in op.nodes)
+    assert sum(isinstance(op, o.Switch) for op in ops) + inner_switches <= 1  # the two switches merged
+    assert sum(isinstance(op, (o.Prod, o.Join)) for op in ops) <= 1  # one product, no join of parts
+    if name.endswith("_alloc"):  # nothing filled only to be reduced
+        assert not any(isinstance(op, o.Reduce) for op in ops), ops
+    rng = np.random.default_rng(case)
+    values = [
+        rng.random(v.type.shape) > 0.5 if v.dtype == "bool" else rng.normal(size=v.type.shape) for v in inputs
+    ]
+    np.testing.assert_allclose(compiled(*values), function(inputs, graph)(*values), rtol=1e-12)
+
+
+@given(nested_sums(), st.data())
+def test_prod_prod_merges_any_axes_into_one_exact_integer_product(case, data):
+    shape, inner, outer = case
+    x = tensor("x", "int64", shape)
+    before = o.prod(o.prod(x, axis=inner), axis=outer)
+    after = forward(BY_NAME["prod_prod"], before)
+    assert after is not None and after.type == before.type
+    assert after.owner.inputs[0] is x and isinstance(after.owner.op, o.Prod)
+    size = int(np.prod(shape))
+    values = data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=size, max_size=size))
+    array = np.array(values, dtype=np.int64).reshape(shape)  # products wrap around: exact either way
+    np.testing.assert_array_equal(function([x], after)(array), function([x], before)(array))
+
+
+LENGTH_ONE = {o.Sum: "sum_of_length_one_axes", o.Prod: "prod_of_length_one_axes"}
+LENGTH_ONE |= {o.Max: "max_of_length_one_axes", o.Min: "min_of_length_one_axes"}
+
+
+@given(st.data())
+def test_reductions_over_length_one_axes_drop_exactly_those_axes(data):
+    kind = data.draw(st.sampled_from(sorted(LENGTH_ONE, key=str)), label="kind")
+    dtype = data.draw(st.sampled_from(["float64", "float32", "int64", "int8"]), label="dtype")
+    shape = tuple(
+        data.draw(st.lists(st.sampled_from([1, 1, 2, None]), min_size=1, max_size=4), label="shape")
+    )
+    ndim = len(shape)
+    chosen = data.draw(st.lists(st.integers(0, ndim - 1), unique=True, min_size=1), label="axes")
+    axis = None if data.draw(st.booleans()) else tuple(a - ndim * data.draw(st.booleans()) for a in chosen)
+    graph = kind(axis)(tensor("x", dtype, shape))
+    rhs = assert_answers_keep_values(BY_NAME[LENGTH_ONE[kind]], graph, data)
+    axes = range(ndim) if axis is None else {a % ndim for a in axis}
+    fires = all(shape[a] == 1 for a in axes) and graph.dtype == dtype
+    assert (rhs is not None) == fires, (pprint(graph), rhs)
+    if fires:  # a DimShuffle keeping the other axes in order, of x itself
+        assert isinstance(rhs.owner.op, o.DimShuffle) and rhs.owner.inputs == graph.owner.inputs
+        assert rhs.owner.op.new_order == tuple(a for a in range(ndim) if a not in axes)
+
+
+JOIN_KINDS = {o.Sum: "sum_of_join_axes", o.Prod: "prod_of_join_axes"}
+JOIN_KINDS |= {o.Max: "max_of_join_axes", o.Min: "min_of_join_axes"}
+
+
+@pytest.mark.parametrize("kind", list(JOIN_KINDS), ids=list(JOIN_KINDS.values()))
+@given(data=st.data())
+def test_a_reduction_of_a_join_over_explicit_axes_combines_the_parts_or_joins_theirs(kind, data):
+    ndim = data.draw(st.integers(1, 3), label="ndim")
+    shape = tuple(data.draw(st.sampled_from([2, 3, None])) for _ in range(ndim))
+    along = data.draw(st.integers(-ndim, ndim - 1), label="join axis")
+    dtypes = data.draw(
+        st.lists(st.sampled_from(["float64", "int64"]), min_size=1, max_size=3), label="dtypes"
+    )
+    parts = []
+    for i, dtype in enumerate(dtypes):  # the parts may differ in length on the joined axis only
+        lengths = list(shape)
+        lengths[along % ndim] = data.draw(st.sampled_from([1, 2, None]))
+        parts.append(tensor(f"p{i}", dtype, tuple(lengths)))
+    axes = tuple(data.draw(st.lists(st.integers(0, ndim - 1), unique=True, min_size=1), label="axes"))
+    graph = kind(axes)(o.concatenate(parts, axis=along))
+    rhs = assert_answers_keep_values(BY_NAME[JOIN_KINDS[kind]], graph, data)
+    joined_reduced = along % ndim in axes
+    off_axis_known = all(shape[d] is not None for d in range(ndim) if d != along % ndim)
+    nonempty = kind in (o.Sum, o.Prod) or not joined_reduced or all(p.type.shape[along] for p in parts)
+    assert (rhs is not None) == (len(set(dtypes)) == 1 and off_axis_known and nonempty), (pprint(graph), rhs)
+    if rhs is not None and not joined_reduced:  # across the joined axis: a join of the reductions
+        assert isinstance(rhs.owner.op, o.Join) and len(rhs.owner.inputs) == len(parts)
+
+
+ALLOC_KINDS = {o.Sum: "sum_of_alloc", o.Prod: "prod_of_alloc", o.Max: "max_of_alloc", o.Min: "min_of_alloc"}
+
+
+@pytest.mark.parametrize("kind", list(ALLOC_KINDS), ids=list(ALLOC_KINDS.values()))
+@given(data=st.data())
+def test_a_reduction_of_an_alloc_is_computed_from_its_value_and_the_count(kind, data):
+    dtype = data.draw(st.sampled_from(["float64", "float32", "int64", "int8"]), label="dtype")
+    shape = tuple(data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3), label="shape"))
+    value_shape = data.draw(st.sampled_from([(), (1,), shape[-1:]]), label="value shape")
+    chosen = data.draw(st.lists(st.integers(0, len(shape) - 1), unique=True), label="axes")
+    axis = tuple(chosen) or None
+    x = tensor("x", dtype, value_shape)
+    graph = kind(axis)(o.Alloc(shape)(x))
+    rhs = assert_answers_keep_values(BY_NAME[ALLOC_KINDS[kind]], graph, data)
+    n = int(np.prod([shape[a] for a in (range(len(shape)) if axis is None else axis)]))
+    fires = value_shape == () and graph.dtype == dtype and (n > 0 or kind is o.Prod)
+    assert (rhs is not None) == fires, (pprint(graph), rhs)
+    if fires:  # no reduction left: the value, combined with the count
+        assert not any(isinstance(v.owner.op, o.Reduce) for v in ancestors([rhs]) if v.owner is not None)
 
 
 @pytest.mark.parametrize(
