@@ -240,10 +240,26 @@ class AccurateExtractor:
         if value is None:
             return None
         exact = self.exact.get(cls)
-        bits = mean_bits(value, exact) if exact is not None else None
+        bits = self._mean_bits(tree, value, exact) if exact is not None else None
         rank = (0.0 if bits is None else bits, self.trees.size[tree], self.trees.form[tree])
         self._ranks[tree] = rank
         return rank
+
+    def _mean_bits(self, tree: int, value: np.ndarray, exact: np.ndarray) -> float | None:
+        """`costs.mean_bits` of a candidate, keeping its bits per point (`_point_bits`) from the same
+        elementwise errors: the specialists' choice reads them, and they cost as much as the mean."""
+        value = np.asarray(value)
+        if value.dtype.kind != "f":
+            return None
+        with np.errstate(all="ignore"):
+            rounded = np.asarray(exact).astype(value.dtype)
+        value, rounded = np.broadcast_arrays(value, rounded)
+        known = ~np.isnan(rounded)
+        if not known.any():
+            return None
+        errors = np.where(known, bits_of_error(value, rounded), 0.0)
+        self._bits[tree] = errors.reshape(self.samples, -1).mean(axis=1)
+        return float(errors.sum() / known.sum())
 
     def local_error(self, node: int) -> float | None:
         """Herbie's local error of e-node `node`: bits its op loses over its operands' exact values
@@ -349,16 +365,11 @@ class AccurateExtractor:
         return chosen
 
     def _point_bits(self, tree: int, exact: np.ndarray) -> np.ndarray:
-        """A candidate's bits of error at each search point (0 where the exact value is unknown)."""
-        found = self._bits.get(tree)
-        if found is None:
-            value = np.asarray(self._values[tree])
-            with np.errstate(all="ignore"):
-                rounded = np.asarray(exact).astype(value.dtype)
-            value, rounded = np.broadcast_arrays(value, rounded)
-            bits = np.where(np.isnan(rounded), 0.0, bits_of_error(value, rounded))
-            found = self._bits[tree] = bits.reshape(self.samples, -1).mean(axis=1)
-        return found
+        """A candidate's bits of error at each search point (0 where the exact value is unknown), as its
+        rank computed them."""
+        if tree not in self._bits:
+            self._mean_bits(tree, self._values[tree], exact)
+        return self._bits.get(tree, np.zeros(self.samples))  # no float values: no errors to tell
 
     def _combinations(self, node: int, choices: list[list[_Candidate]]) -> list[int]:
         """Up to `COMBINATIONS` trees of e-node `node` over its operands' beams, those whose operands
