@@ -50,7 +50,7 @@ import numpy as np
 from relwrite.engine.explore.costs import (
     Accuracy,
     AccuracyError,
-    bits_of_error,
+    element_bits,
     evaluate_stacked,
     has_reference,
     mean_bits,
@@ -248,16 +248,10 @@ class AccurateExtractor:
     def _mean_bits(self, tree: int, value: np.ndarray, exact: np.ndarray) -> float | None:
         """`costs.mean_bits` of a candidate, keeping its bits per point (`_point_bits`) from the same
         elementwise errors: the specialists' choice reads them, and they cost as much as the mean."""
-        value = np.asarray(value)
-        if value.dtype.kind != "f":
+        found = element_bits(value, exact)
+        if found is None:
             return None
-        with np.errstate(all="ignore"):
-            rounded = np.asarray(exact).astype(value.dtype)
-        value, rounded = np.broadcast_arrays(value, rounded)
-        known = ~np.isnan(rounded)
-        if not known.any():
-            return None
-        errors = np.where(known, bits_of_error(value, rounded), 0.0)
+        errors, known = found
         self._bits[tree] = errors.reshape(self.samples, -1).mean(axis=1)
         return float(errors.sum() / known.sum())
 

@@ -176,6 +176,17 @@ def _ordinals(values: np.ndarray) -> np.ndarray:
 def mean_bits(values: np.ndarray, exact: np.ndarray) -> float | None:
     """Mean `bits_of_error` of `values` against `exact` values (rounded to the values' type) over the
     elements whose exact value is known (not NaN); None when none is, or the values are not floats."""
+    found = element_bits(values, exact)
+    if found is None:
+        return None
+    errors, known = found
+    return float(errors.sum() / known.sum())
+
+
+def element_bits(values: np.ndarray, exact: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """`bits_of_error` of `values` against `exact` (rounded to the values' type), element by element
+    (broadcast together), 0 where the exact value is unknown (NaN), and where it is known; None when it
+    is nowhere, or the values are not floats."""
     values = np.asarray(values)
     if values.dtype.kind != "f":
         return None
@@ -185,7 +196,7 @@ def mean_bits(values: np.ndarray, exact: np.ndarray) -> float | None:
     known = ~np.isnan(exact)
     if not known.any():
         return None
-    return float(np.mean(bits_of_error(values[known], exact[known])))
+    return np.where(known, bits_of_error(values, exact), 0.0), known
 
 
 def evaluate_stacked(node: Apply, operands: Sequence[np.ndarray], samples: int) -> np.ndarray:
