@@ -138,18 +138,16 @@ def _compare(
     if finite_only and lhs.value.dtype.kind == "f" and not np.isfinite(lhs.value).any():
         return "nothing finite to compare"
     named = {v.name or f"input{k}": value for k, (v, value) in enumerate(zip(inputs, values))}
+
+    def mismatch(problem: str, right_value: np.ndarray | None = None) -> SoundnessError:
+        return SoundnessError(
+            f"{name}: {problem}", name, "forward", named, compared, checked, lhs.value, right_value
+        )
+
     try:
         rhs = right(values)
     except Exception as exc:
-        raise SoundnessError(
-            f"{name}: the form did not evaluate where the input did, at {_shown(named)}: {exc}",
-            name,
-            "forward",
-            named,
-            compared,
-            checked,
-            lhs.value,
-        ) from None
+        raise mismatch(f"the form did not evaluate where the input did, at {_shown(named)}: {exc}") from None
     if finite_only and lhs.overflow != rhs.overflow:
         return "a value overflowed on one side only"
     scale = max(1.0, lhs.magnitude, rhs.magnitude, *(magnitude(v) for v in values))
@@ -165,16 +163,7 @@ def _compare(
     )
     if problem is None:
         return None
-    raise SoundnessError(
-        f"{name}: {problem} at {_shown(named)}",
-        name,
-        "forward",
-        named,
-        compared,
-        checked,
-        lhs.value,
-        rhs.value,
-    )
+    raise mismatch(f"{problem} at {_shown(named)}", rhs.value)
 
 
 def _drawn(rng: np.random.Generator, v: Variable, length: int, non_finite: bool) -> np.ndarray:
