@@ -780,16 +780,8 @@ def regime_form(
                 return baseline
             if any(isinstance(sources[c], int) for c in choice[2]):  # what is left if explaining runs out
                 formed = [k for k, source in enumerate(sources) if isinstance(source, Form)]
-                within = _chosen(
-                    wide,
-                    accuracy,
-                    [graphs[k] for k in formed],
-                    [sources[k] for k in formed],
-                    split and scalar,
-                    baseline.expr,
-                )
+                within = _chosen(wide, accuracy, graphs, sources, split and scalar, baseline.expr, formed)
                 if within is not None:  # its branches are checked forms, the input, or approximations
-                    within = (within[0], within[1], tuple(formed[c] for c in within[2]), within[3])
                     fallback = (
                         _piecewise(
                             exploration,
@@ -820,19 +812,25 @@ def _chosen(
     sources: Sequence[Form | int],
     split: bool,
     best: Variable,
+    among: Sequence[int] | None = None,
 ) -> _Choice | None:
-    """Regimes of `graphs` (or the single most accurate) chosen on `wide`, more accurate there than
-    `best`; a choice using an approximation only when `_confirmed` on a fresh sample, else the choice among
-    the others.  None when nothing beats `best`."""
-    choice = _choose(wide, graphs, split)
+    """Regimes of `graphs` (those at indices `among`, else all; or the single most accurate) chosen on
+    `wide`, more accurate there than `best`; a choice using an approximation only when `_confirmed` on a
+    fresh sample, else the choice among the others.  None when nothing beats `best` (index 0)."""
+    among = list(range(len(graphs))) if among is None else list(among)
+    choice = _choose_among(wide, graphs, among, split)
     approximate = [isinstance(s, Form) and s.approximate for s in sources]
     if any(approximate[c] for c in choice[2]) and not _confirmed(accuracy, choice, graphs, best):
-        exact = [k for k, a in enumerate(approximate) if not a]
-        choice = _choose(wide, [graphs[k] for k in exact], split)
-        choice = (choice[0], choice[1], tuple(exact[c] for c in choice[2]), choice[3])
+        choice = _choose_among(wide, graphs, [k for k in among if not approximate[k]], split)
     if choice[2] == (0,) or not choice[3] < float(wide(best)):
         return None
     return choice
+
+
+def _choose_among(wide: Accuracy, graphs: Sequence[Variable], among: list[int], split: bool) -> _Choice:
+    """`_choose` over the graphs at indices `among`, its choices given as indices into `graphs`."""
+    choice = _choose(wide, [graphs[k] for k in among], split)
+    return choice[0], choice[1], tuple(among[c] for c in choice[2]), choice[3]
 
 
 def _piecewise(
