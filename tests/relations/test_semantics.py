@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pytest
@@ -80,11 +81,19 @@ class Outcome:
     error: type | None
 
 
+@lru_cache(maxsize=64)
+def compiled(inputs: tuple[Variable, ...], outputs: Variable | tuple[Variable, ...]):
+    """`function(inputs, outputs)`, compiled once for the many input values an example is checked at."""
+    return function(list(inputs), outputs if isinstance(outputs, Variable) else list(outputs))
+
+
 def evaluate(graph: Variable, values: dict[str, np.ndarray]) -> Outcome:
     inputs = by_name(graph)
     try:
         with np.errstate(all="ignore"):
-            return Outcome(np.asarray(function(inputs, graph)(*(values[v.name] for v in inputs))), None)
+            return Outcome(
+                np.asarray(compiled(tuple(inputs), graph)(*(values[v.name] for v in inputs))), None
+            )
     except Exception as exc:
         cause = exc.__cause__ or exc.__context__
         return Outcome(None, type(cause) if cause is not None else type(exc))
@@ -109,6 +118,19 @@ def _blas_definition(node, args: list[Variable]) -> Variable:
 
 def extended(graph: Variable, values: dict[str, np.ndarray]) -> tuple[np.ndarray, float]:
     """`graph` with its float inputs and constants in long double: (its value, the largest magnitude seen)."""
+    inputs, wide_inputs, outputs = widened_graph(graph)
+    args = [values[v.name].astype(w.dtype) for v, w in zip(inputs, wide_inputs)]
+    with np.errstate(all="ignore"):
+        results = compiled(wide_inputs, outputs)(*args)
+    arrays = [*map(np.asarray, results), *args]
+    magnitudes = [np.abs(r[np.isfinite(r)]) for r in arrays if r.dtype.kind == "f"]
+    scale = max([float(m.max()) for m in magnitudes if m.size] + [0.0])
+    return np.asarray(results[0]), scale
+
+
+@lru_cache(maxsize=64)
+def widened_graph(graph: Variable) -> tuple[list[Variable], tuple[Variable, ...], tuple[Variable, ...]]:
+    """`graph` rebuilt in long double: its inputs, theirs widened, and (its value, every intermediate)."""
 
     def widened(v: Variable) -> Variable:
         if v.type.numpy_dtype.kind != "f":
@@ -128,13 +150,7 @@ def extended(graph: Variable, values: dict[str, np.ndarray]) -> tuple[np.ndarray
         replacement.update(zip(node.outputs, outputs))
     top = replacement[graph] if graph in replacement else widened(graph)
     intermediate = [v for v in io_toposort([replacement[v] for v in inputs], [top]) for v in v.outputs]
-    args = [values[v.name].astype(replacement[v].dtype) for v in inputs]
-    with np.errstate(all="ignore"):
-        results = function([replacement[v] for v in inputs], [top, *intermediate])(*args)
-    arrays = [*map(np.asarray, results), *args]
-    magnitudes = [np.abs(r[np.isfinite(r)]) for r in arrays if r.dtype.kind == "f"]
-    scale = max([float(m.max()) for m in magnitudes if m.size] + [0.0])
-    return np.asarray(results[0]), scale
+    return inputs, tuple(replacement[v] for v in inputs), (top, *intermediate)
 
 
 def close(a: np.ndarray, b: np.ndarray, eps: float, scale: float) -> np.ndarray:
@@ -186,7 +202,7 @@ def overflows(graph: Variable, values: dict[str, np.ndarray]) -> bool:
     inputs = by_name(graph)
     computed = [v for node in io_toposort(inputs, [graph]) for v in node.outputs]
     with np.errstate(all="ignore"):
-        results = function(inputs, computed)(*(values[v.name] for v in inputs))
+        results = compiled(tuple(inputs), tuple(computed))(*(values[v.name] for v in inputs))
     return any(np.asarray(r).dtype.kind == "f" and bool(np.isinf(r).any()) for r in results)
 
 
