@@ -654,7 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--direction", default="both", choices=("forward", "backward", "both"), help="run the rules"
     )
     explore.add_argument(
-        "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. unsafe)"
+        "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. accuracy)"
+    )
+    explore.add_argument(
+        "--safe-only",
+        action="store_true",
+        help="leave out the rules tagged unsafe (equal only where values are finite and assumptions hold)",
     )
     explore.add_argument(
         "--where",

@@ -53,8 +53,10 @@ def test_every_step_expression_computes_the_input():
         assert np.isclose(function(inputs, step.expression)(*values), expected)
 
 
-def test_without_unsafe_rules_the_seed_is_not_proven():
-    assert prove(parse(SEED), parse("2 * z"), limits=Limits(seconds=1)) is None
+def test_the_seed_is_proven_by_default_under_its_assumptions_and_not_without_unsafe_rules():
+    proof = prove(parse(SEED), parse("2 * z"), limits=WORK)
+    assert proof is not None and proof.unsafe and {"x != 0", "y != 0"} <= proof.assumptions
+    assert prove(parse(SEED), parse("2 * z"), unsafe=False, limits=Limits(seconds=1)) is None
 
 
 def test_a_step_run_backward_says_so():
@@ -145,8 +147,10 @@ def test_a_folded_constant_carries_the_assumptions_of_what_made_it_constant():
 
 
 def test_without_unsafe_rules_a_constant_is_never_folded_out_of_x_over_x():
-    form = best_form(parse("1 + x / x"), limits=FEW)
+    form = best_form(parse("1 + x / x"), unsafe=False, limits=FEW)
     assert pprint(form.expr) != "2.0" and not form.unsafe
+    default = best_form(parse("1 + x / x"), limits=FEW)
+    assert pprint(default.expr) == "2.0" and default.unsafe and default.assumptions == {"x != 0"}
     named = best_form(parse("1 + x / x"), rules=["div_self", "useless_fill"], limits=FEW)
     assert pprint(named.expr) == "2.0" and named.unsafe and named.assumptions == {"x != 0"}
 
