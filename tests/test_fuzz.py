@@ -14,8 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relwrite.backends.function import MODES, Mode
 from relwrite.backends.numpy.function import function
+from relwrite.compile.function import MODES, Mode
 from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
 from relwrite.engine.node_rewriters import KanrenRelationSub
 from relwrite.graph import ops, shape, subtensor

@@ -17,8 +17,8 @@ from kanren import run, var
 from unification.variable import isvar
 
 import relwrite as rw
-from relwrite.backends.function import function as compile_in_mode
 from relwrite.backends.numpy.function import function
+from relwrite.compile.function import function as compile_in_mode
 from relwrite.engine import Query, RewriteWarning, rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import (

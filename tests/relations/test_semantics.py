@@ -32,8 +32,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relwrite.backends.function import function as compiled_function
 from relwrite.backends.numpy.function import function
+from relwrite.compile.function import function as compiled_function
 from relwrite.engine import rewrite_graph
 from relwrite.engine.folding import constant_folding
 from relwrite.graph import ops as o

@@ -15,8 +15,8 @@ import numpy as np
 
 import relwrite as rw
 from relwrite.backends import exact
-from relwrite.backends.function import Mode
 from relwrite.backends.numpy.function import function_graph
+from relwrite.compile.function import Mode
 from relwrite.engine.db import optdb
 from relwrite.engine.profile import EquilibriumProfile, SequenceProfile
 from relwrite.graph.basic import Variable

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relwrite.backends.function import MODES, Mode, get_mode
+from relwrite.compile.function import MODES, Mode, get_mode
 from relwrite.engine.db import mode_query
 from relwrite.graph.basic import Variable
 from relwrite.testing.fuzz.generate import draw_graph
