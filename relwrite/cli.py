@@ -389,10 +389,10 @@ def _value_of(token: str, dtype: np.dtype, name: str) -> bool | int | float:
 
 
 def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray]) -> np.ndarray:
-    from relwrite.backends.numpy import function
+    from relwrite.backends.numpy import numpy_function
 
     with np.errstate(all="ignore"):
-        return np.asarray(function(list(inputs), output)(*values))
+        return np.asarray(numpy_function(list(inputs), output)(*values))
 
 
 def _c_source(fgraph: Any) -> str:

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 
 import relwrite as rw
 from relwrite.backends.c import c_available
-from relwrite.backends.numpy import function as reference_function
+from relwrite.backends.numpy import numpy_function as reference_function
 from relwrite.compile.function import MODES, Mode, function
 from relwrite.engine.db import Query
 from relwrite.graph import ops
@@ -267,7 +267,7 @@ FALLBACK_SCRIPT = textwrap.dedent(
     import relwrite as rw
     from relwrite.backends.c import CFallbackWarning
     from relwrite.compile.function import function
-    from relwrite.backends.numpy import function as reference_function
+    from relwrite.backends.numpy import numpy_function as reference_function
     from relwrite.graph import ops
 
     x, y = rw.vector("x"), rw.vector("y")

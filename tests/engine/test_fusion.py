@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.db import Query, optdb
 from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.profile import WalkProfile
@@ -33,7 +33,7 @@ def composites(fgraph: FunctionGraph) -> list:
 
 def evaluate(inputs, outputs, values) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
-        return function(inputs, outputs)(*values)
+        return numpy_function(inputs, outputs)(*values)
 
 
 def assert_fusion_keeps_values(inputs, outputs, values) -> FunctionGraph:

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relwrite.backends.numpy.function import function as numpy_function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.cli import main
 from relwrite.compile.function import function
 from relwrite.graph import ops

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import relwrite as rw
-from relwrite.backends.numpy.function import function as evaluated  # the graph as it is, not rewritten
+from relwrite.backends.numpy.function import numpy_function as evaluated  # the graph as it is, not rewritten
 from relwrite.compile.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o

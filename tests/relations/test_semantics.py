@@ -32,7 +32,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.compile.function import function as compiled_function
 from relwrite.engine import rewrite_graph
 from relwrite.engine.folding import constant_folding
@@ -83,8 +83,8 @@ class Outcome:
 
 @lru_cache(maxsize=64)
 def compiled(inputs: tuple[Variable, ...], outputs: Variable | tuple[Variable, ...]):
-    """`function(inputs, outputs)`, compiled once for the many input values an example is checked at."""
-    return function(list(inputs), outputs if isinstance(outputs, Variable) else list(outputs))
+    """`numpy_function(inputs, outputs)`, compiled once for the many input values an example is checked at."""
+    return numpy_function(list(inputs), outputs if isinstance(outputs, Variable) else list(outputs))
 
 
 def evaluate(graph: Variable, values: dict[str, np.ndarray]) -> Outcome:
@@ -439,10 +439,10 @@ def test_the_logsumexp_op_is_stable_and_minus_infinity_over_empty_axes():
     x = tensor("x", "float32", (None, None))
     values = np.array([[100.0, 100.0], [-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 0.0]], dtype=np.float32)
     with np.errstate(divide="ignore"):
-        result = function([x], o.logsumexp(x, axis=1))(values)
+        result = numpy_function([x], o.logsumexp(x, axis=1))(values)
         assert result.dtype == np.float32
         np.testing.assert_allclose(result, [100 + np.log(2), -np.inf, np.inf, np.nan], rtol=1e-6)
-        assert function([x], o.logsumexp(x))(np.zeros((3, 0), dtype=np.float32)) == -np.inf
+        assert numpy_function([x], o.logsumexp(x))(np.zeros((3, 0), dtype=np.float32)) == -np.inf
     assert pprint(o.logsumexp(x, axis=1)) == "logsumexp(x, axis=(1,))"
 
 
@@ -563,7 +563,7 @@ def test_integer_constants_fold_with_the_wraparound_of_their_dtype(a, b, op):
     (answer,) = list(get_rule(rule_name).forward(graph))
     values = np.arange(-128, 128, dtype=np.int8)
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(function([x], answer)(values), function([x], graph)(values))
+        np.testing.assert_array_equal(numpy_function([x], answer)(values), numpy_function([x], graph)(values))
 
 
 @pytest.mark.parametrize(
@@ -594,5 +594,5 @@ def test_constant_folding_never_makes_an_infinity_or_a_zero_and_wraps_integers_a
     assert bool(result) == folds
     if folds:
         with np.errstate(all="ignore"):
-            np.testing.assert_array_equal(result[0].data, function([], graph)())
+            np.testing.assert_array_equal(result[0].data, numpy_function([], graph)())
         assert result[0].dtype == graph.dtype

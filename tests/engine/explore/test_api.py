@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from relwrite import function as rw_function
 from relwrite import matrix, parse, scalar, vector
 from relwrite.backends.numpy import EvaluationError
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.api import (
     Form,
     UncheckedFormError,
@@ -83,7 +83,7 @@ def ac_key(graph):
 
 def evaluate(graph, inputs, values):
     with np.errstate(all="ignore"):
-        return np.asarray(function(inputs, graph)(*values), dtype=np.float64)
+        return np.asarray(numpy_function(inputs, graph)(*values), dtype=np.float64)
 
 
 def agree(left, right, scale, where=True):

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 
 from relwrite import parse, scalar
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.api import best_form, explore, prove, select_rules
 from relwrite.engine.explore.egraph import FOLDING, EGraph
 from relwrite.engine.explore.explain import Explainer
@@ -48,9 +48,9 @@ def test_every_step_expression_computes_the_input():
     proof = prove(a, parse("2 * z"), rules=CANCELLING, limits=WORK)
     inputs = sorted(_inputs(a), key=str)
     values = [np.float64(v) for v in (1.5, -2.5, 3.25)]  # x, y, z: nonzero
-    expected = function(inputs, a)(*values)
+    expected = numpy_function(inputs, a)(*values)
     for step in proof.steps:
-        assert np.isclose(function(inputs, step.expression)(*values), expected)
+        assert np.isclose(numpy_function(inputs, step.expression)(*values), expected)
 
 
 def test_the_seed_is_proven_by_default_under_its_assumptions_and_not_without_unsafe_rules():
@@ -116,10 +116,10 @@ def test_past_the_congruence_bound_chains_follow_the_proof_forest_and_stay_sound
     assert proof is not None and proof.assumptions == {"x != 0", "y != 0"}
     inputs = sorted(_inputs(a), key=str)
     values = [np.float64(v) for v in (1.5, -2.5, 3.25)]
-    expected = function(inputs, a)(*values)
+    expected = numpy_function(inputs, a)(*values)
     assert pprint(proof.steps[-1].expression) == "(2.0 * z)"
     for step in proof.steps:
-        assert np.isclose(function(inputs, step.expression)(*values), expected)
+        assert np.isclose(numpy_function(inputs, step.expression)(*values), expected)
 
 
 THREE = Limits(iterations=3, nodes=300, seconds=math.inf, rule_seconds=math.inf)
