@@ -207,7 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     if not args.suite.is_dir():
         parser.error(f"--suite {args.suite}: not a directory")
     untimed = {"rule_seconds": math.inf} if args.limit_seconds == math.inf else {}
-    limits = Limits(args.limit_iterations, args.limit_nodes, seconds=args.limit_seconds, **untimed)
+    limits = Limits(
+        iterations=args.limit_iterations, nodes=args.limit_nodes, seconds=args.limit_seconds, **untimed
+    )
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("forkserver")) as pool:
             return run(args.suite, limits, pool)

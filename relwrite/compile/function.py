@@ -71,6 +71,7 @@ def function(
     inputs: Variable | Sequence[Variable],
     outputs: Variable | Sequence[Variable],
     mode: str | Mode = "fast_run",
+    *,
     trust_input: bool = False,
     cache: bool = True,
     profile: bool | str = False,

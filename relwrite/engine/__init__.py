@@ -2,7 +2,7 @@
 
 Node rewriters propose replacements for one node; graph rewriters edit a
 whole FunctionGraph; `optdb` holds the default pipeline and `rewrite_graph`
-runs it.  The seed's older names are in `relwrite.engine.compat`.
+runs it.  Aesara's older names are in `relwrite.engine.compat`.
 """
 
 from relwrite.engine.db import (

@@ -347,6 +347,7 @@ def mode_query(mode: str | Query) -> Query:
 def rewrite_graph(
     graph: Variable | Sequence[Variable] | FunctionGraph,
     include: Iterable[str] = ("canonicalize",),
+    *,
     custom_rewrite: GraphRewriter | None = None,
     clone: bool = False,
     exclude: Iterable[str] | None = None,

@@ -6,7 +6,7 @@ for every elementwise node (Composites included) and every
 `inc_subtensor` / `set_subtensor`, an input whose buffer it may overwrite:
 the first one the handler allows.  Both carry the `inplace` tag, so
 ``Query(include=["fast_run"], exclude=["inplace"])`` runs nothing in place,
-as in the seed.  Whether a marked node really writes in place is the
+as in Aesara.  Whether a marked node really writes in place is the
 linker's choice: its implementation must be able to, and shapes must agree.
 """
 

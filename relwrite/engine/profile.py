@@ -1,6 +1,6 @@
 """Profiles returned by graph rewriters, and `print_profile`, the one place that prints them.
 
-Walk and merge profiles are tuples (their reprs read like the seed's); the
+Walk and merge profiles are tuples (their reprs read like Aesara's); the
 equilibrium and sequence profiles are records with nested detail.
 """
 

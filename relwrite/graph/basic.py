@@ -414,7 +414,7 @@ def constant(value: Any, name: str | None = None, dtype: Any = None) -> Constant
     return Constant(TensorType(array.dtype, array.shape), array, name=name)
 
 
-def as_variable(value: Any, others: Sequence[str] = (), exact_ints: bool = False) -> Variable:
+def as_variable(value: Any, others: Sequence[str] = (), *, exact_ints: bool = False) -> Variable:
     """A Variable for `value`; a Python scalar is weak: it takes the dtype NumPy 2 gives it next to `others`.
 
     This is the one place Python numbers enter graphs (operators, op calls, the
@@ -453,12 +453,12 @@ def as_variables(
     result = []
     for k, value in enumerate(values):
         try:
-            result.append(as_variable(value, others, exact_ints))
+            result.append(as_variable(value, others, exact_ints=exact_ints))
         except LiteralOverflowError:
             if loop is None:
                 raise
             result.append(
-                as_variable(value, [loop[k]], exact_ints)
+                as_variable(value, [loop[k]], exact_ints=exact_ints)
             )  # raises again if the loop cannot hold it
     return result
 

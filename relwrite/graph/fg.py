@@ -179,6 +179,7 @@ class FunctionGraph:
         self,
         inputs: Sequence[Variable] | None = None,
         outputs: Sequence[Variable] | None = None,
+        *,
         features: Iterable[Any] = (),
         clone: bool = True,
     ):
@@ -255,7 +256,7 @@ class FunctionGraph:
         towards the inputs.  Inputs stay; orphaned constants are forgotten.
         `client` must be a client of `var` (a ValueError naming both leaves the
         graph untouched otherwise).  While pruning, a link that was already
-        removed counts as removed, as in the seed: removing a client before
+        removed counts as removed, as in Aesara: removing a client before
         its reader goes is not an error.
         """
         clients = self.clients.get(var) if isinstance(var, Variable) else None

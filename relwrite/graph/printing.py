@@ -144,7 +144,7 @@ class FunctionPrinter:
 
 
 class OperatorPrinter:
-    """Infix `(x + y + z)`: one pair of parentheses around every application, as in the seed.
+    """Infix `(x + y + z)`: one pair of parentheses around every application, as in Aesara.
 
     `precedence` follows Python's (higher binds tighter): an operand binding less
     tightly, such as `-x` under `**`, gets its own parentheses.  `assoc`
@@ -458,7 +458,7 @@ def _indent(depth: int) -> str:
 
 
 def dprint(
-    obj: Any, file: TextIO | str | None = None, depth: int = -1, print_type: bool = False
+    obj: Any, file: TextIO | str | None = None, *, depth: int = -1, print_type: bool = False
 ) -> str | None:
     """Print the graph as a tree, Aesara style; `file="str"` returns the text instead.
 
@@ -603,7 +603,7 @@ _DOT_STYLES = {
 }
 
 
-def to_dot(obj: Any, name: str = "relwrite", before: Any = None, expand: bool = False) -> str:
+def to_dot(obj: Any, name: str = "relwrite", *, before: Any = None, expand: bool = False) -> str:
     """Graphviz DOT text for the graph: each node a box labelled by its op and its result's type.
 
     Inputs, constants and outputs are ellipses filled in different colours

@@ -30,7 +30,7 @@ class Shape(Op):
         return Apply(self, inputs, [Variable(TensorType("int64", (inputs[0].ndim,)))])
 
 
-class Shape_i(Op):  # the seed's name
+class Shape_i(Op):  # Aesara's name
     """One length of the input, `x.shape[i]`, as an int64 scalar."""
 
     __props__ = ("i",)

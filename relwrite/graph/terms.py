@@ -188,7 +188,7 @@ class OpETuple(ExpressionTuple):
     __slots__ = ()
 
     def __repr__(self) -> str:
-        """The seed's display, `e(add, y, y)`."""
+        """Aesara's display, `e(add, y, y)`."""
         return str(self)
 
     def __add__(self, other):

@@ -134,7 +134,7 @@ dot_distribute = rule(
     keeps_type=True,
     examples=("A @ (x + y)",),
     types={"A": "(3, 4)", "x": "(4,)", "y": "(4,)", "z": "(4,)"},
-    doc="A @ (x + y + ...) -> A @ x + A @ (y + ...) (the seed's dot_distributeo); backward it gathers. "
+    doc="A @ (x + y + ...) -> A @ x + A @ (y + ...) (Aesara's dot_distributeo); backward it gathers. "
     "Only where static shapes prove every term has the sum's full shape (a term that broadcasts would "
     "not multiply on its own): equal over the reals.",
 )

@@ -1,7 +1,7 @@
 """Assertions: run-time checks (`Assert`) that rewriting may drop when they cannot fail, or when asked.
 
 `useless_assert` drops the conditions known to hold (constants true
-everywhere) and the check with none left; `remove_all_assert` is the seed's
+everywhere) and the check with none left; `remove_all_assert` is Aesara's
 unsafe rewrite dropping every check (opt-in: `--include unsafe`).
 """
 
@@ -52,6 +52,6 @@ remove_all_assert = rule(
     assumptions=("c != 0",),
     examples=("assert_op(x, c)",),
     types=CHECKED,
-    doc="""Assert(x, c...) -> x: every run-time check dropped (the seed's unsafe rewrite; valid where the
+    doc="""Assert(x, c...) -> x: every run-time check dropped (Aesara's unsafe rewrite; valid where the
     conditions hold).""",
 )

@@ -2,7 +2,7 @@
 
 `useless_subtensor`: ``x[:, ::1] -> x`` (every axis taken whole, none
 added); backward it writes `x` as ``x[:, :]``.  `subtensor_lift`:
-``f(x, 2.0)[i] -> f(x[i], 2.0)``, the seed's local_subtensor_lift (compute
+``f(x, 2.0)[i] -> f(x[i], 2.0)``, Aesara's local_subtensor_lift (compute
 only the part that is read); backward it gathers the indexing again.  An
 operand is indexed like the result only when it provably has the result's
 shape (the one array operand, or static lengths all equal): an operand that
@@ -203,7 +203,7 @@ subtensor_merge = rule(
     compute={"merged": merged_subtensor},
     examples=("x[1:][2:]", "m[1:, ::2][:, 1:]", "x[::2][1::3]", "x[2:9:2][1:3]"),
     types={"x": "vector", "m": "matrix"},
-    doc="""x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (the seed's
+    doc="""x[a][b] -> x[c]: two indexings with literal, forward-stepping bounds as one (Aesara's
     local_subtensor_merge). Exact: an int index is merged only where it raises exactly when the pair
     would.""",
 )
@@ -295,7 +295,7 @@ inc_subtensor_serialize = rule(
     ),
     types={"x": "vector", "z": "scalar", "w": "scalar"},
     doc="""x + inc(zeros[i], a) + inc(zeros[j], b) -> inc(inc(x[i], a)[j], b) (inc: inc_subtensor):
-    increments of zeros (what gradients of indexing build) applied to the sum in turn, the seed's
+    increments of zeros (what gradients of indexing build) applied to the sum in turn, Aesara's
     local_IncSubtensor_serialize, where the other terms sum to exactly their type. Reassociates, as
     add_zero: where a term is -0.0 and nothing is added to it, the left side is +0.0.""",
 )

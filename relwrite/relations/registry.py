@@ -7,10 +7,14 @@ backward.  It also records its name, tags, tracks (head ops), assumptions
 side's values relate to its left side's: one of `SEMANTICS`, defined in
 docs/rule-safety.md), whether running it backward is meaningful, and examples.
 
-Simple rules are one `rule(name, lhs_pattern, rhs_pattern, ...)` call: the
-same two patterns give the kanren goal and a fast direct matcher
-(`Rule.forward`, plain unify/reify) that engines use forward.  Complex rules
-are functions composed from kanren goals, decorated with `@relation(...)`.
+A catalogue rule is one `rule(name, lhs_pattern, rhs_pattern, ...)`
+declaration: its two patterns compile once to the matcher the engines run
+(`relwrite.relations.pattern`: on graph nodes, and on e-classes in
+exploration) and give the kanren goal that specifies it; guards (`where`)
+and computed bindings (`compute`, backward through a declared inverse)
+complete a match (`relwrite.relations.runtime`).  A goal written by hand
+becomes a rule with `@relation(...)`: it answers through kanren once a side
+is bound.
 """
 
 from __future__ import annotations
@@ -230,6 +234,7 @@ def rule(
     lhs: Any,
     rhs: Any,
     tags: Iterable[str] = (),
+    *,
     assumptions: Iterable[str] = (),
     examples: Iterable[str] | None = None,
     types: Mapping[str, str] | None = None,

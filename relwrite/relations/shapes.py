@@ -2,7 +2,7 @@
 
 `shape_promotion`: ``shape(log(x)) -> shape(x)`` and `shape_i_promotion`:
 ``shape_i(x + y, 0)`` -> the length it broadcasts to, from
-`relwrite.graph.shape_inference.infer_shape` (the seed's shape promotion and
+`relwrite.graph.shape_inference.infer_shape` (Aesara's shape promotion and
 local_track_shape_i); `shape_i_of_shape`: ``shape(x)[i] -> shape_i(x, i)``
 (local_shape_to_shape_i); `known_shape` and `known_length`: a shape or length
 that static types know is a constant.  A rule's left side has one head, so

@@ -1,7 +1,8 @@
 """Simplify: algebraic identities beyond the canonical form (comparisons, extrema, signs, fills, sums).
 
-Each rule is one pattern pair run by the rule runtime in both directions.
-Most are `exact` (the same values, NaN, infinities and the sign of zero
+Each rule is one declaration: a pattern pair, with guards or computed values
+where a pattern alone cannot say it; it runs in the directions its declaration
+allows.  Most are `exact` (the same values, NaN, infinities and the sign of zero
 included); those that only hold for some dtypes say so with a constraint
 (``x <= x`` is True for integers, not for a float NaN).  Rules that drop a
 broadcasting operand (a `fill`, a constant condition) declare `keeps_type`
@@ -640,7 +641,7 @@ max_of_join_axes = _reduce_of_join(o.Max)
 min_of_join_axes = _reduce_of_join(o.Min)
 
 
-# -- the seed's fill cut: an operand that only shapes the result goes when the others have its shape ---
+# -- fills cut: an operand that only shapes the result goes when the others have its shape ---
 
 
 def model_absorbed(model: Variable, value: Variable, rest: tuple[Variable, ...]) -> bool:

@@ -805,6 +805,7 @@ def hypothesis_files_in_cache() -> Iterator[None]:
 def check_relation(
     rule_or_relation: Rule | Callable,
     direction: str = "both",
+    *,
     max_examples: int | None = None,
     types: Mapping[str, str | TensorType] | None = None,
     assumptions: Iterable[str | Assumption] = (),

@@ -118,7 +118,7 @@ class StopReason(enum.StrEnum):
     GOAL = "goal reached"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Limits:
     """Budgets of an exploration (egg's defaults for the first three).
 

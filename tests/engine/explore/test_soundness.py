@@ -119,6 +119,8 @@ def test_the_hamming_logs_benchmark_is_improved_without_an_unsound_form():
         for b in read_fpcores((DATA / "hamming" / "series.fpcore").read_text())
         if b.name == "logs (example 3.8)"
     ]
-    improvement = improve_benchmark(benchmark, Limits(8, 10_000, seconds=math.inf, rule_seconds=math.inf))
+    improvement = improve_benchmark(
+        benchmark, Limits(iterations=8, nodes=10_000, seconds=math.inf, rule_seconds=math.inf)
+    )
     assert improvement.ok, improvement.error
     assert improvement.output_bits <= improvement.input_bits
