@@ -54,6 +54,7 @@ SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 """
 RULE_MODULES = (
     "relwrite.relations.canonicalize",
+    "relwrite.relations.quotients",
     "relwrite.relations.assertions",
     "relwrite.relations.indexing",
     "relwrite.relations.shapes",
