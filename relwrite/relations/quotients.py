@@ -66,15 +66,18 @@ class Parts:
         self.divisions = 0  # the quotients and reciprocals read through
 
 
-def quotient_parts(numerators: Sequence[Variable], denominators: Sequence[Variable]) -> Parts | None:
+def quotient_parts(
+    numerators: Sequence[Variable], denominators: Sequence[Variable], divisions: int | None = None
+) -> Parts | None:
     """The factors of prod(numerators) / prod(denominators), read through products, quotients and
     reciprocals of one floating dtype at any depth (None past `QUOTIENT_BUDGET` nodes, or for operands
-    of several dtypes or of no float dtype); with denominators, the division of the two counts too."""
+    of several dtypes or of no float dtype).  `divisions` counts the divisions the root makes (by
+    default one where there are denominators: the division of the two)."""
     graphs = uniform_graphs((*numerators, *denominators))
     if graphs is None or graphs[0].type.numpy_dtype.kind != "f":
         return None
     parts = Parts(graphs[0].dtype)
-    parts.divisions = 1 if denominators else 0
+    parts.divisions = (1 if denominators else 0) if divisions is None else divisions
     stack = [(g, False) for g in reversed(denominators)] + [(g, True) for g in reversed(numerators)]
     seen = 0
     while stack:
@@ -133,9 +136,7 @@ def combined_constants(parts: Parts) -> Combined | None:
     count = len(n) + len(d)
     if count == 0:
         return Combined(0, None, None)
-    one = np.ones((), dtype=dtype)
-    num = constant_result(np.multiply, [one, *n], dtype, wraps=False)
-    den = constant_result(np.multiply, [one, *d], dtype, wraps=False)
+    num, den = _product(n, dtype), _product(d, dtype)
     if num is None or den is None or not num.all() or not den.all():
         return None
     if not (np.isfinite(num) and np.isfinite(den)):
@@ -150,6 +151,13 @@ def combined_constants(parts: Parts) -> Combined | None:
         return Combined(count, None, None)
     constant = typed_constant(value, dtype)
     return Combined(count, constant, None) if on_top else Combined(count, None, constant)
+
+
+def _product(values: list[np.ndarray], dtype: str) -> np.ndarray | None:
+    """The product of 0-d constants' values in `dtype` (1 of none; None where it overflows or underflows)."""
+    if len(values) < 2:
+        return np.asarray(values[0] if values else 1, dtype=dtype)
+    return constant_result(np.multiply, values, dtype, wraps=False)
 
 
 def _variables(graphs: list[Variable]) -> list[Variable]:
@@ -206,6 +214,14 @@ def commonly_cancelled(parts: Parts) -> list[Variable]:
 def quotient_of(x: Variable, y: Variable) -> Variable | None:
     """x / y in the canonical form, where it takes fewer divisions or constants (`canonical_quotient`)."""
     parts = quotient_parts((x,), (y,))
+    return None if parts is None else canonical_quotient(parts, [])
+
+
+# reading the reciprocal's argument flattens products and quotients at any depth: code walks them
+def reciprocal_of(x: Variable) -> Variable | None:
+    """1 / x in the canonical form, where it takes fewer divisions or constants (reciprocal(a / b) is
+    b / a)."""
+    parts = quotient_parts((), (x,), divisions=1)
     return None if parts is None else canonical_quotient(parts, [])
 
 
@@ -280,6 +296,22 @@ def _reads_quotient(value: Any) -> bool:
     )
 
 
+reciprocal_of_quotient = rule(
+    "reciprocal_of_quotient",
+    (o.reciprocal, "x"),
+    "canonical",
+    CANON,
+    semantics="reassociates",
+    examples=("reciprocal(x / y)", "reciprocal(reciprocal(x) * y)", "reciprocal(x / (2 * y) / 4)"),
+    compute={"canonical": reciprocal_of},
+    keeps_type=True,
+    idempotent=True,
+    doc="""reciprocal(x / y) -> y / x, reciprocal(reciprocal(x) * y) -> x / y: the reciprocal of a product
+    of quotients written as one division of two products, the 0-d constants combined (as
+    mul_div_canonical), where that takes fewer divisions or constants.  Reassociates.""",
+    screen=lambda value: _reads_quotient(value),
+)
+
 mul_div_cancel_common = rule(
     "mul_div_cancel_common",
     (o.true_div, "n", "d"),
@@ -294,3 +326,103 @@ mul_div_cancel_common = rule(
     Floats; unsafe: where a cancelled factor x is 0 or infinite the left side is NaN, so valid for finite
     x != 0.  A cancelled factor that could widen the result leaves ones shaped like it.""",
 )
+
+
+# -- the greedy distributor -----------------------------------------------------------------------------
+
+DIVISION_COST = 1.5
+"""What a division costs in multiplications when the distributor scores a factor (Theano's div_cost)."""
+
+
+def _signed_parts(term: Variable) -> tuple[bool, Parts] | None:
+    """(negated, parts) of a sum's term: neg(u) reads as u with its sign flipped."""
+    inner = node_inputs(term, o.neg)
+    negated = inner is not None and inner[0].dtype == term.dtype
+    parts = quotient_parts((inner[0] if negated else term,), ())
+    return None if parts is None else (negated, parts)
+
+
+def _position(graphs: list[Variable], target: Variable) -> int | None:
+    return next((k for k, g in enumerate(graphs) if same_graph(g, target)), None)
+
+
+def _distribute(terms: list[tuple[bool, Parts]], factor: Variable) -> bool:
+    """Multiply every term by `factor` where that saves operations (Theano's distribute_greedy score:
+    the product loses a multiplication, each term whose denominator holds the factor a division, each
+    other term gains a multiplication); True when it did (the terms changed in place)."""
+    cancels = [_position(parts.den, factor) for _, parts in terms]
+    hits = sum(j is not None for j in cancels)
+    if 1 + DIVISION_COST * hits - (len(terms) - hits) <= 0:
+        return False
+    for (_, parts), j in zip(terms, cancels):
+        if j is None:
+            parts.num.append(factor)
+        else:
+            del parts.den[j]
+    return True
+
+
+def _rebuilt_term(negated: bool, parts: Parts) -> Variable:
+    num = parts.num or [typed_constant(1, parts.dtype)]
+    quotient = built_quotient(num, parts.den, parts.dtype)
+    return o.neg(quotient) if negated else quotient
+
+
+def distributed(terms: tuple) -> tuple[Variable | None, Variable | None]:
+    """(the first factor distributed, the product with its factors distributed into its sums where
+    that saves operations), or (None, None)."""
+    graphs = uniform_graphs(terms)
+    if graphs is None or graphs[0].type.numpy_dtype.kind != "f" or len(graphs) < 2:
+        return None, None
+    factors, moved, first = list(graphs), [], None
+    for i, g in enumerate(graphs):
+        summands = node_inputs(g, o.add)
+        if summands is None or not _of_dtype(summands, g.dtype):
+            continue
+        read = [_signed_parts(t) for t in summands]
+        if any(r is None for r in read):
+            continue
+        changed = False
+        for k, f in enumerate(factors):
+            if k != i and f is not None and not _is_scalar_constant(f) and _distribute(read, f):
+                factors[k] = None
+                moved.append(f)
+                changed = True
+        if changed:
+            factors[i] = o.add(*(_rebuilt_term(negated, parts) for negated, parts in read))
+            first = moved[0] if first is None else first
+    if first is None:
+        return None, None
+    result = variadic_applied(o.mul, [f for f in factors if f is not None])
+    for f in moved:
+        if not shaped_within((f,), (result,)):
+            result = o.fill(f, result)
+    return first, result
+
+
+# the sums' terms are read as quotients at any depth, anywhere in the list: code walks them
+greedy_distributor = rule(
+    "greedy_distributor",
+    (o.mul, "*terms"),
+    "distributed",
+    UNSAFE,
+    assumptions=("x != 0",),
+    examples=("(a / z + b / x) * x * z", "mul(a / x + b, x)", "mul(x, add(a / x, neg(b / x)), y)"),
+    compute={
+        "x": lambda terms: distributed(terms)[0],
+        "distributed": lambda terms: distributed(terms)[1],
+    },
+    keeps_type=True,
+    doc="""(a / z + b / x) * x * z -> a * x + b * z, (a / x + b) * x -> a + b * x: a factor of a product
+    multiplied into a sum among its factors where that saves operations (Theano's
+    local_greedy_distributor: the product loses a multiplication, each term whose denominator holds the
+    factor loses a division, counted as 1.5 multiplications, each other term gains a multiplication),
+    so it fires only where some division goes; (a + b) * x stays.  Floats; unsafe: where a cancelled
+    factor x is 0 or infinite the left side is NaN, so valid for finite x != 0.""",
+    screen=lambda value: _reads_sum(value),
+)
+
+
+def _reads_sum(value: Any) -> bool:
+    node = value.owner if isinstance(value, Variable) else None
+    return node is None or any(i.owner is not None and i.owner.op == o.add for i in node.inputs)
