@@ -287,13 +287,13 @@ mul_of_quotients = rule(
 )
 
 
-def _reads_quotient(value: Any) -> bool:
+def _reads_quotient(value: Any, *also: Any) -> bool:
+    """A screen: some operand of the node is a quotient or a reciprocal (or computed by an op of `also`)."""
     node = value.owner if isinstance(value, Variable) else None
     if node is None:
         return True
-    return any(
-        i.owner is not None and (i.owner.op == o.true_div or i.owner.op == o.reciprocal) for i in node.inputs
-    )
+    heads = (o.true_div, o.reciprocal, *also)
+    return any(i.owner is not None and any(i.owner.op == h for h in heads) for i in node.inputs)
 
 
 reciprocal_of_quotient = rule(
@@ -309,7 +309,7 @@ reciprocal_of_quotient = rule(
     doc="""reciprocal(x / y) -> y / x, reciprocal(reciprocal(x) * y) -> x / y: the reciprocal of a product
     of quotients written as one division of two products, the 0-d constants combined (as
     mul_div_canonical), where that takes fewer divisions or constants.  Reassociates.""",
-    screen=lambda value: _reads_quotient(value),
+    screen=lambda value: _reads_quotient(value, o.mul),
 )
 
 mul_div_cancel_common = rule(

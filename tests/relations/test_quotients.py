@@ -67,6 +67,8 @@ def _canonical_cases():
         ("2*(x/4)", 2.0 * (x / 4.0), "(x / 2.0)"),
         ("(a/b)*(c/d)", (a / b) * (c / d), "((a * c) / (b * d))"),
         ("x/reciprocal(y)/z", x / o.reciprocal(y) / z, "((x * y) / z)"),
+        ("reciprocal(reciprocal(x)*y)", o.reciprocal(o.reciprocal(x) * y), "(x / y)"),
+        ("reciprocal(x/y)", o.reciprocal(x / y), "(y / x)"),
     ]
 
 
