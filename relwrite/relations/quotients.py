@@ -362,6 +362,14 @@ def _distribute(terms: list[tuple[bool, Parts]], factor: Variable) -> bool:
     return True
 
 
+def _divides(term: Variable) -> bool:
+    """Whether a sum's term is (the negation of) a quotient or a reciprocal: what the distributor needs
+    some term to be (the canonical form puts a product's divisions at its top)."""
+    inner = node_inputs(term, o.neg)
+    head = (inner[0] if inner is not None else term).owner
+    return head is not None and (head.op == o.true_div or head.op == o.reciprocal)
+
+
 def _rebuilt_term(negated: bool, parts: Parts) -> Variable:
     num = parts.num or [typed_constant(1, parts.dtype)]
     quotient = built_quotient(num, parts.den, parts.dtype)
@@ -377,7 +385,7 @@ def distributed(terms: tuple) -> tuple[Variable | None, Variable | None]:
     factors, moved, first = list(graphs), [], None
     for i, g in enumerate(graphs):
         summands = node_inputs(g, o.add)
-        if summands is None or not _of_dtype(summands, g.dtype):
+        if summands is None or not _of_dtype(summands, g.dtype) or not any(map(_divides, summands)):
             continue
         read = [_signed_parts(t) for t in summands]
         if any(r is None for r in read):
