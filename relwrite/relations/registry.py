@@ -58,6 +58,7 @@ SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 """
 RULE_MODULES = (
     "relwrite.relations.canonicalize",
+    "relwrite.relations.quotients",
     "relwrite.relations.assertions",
     "relwrite.relations.indexing",
     "relwrite.relations.shapes",
@@ -245,6 +246,7 @@ def rule(
     compute: Mapping[str, Callable[..., Any] | Computed] | None = None,
     idempotent: bool = False,
     screen: Callable[[Any], bool] | None = None,
+    heads: Sequence[Op | type] | None = None,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
@@ -270,6 +272,9 @@ def rule(
     `screen` adds a necessary condition to the left pattern's own screen,
     reading only the heads of the node's operands (see `Rule`): for a rule
     reading a whole operand list, which its pattern cannot narrow.
+    `heads` (ops or op classes) are what a left side headed by an op
+    variable, ``("op", (fill, "m", "v"))``, may match at its root: its
+    tracks (a `where` guard on the op narrows it further).
 
     The directions follow from the declaration: backward runs when every
     variable of the left side is bound by the right side or by the declared
@@ -277,8 +282,13 @@ def rule(
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
-    if lhs_pattern.head is None:
-        raise ValueError(f"rule {name}: the left side must be an application of an op, got {lhs!r}")
+    if lhs_pattern.head is None and not heads:
+        raise ValueError(
+            f"rule {name}: the left side must be an application of an op (an op variable at its root needs"
+            f" `heads`), got {lhs!r}"
+        )
+    if heads and lhs_pattern.head is not None:
+        raise ValueError(f"rule {name}: `heads` is for a left side headed by an op variable, got {lhs!r}")
     computed = _computed(name, compute or {}, names)
     rhs_pattern = Pattern(rhs, names, staged=False)
     known = lhs_pattern.variables() | {c.var for c in computed}
@@ -301,7 +311,7 @@ def rule(
         name,
         relation,
         tags,
-        tracks=(lhs_pattern.head,),
+        tracks=tuple(heads) if heads else (lhs_pattern.head,),
         assumptions=assumptions,
         backward=backward,
         examples=examples,

@@ -683,6 +683,86 @@ pow_fill_cut_exponent = _fill_cut("pow_fill_cut_exponent", o.pow, 1)
 maximum_fill_cut = _fill_cut("maximum_fill_cut", o.maximum, 0)
 minimum_fill_cut = _fill_cut("minimum_fill_cut", o.minimum, 0)
 
+
+# -- the seed's fill sink: f(fill(a, b), c) -> fill(a, f(b, c)), the op running on b's elements only -----
+
+
+def broadcasting_elementwise(op: Any) -> bool:
+    """Whether `op` is an elementwise op of fixed arity, other than fill, whose output is shaped as its
+    inputs broadcast (not a Composite, whose output may be narrower): what the fill sink moves under."""
+    return (
+        isinstance(op, o.Elemwise)
+        and op.nin is not None
+        and type(op).make_node is o.Elemwise.make_node
+        and not isinstance(op, o.Fill)
+    )
+
+
+def sinks_fill_at(position: int) -> Callable[[Any], bool]:
+    """A screen: the node is a fixed-arity elementwise op (not a fill) whose operand `position` is a fill."""
+
+    def screen(value: Any) -> bool:
+        node = value.owner if isinstance(value, Variable) else None
+        if node is None:
+            return True
+        if not broadcasting_elementwise(node.op) or len(node.inputs) <= position:
+            return False
+        owner = node.inputs[position].owner
+        return owner is not None and isinstance(owner.op, o.Fill)
+
+    screen.__name__ = f"sinks_fill_at_{position}"
+    return screen
+
+
+def _fill_sink(position: int) -> Rule:
+    """f(..., fill(model, value), ...) -> fill(model, f(..., value, ...)) for the fill at `position` of any
+    fixed-arity elementwise op f."""
+    before = [f"x{i}" for i in range(position)]
+    args = (*before, (o.fill, "model", "value"), "*rest")
+    example = ("exp(fill(m, x))", "y ** fill(m, x)", "switch(c, y, fill(m, x))")[position]
+    return rule(
+        f"fill_sink_{position}",
+        ("op", *args),
+        (o.fill, "model", ("op", *before, "value", "*rest")),
+        CANON,
+        where=lambda op: broadcasting_elementwise(op) and op.nin > position,
+        keeps_type=True,
+        examples=(example,),
+        types={"m": "(2, 3)", "x": "(3,)", "y": "(3,)", "c": "(3,):bool"},
+        doc=f"""f(..., fill(a, b), ...) -> fill(a, f(..., b, ...)), the fill at operand {position} of any
+        fixed-arity elementwise op f (the seed's local_fill_sink): f runs on b's elements, then the
+        result is broadcast to a's shape, so f(fill(a, b), fill(c, d), e) becomes
+        fill(a, fill(c, f(b, d, e))) and the rules on f's operands see b (log(x + fill(y, 1)) reaches
+        log1p).  Exact: fill(a, b) has b's dtype, and the shapes broadcast to the same.""",
+        screen=sinks_fill_at(position),
+        heads=(o.Elemwise,),
+    )
+
+
+def _variadic_fill_sink(op: o.Elemwise) -> Rule:
+    """op(fill(model, value), *rest) -> fill(model, op(value, *rest)) for add or mul (fill anywhere)."""
+    return rule(
+        f"{op}_fill_sink",
+        {"pattern": (op, (o.fill, "model", "value"), "*rest"), "constraint": operands_regroupable},
+        (o.fill, "model", (op, "value", "*rest")),
+        CANON,
+        keeps_type=True,
+        examples=(f"{op}(x, fill(m, y))", f"{op}(fill(m, x), y, fill(m, 1.0))"),
+        types={"m": "(2, 3)", "x": "(3,)", "y": "(3,)"},
+        doc=f"""{op}(fill(a, b), c) -> fill(a, {op}(b, c)), the fill anywhere among the operands (the
+        seed's local_fill_sink): the {op} runs on b's elements, then is broadcast to a's shape, and
+        the rules on the {op} see b (log(x + fill(y, 1)) reaches log1p).  Operands of one dtype (the
+        value moves first).  Exact.""",
+    )
+
+
+# a rule's left side fixes its fill's position: one declaration per operand position, any op of the arity
+fill_sink_0 = _fill_sink(0)
+fill_sink_1 = _fill_sink(1)
+fill_sink_2 = _fill_sink(2)
+add_fill_sink = _variadic_fill_sink(o.add)
+mul_fill_sink = _variadic_fill_sink(o.mul)
+
 # -- unsafe: valid under assumptions ----------------------------------------------------------------
 
 log_of_product = rule(

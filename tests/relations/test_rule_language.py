@@ -170,9 +170,22 @@ def test_an_op_variable_named_twice_must_be_one_op():
     assert forward(same_op, o.add(o.exp(x), o.sin(y))) == []
 
 
-def test_an_op_variable_cannot_head_the_left_side():
+def test_an_op_variable_heads_the_left_side_only_with_the_ops_it_tracks():
     with pytest.raises(ValueError, match="rule headless: the left side must be an application of an op"):
         rule("headless", ("f", "x"), "x")
+    with pytest.raises(ValueError, match="rule headed: `heads` is for a left side headed by an op variable"):
+        rule("headed", (o.exp, "x"), "x", heads=(o.Elemwise,))
+    lifted = rule(
+        "lifted",
+        ("f", (o.neg, "x")),
+        (o.neg, ("f", "x")),
+        where=lambda f: f in (o.sin, o.tan),
+        heads=(o.Elemwise,),
+    )
+    assert lifted.tracks == (o.Elemwise,) and lifted.backward
+    assert forward(lifted, o.sin(o.neg(x))) == ["-sin(x)"]
+    assert forward(lifted, o.cos(o.neg(x))) == []
+    assert backward(lifted, o.neg(o.tan(x))) == ["tan(-x)"]
 
 
 # -- computed values -----------------------------------------------------------------------------------
