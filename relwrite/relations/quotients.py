@@ -1,4 +1,4 @@
-"""Quotients: the seed's mul canonicalization (Theano's `local_mul_canonizer`), and its greedy distributor.
+"""Quotients: Aesara's mul canonicalization (Theano's `local_mul_canonizer`), and its greedy distributor.
 
 A product of quotients and reciprocals, at any depth, is read as one
 numerator and one denominator, lists of factors (`quotient_parts`): x / y / z
@@ -265,7 +265,7 @@ mul_div_canonical = rule(
     doc="""x / y / z -> x / (y * z), (2 * x) / (4 * y) -> x / (2 * y), 2 * x / 2 -> x: a quotient read as
     one numerator and one denominator (products, quotients and reciprocals at any depth, floats of one
     dtype) and written as one division of two products, the 0-d constants combined into one on the side
-    whose constants were larger (the seed's local_mul_canonizer).  Only where that takes fewer divisions
+    whose constants were larger (Aesara's local_mul_canonizer).  Only where that takes fewer divisions
     or constants.  Reassociates: the factors are multiplied in another order, and a product of divisors
     may overflow where the successive quotients did not.""",
 )

@@ -684,7 +684,7 @@ maximum_fill_cut = _fill_cut("maximum_fill_cut", o.maximum, 0)
 minimum_fill_cut = _fill_cut("minimum_fill_cut", o.minimum, 0)
 
 
-# -- the seed's fill sink: f(fill(a, b), c) -> fill(a, f(b, c)), the op running on b's elements only -----
+# -- Aesara's fill sink: f(fill(a, b), c) -> fill(a, f(b, c)), the op running on b's elements only -----
 
 
 def broadcasting_elementwise(op: Any) -> bool:
@@ -730,7 +730,7 @@ def _fill_sink(position: int) -> Rule:
         examples=(example,),
         types={"m": "(2, 3)", "x": "(3,)", "y": "(3,)", "c": "(3,):bool"},
         doc=f"""f(..., fill(a, b), ...) -> fill(a, f(..., b, ...)), the fill at operand {position} of any
-        fixed-arity elementwise op f (the seed's local_fill_sink): f runs on b's elements, then the
+        fixed-arity elementwise op f (Aesara's local_fill_sink): f runs on b's elements, then the
         result is broadcast to a's shape, so f(fill(a, b), fill(c, d), e) becomes
         fill(a, fill(c, f(b, d, e))) and the rules on f's operands see b (log(x + fill(y, 1)) reaches
         log1p).  Exact: fill(a, b) has b's dtype, and the shapes broadcast to the same.""",

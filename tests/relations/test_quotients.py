@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relwrite.backends.function import function as compile_in_mode
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
+from relwrite.compile.function import function as compile_in_mode
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, ancestors, constant, tensor
@@ -44,7 +44,7 @@ def values_for(inputs: list[Variable], seed: int = 0) -> list[np.ndarray]:
 def evaluate(graph: Variable, values: dict[str, np.ndarray]) -> np.ndarray:
     """`graph` evaluated on the values of its named inputs (a rewritten clone has inputs of its own)."""
     inputs = sorted({v for v in ancestors([graph]) if v.owner is None and v.name}, key=lambda v: v.name)
-    return function(inputs, graph)(*(values[v.name] for v in inputs))
+    return numpy_function(inputs, graph)(*(values[v.name] for v in inputs))
 
 
 def assert_same_values(inputs: list[Variable], before: Variable, after: Variable, seed: int = 0) -> None:
@@ -135,7 +135,7 @@ def test_canonical_quotients_fire_in_fast_run_and_fast_compile(mode):
             compiled.fgraph.outputs
         )
         values = values_for([x, y, z])
-        np.testing.assert_allclose(compiled(*values), function([x, y, z], graph)(*values), rtol=1e-6)
+        np.testing.assert_allclose(compiled(*values), numpy_function([x, y, z], graph)(*values), rtol=1e-6)
 
 
 LEAVES = "xyz"
@@ -228,7 +228,7 @@ def test_log_of_a_sum_with_filled_ones_reaches_log1p(mode):
     inner = [n.op for op in ops if isinstance(op, o.Composite) for n in op.nodes]
     assert o.log1p in ops + inner and o.log not in ops + inner
     xs, ys = np.array([1e-10, 0.5, 2.0]), np.zeros((2, 3))
-    np.testing.assert_allclose(compiled(xs, ys), function([x, y], graph)(xs, ys))
+    np.testing.assert_allclose(compiled(xs, ys), numpy_function([x, y], graph)(xs, ys))
 
 
 def test_exp_of_a_fill_runs_on_the_fills_value():
