@@ -41,11 +41,11 @@ RNG = np.random.default_rng(0)
 def values_of(fgraph):
     """The graph evaluated by the NumPy backend on fixed random inputs (one scalar or array per input)."""
     inputs = [RNG.uniform(0.5, 2.0, size=[3] * v.ndim) for v in fgraph.inputs]
-    return relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs)(*inputs), inputs
+    return relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs)(*inputs), inputs
 
 
 def evaluate(fgraph, inputs):
-    return relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs)(*inputs)
+    return relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs)(*inputs)
 
 
 class Simplify(GlobalOptimizer):
@@ -221,7 +221,7 @@ VALUES = {name: RNG.normal(size=3) for name in "xyzw"} | {name: RNG.normal(size=
 def value_of(output):
     """`output` evaluated with VALUES bound to its inputs by name."""
     inputs = relwrite.graph.basic.graph_inputs([output])
-    return relwrite.backends.numpy.function(inputs, output)(*[VALUES[v.name] for v in inputs])
+    return relwrite.backends.numpy.numpy_function(inputs, output)(*[VALUES[v.name] for v in inputs])
 
 
 def test_dot_distribute_forward_and_backward(seed_kanren_setup):

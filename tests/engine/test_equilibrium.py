@@ -60,7 +60,7 @@ def exp_log_relation(lhs, rhs):
 def evaluate(fgraph, values):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs)(*values)
+        return relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs)(*values)
 
 
 def largest_value(fgraph, values) -> float:
@@ -68,7 +68,7 @@ def largest_value(fgraph, values) -> float:
     variables = [*fgraph.inputs, *(out for node in fgraph.toposort() for out in node.outputs)]
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        computed = relwrite.backends.numpy.function(fgraph.inputs, variables)(*values)
+        computed = relwrite.backends.numpy.numpy_function(fgraph.inputs, variables)(*values)
     finite = [np.abs(v[np.isfinite(v)]) for v in map(np.asarray, computed)]
     return max([1.0, *(float(v.max()) for v in finite if v.size)])
 
@@ -393,7 +393,7 @@ def test_rules_undoing_each_other_stop_at_max_use_ratio_with_a_warning():
         profile = EquilibriumRewriter([forward, backward], max_use_ratio=2).rewrite(fgraph)
     assert profile.stopped_early == "exp_log_backward applied 3 times (max_use_ratio 2)"
     fgraph.check_integrity()
-    assert relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs[0])(0.5) == pytest.approx(
+    assert relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs[0])(0.5) == pytest.approx(
         np.sin(0.5)
     )
 
@@ -519,7 +519,7 @@ def test_constant_folding_leaves_what_would_warn_for_run_time():
     run_quietly(EquilibriumRewriter([constant_folding]), fgraph)
     assert repr(fgraph) == "FunctionGraph(add(x, log(-1.0), true_div(1.0, 0.0)))"
     with pytest.warns(RuntimeWarning):
-        assert np.isnan(relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs[0])(1.0))
+        assert np.isnan(relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs[0])(1.0))
 
 
 def test_constant_folding_leaves_allocations():
@@ -557,8 +557,8 @@ def test_constant_folding_folds_through_fills_with_the_same_values_and_shape(op,
     models_left, _ = filled_constant(folded)  # a constant under fills, by the same models
     assert folded.dtype == graph.dtype and {id(m) for m in models_left} == {id(m) for m in used}
     arrays = [np.linspace(0.5, 1.5, n) for n in lengths]
-    expected = relwrite.backends.numpy.function(models, graph)(*arrays)
-    actual = relwrite.backends.numpy.function(models, folded)(*arrays)
+    expected = relwrite.backends.numpy.numpy_function(models, graph)(*arrays)
+    actual = relwrite.backends.numpy.numpy_function(models, folded)(*arrays)
     np.testing.assert_array_equal(actual, expected)
 
 

@@ -59,7 +59,7 @@ RULE_OPS = (neg, mul, true_div, maximum, abs, sqr, add, exp, log, sin)
 def evaluate(fgraph, values):
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
-        return relwrite.backends.numpy.function(fgraph.inputs, fgraph.outputs)(*values)
+        return relwrite.backends.numpy.numpy_function(fgraph.inputs, fgraph.outputs)(*values)
 
 
 def recording(order_log, tracks=None):
