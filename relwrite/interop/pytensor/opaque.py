@@ -1,0 +1,115 @@
+"""Ops one language holds for the other: `OpaqueOp` (a PyTensor op inside relwrite) and `RelwriteOp`
+(a relwrite op inside PyTensor).
+
+An `OpaqueOp` is not elementwise and no rule pattern names its class, so no
+rule matches it or looks inside it (patterns match an op's exact class): the
+rest of the graph still rewrites, explores and evaluates around it.  Its
+NumPy implementation calls the PyTensor op's `perform`; `to_pytensor` puts
+the PyTensor op itself back.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from pytensor.graph.basic import Apply as PtApply
+from pytensor.graph.basic import Constant as PtConstant
+from pytensor.graph.op import Op as PtOp
+from pytensor.tensor.type import TensorType as PtTensorType
+
+from relwrite.backends.numpy.impls import Impl, numpy_impl
+from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variables
+from relwrite.interop.pytensor.types import pytensor_type, relwrite_type
+
+
+class OpaqueOp(Op):
+    """A PyTensor op relwrite has no counterpart for, kept whole.
+
+    `input_types` are the PyTensor types the op was applied to: a scalar
+    (`ScalarType`) input is a 0-d tensor in relwrite and becomes a scalar
+    again on the way to the op.
+    """
+
+    __props__ = ("op", "input_types")
+
+    def __init__(self, op: PtOp, input_types: Sequence[Any]):
+        if not isinstance(op, PtOp):
+            raise TypeError(f"OpaqueOp: {op!r} is not a PyTensor op")
+        super().__init__(op=op, input_types=tuple(input_types))
+
+    def pytensor_node(self, inputs: Sequence[Variable]) -> PtApply:
+        """The PyTensor node of this op on stand-ins for `inputs` (constants stay constants)."""
+        stand_ins = []
+        for var, wanted in zip(inputs, self.input_types):
+            t = pytensor_type(var.type) if isinstance(wanted, PtTensorType) else wanted
+            if isinstance(var, Constant):
+                stand_ins.append(t.make_constant(t.filter(np.array(var.data))))
+            else:
+                stand_ins.append(t())
+        return self.op.make_node(*stand_ins)
+
+    def make_node(self, *inputs: Variable) -> Apply:
+        inputs = as_variables(inputs)
+        if len(inputs) != len(self.input_types):
+            raise self.type_error(inputs, f"takes {len(self.input_types)} inputs, got {len(inputs)}")
+        node = self.pytensor_node(inputs)
+        return Apply(self, inputs, [Variable(relwrite_type(out)) for out in node.outputs])
+
+    @property
+    def name(self) -> str:
+        return f"pytensor.{self.op}"
+
+    def __str__(self) -> str:
+        return f"Opaque{{{self.op}}}"
+
+
+@numpy_impl.register
+def _opaque(op: OpaqueOp, node: Apply) -> Impl:
+    """Run the PyTensor op's `perform` on the arrays (0-d inputs as the scalars a scalar input takes)."""
+    pt_node = op.pytensor_node(node.inputs)
+    dtypes = [np.dtype(out.dtype) for out in node.outputs]
+    scalar = [not isinstance(t, PtTensorType) for t in op.input_types]
+
+    def run(*arrays: np.ndarray) -> Any:
+        args = [a[()] if s else a for a, s in zip(arrays, scalar)]
+        storage: list[list[Any]] = [[None] for _ in node.outputs]
+        op.op.perform(pt_node, args, storage)
+        results = [np.asarray(cell[0], dtype=d) for cell, d in zip(storage, dtypes)]
+        return tuple(results) if len(results) > 1 else results[0]
+
+    return Impl(run)
+
+
+class RelwriteOp(PtOp):
+    """A relwrite op PyTensor has no counterpart for (hypot, cbrt, fma...), run by relwrite's NumPy backend."""
+
+    __props__ = ("op",)
+
+    def __init__(self, op: Op):
+        self.op = op
+
+    def make_node(self, *inputs: Any) -> PtApply:
+        import pytensor.tensor as pt
+
+        inputs = [pt.as_tensor_variable(v) for v in inputs]
+        node = self.op.make_node(*(pt_input_of(v) for v in inputs))
+        return PtApply(self, inputs, [pytensor_type(out.type)() for out in node.outputs])
+
+    def perform(self, node: PtApply, inputs: Sequence[Any], output_storage: list[list[Any]]) -> None:
+        rw_node = self.op.make_node(*(pt_input_of(v) for v in node.inputs))
+        result = numpy_impl(self.op, rw_node).fn(*(np.asarray(a) for a in inputs))
+        results = result if len(rw_node.outputs) > 1 else (result,)
+        for cell, value in zip(output_storage, results):
+            cell[0] = value
+
+    def __str__(self) -> str:
+        return f"Relwrite{{{self.op}}}"
+
+
+def pt_input_of(var: Any) -> Variable:
+    """A relwrite input of the type of a PyTensor variable (constants keep their value)."""
+    if isinstance(var, PtConstant):
+        return Constant(relwrite_type(var), np.asarray(var.data))
+    return relwrite_type(var)()
