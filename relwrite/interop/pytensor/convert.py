@@ -103,8 +103,8 @@ def _convert_node(node: PtApply, args: list[Any]) -> list[Any]:
         for var, arg in zip(node.inputs, args):
             if not isinstance(arg, Variable):
                 raise TypeError(
-                    f"PyTensor node {node} has no relwrite counterpart and its input {var} of type {var.type} "
-                    "cannot be passed to an opaque op"
+                    f"PyTensor node {node} has no relwrite counterpart and its input {var} "
+                    f"of type {var.type} cannot be passed to an opaque op"
                 )
         return OpaqueOp(node.op, [v.type for v in node.inputs]).make_node(*args).outputs
     return [
@@ -153,7 +153,7 @@ def to_pytensor(
     relwrite input becomes a fresh PyTensor input of its name and type.
     """
     single = isinstance(outputs, Variable)
-    items = [outputs] if single else list(outputs)
+    items = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
     for out in items:
         if not isinstance(out, Variable):
             raise TypeError(f"to_pytensor takes relwrite variables, got {type(out).__name__}: {out!r:.80}")

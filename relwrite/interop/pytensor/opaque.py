@@ -83,7 +83,7 @@ def _opaque(op: OpaqueOp, node: Apply) -> Impl:
 
 
 class RelwriteOp(PtOp):
-    """A relwrite op PyTensor has no counterpart for (hypot, cbrt, fma...), run by relwrite's NumPy backend."""
+    """A relwrite op PyTensor has no counterpart for (hypot, cbrt, fma...), run by the NumPy backend."""
 
     __props__ = ("op",)
 

@@ -48,7 +48,9 @@ class RelwriteRewriter(GraphRewriter):
     def rewritten(self, outputs: list[Variable]) -> list[Variable]:
         """The relwrite outputs after this rewriter's query or search."""
         if self.cost is None:
-            return rewrite_graph(outputs, include=self.include, exclude=self.exclude, clone=True)
+            return rewrite_graph(
+                outputs, include=self.include, exclude=self.exclude
+            )  # in place: a fresh graph
         return [best_form(out, cost=self.cost, limits=self.limits).expr for out in outputs]
 
     def apply(self, fgraph: PtFunctionGraph) -> None:
