@@ -18,7 +18,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError("relwrite.interop.pytensor needs PyTensor: pip install 'relwrite[pytensor]'") from exc
 
-from relwrite.interop.pytensor.convert import Converted, from_pytensor, to_pytensor
+from relwrite.interop.pytensor.convert import Converted, as_relwrite, from_pytensor, to_pytensor
 from relwrite.interop.pytensor.opaque import OpaqueOp, RelwriteOp
 from relwrite.interop.pytensor.rewriter import RelwriteRewriter, relwrite_mode
 
@@ -27,6 +27,7 @@ __all__ = [
     "OpaqueOp",
     "RelwriteOp",
     "RelwriteRewriter",
+    "as_relwrite",
     "from_pytensor",
     "relwrite_mode",
     "to_pytensor",

@@ -168,3 +168,12 @@ def to_pytensor(
         env.update(zip(node.outputs, build(node.op, node, [value(v) for v in node.inputs])))
     results = [value(v) for v in items]
     return results[0] if single else results
+
+
+def as_relwrite(expr: PtVariable) -> tuple[Variable, Any]:
+    """One PyTensor variable as a relwrite variable, and the way back for relwrite graphs over its inputs
+    (what `explore`, `best_form` and `improve_benchmark` use to take PyTensor graphs)."""
+    if not isinstance(expr, PtVariable):
+        raise TypeError(f"as_relwrite takes one PyTensor variable, got {type(expr).__name__}: {expr!r:.80}")
+    out, inputs = from_pytensor(expr)
+    return out, lambda graph: to_pytensor(graph, inputs)

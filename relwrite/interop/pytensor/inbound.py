@@ -30,10 +30,11 @@ from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
 from pytensor.tensor.shape import Reshape, Shape, Shape_i
 
 from relwrite.graph import ops
-from relwrite.graph.basic import Variable
+from relwrite.graph.basic import Constant, Variable
 from relwrite.graph.shape import Shape as RwShape
 from relwrite.graph.shape import Shape_i as RwShape_i
 from relwrite.graph.subtensor import IncSubtensor, split_index, subtensor
+from relwrite.graph.types import TensorType
 from relwrite.interop.pytensor.table import REDUCTIONS, TO_RELWRITE
 from relwrite.interop.pytensor.types import relwrite_constant
 
@@ -56,9 +57,31 @@ def scalar_apply(scalar_op: Any, args: Sequence[Variable], dtypes: Sequence[str]
     return [settle_elementwise(op, args, dtypes[0])]
 
 
+def widened(args: Sequence[Variable]) -> list[Variable]:
+    """Constants of a narrower dtype than the inputs' common one (PyTensor writes `1 + x` with an int8 1) as
+    constants of that dtype, where the value is the same: the rules' literals are written that way."""
+    dtypes = {a.dtype for a in args}
+    if len(dtypes) < 2:
+        return list(args)
+    common = np.result_type(*dtypes)
+    out = []
+    for a in args:
+        if (
+            isinstance(a, Constant)
+            and a.dtype != common.name
+            and "b" not in (a.type.numpy_dtype.kind, common.kind)
+        ):
+            data = a.data.astype(common)
+            if np.array_equal(data, a.data):
+                a = Constant(TensorType(common.name, a.type.shape), data, name=a.name)
+        out.append(a)
+    return out
+
+
 def settle_elementwise(op: Any, args: Sequence[Variable], dtype: str) -> Variable:
     """`op(*args)` with output `dtype`: where relwrite's dtype differs, float results compute from inputs
     cast to `dtype` (as PyTensor upcasts them), and the result is cast last if it still differs."""
+    args = widened(args)
     out = op(*args)
     if out.dtype == dtype:
         return out
