@@ -218,6 +218,18 @@ def _advanced_inc_subtensor(op: Any, node: PtApply, args: list[Any]) -> list[Var
     return [_update(x, y, tuple(index), op.set_instead_of_inc)]
 
 
+def _dimshuffle(op: DimShuffle, node: PtApply, args: list[Any]) -> list[Variable]:
+    """A constant with its axes moved is a constant (PyTensor broadcasts the 1 of `1 + x` by a DimShuffle)."""
+    (x,) = args
+    relwrite_op = ops.DimShuffle(op.input_ndim, op.new_order)
+    if not isinstance(x, Constant):
+        return [relwrite_op(x)]
+    kept = [a for a in op.new_order if a != "x"]
+    shape = [1 if a == "x" else x.data.shape[a] for a in op.new_order]
+    data = np.transpose(x.data, kept + list(relwrite_op.dropped)).reshape(shape)
+    return [Constant(TensorType(x.dtype, shape), data, name=x.name)]
+
+
 def _passthrough(op: Any, node: PtApply, args: list[Any]) -> list[Variable]:
     return [args[0]]
 
@@ -234,7 +246,7 @@ FROM_PYTENSOR: dict[type, Converter] = {
     blas.Gemm: lambda op, node, args: [ops.gemm(*args)],
     blas.Gemv: lambda op, node, args: [ops.gemv(*args)],
     blas.Ger: lambda op, node, args: [ops.ger(*args)],
-    DimShuffle: lambda op, node, args: [ops.DimShuffle(op.input_ndim, op.new_order)(*args)],
+    DimShuffle: _dimshuffle,
     Reshape: _reshape,
     Shape: lambda op, node, args: [RwShape()(*args)],
     Shape_i: lambda op, node, args: [RwShape_i(op.i)(*args)],

@@ -21,6 +21,7 @@ from pytensor.tensor.type import TensorType as PtTensorType
 
 from relwrite.backends.numpy.impls import Impl, numpy_impl
 from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variables
+from relwrite.graph.printing import ATOM, FunctionPrinter, Layout, Operand, pprint
 from relwrite.interop.pytensor.types import pytensor_type, relwrite_type
 
 
@@ -63,6 +64,20 @@ class OpaqueOp(Op):
 
     def __str__(self) -> str:
         return f"Opaque{{{self.op}}}"
+
+
+class _OpaquePrinter(FunctionPrinter):
+    """`pytensor.CumOp{...}(x)`: the PyTensor op's own text, its props (the op, the input types) left out."""
+
+    def layout(self, node: Apply, index: int) -> Layout:
+        parts: list[str | Operand] = [f"{node.op.name}("]
+        for i in range(len(node.inputs)):
+            parts.extend([", "] * bool(i) + [Operand(i, float("-inf"))])
+        parts.append(")" if len(node.outputs) == 1 else f")[{index}]")
+        return Layout(tuple(parts), ATOM)
+
+
+pprint.assign(OpaqueOp, _OpaquePrinter())
 
 
 @numpy_impl.register
