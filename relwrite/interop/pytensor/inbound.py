@@ -261,6 +261,7 @@ FROM_PYTENSOR: dict[type, Converter] = {
     pst.IncSubtensor: _inc_subtensor,
     pst.AdvancedIncSubtensor1: _advanced_inc_subtensor,
     pst.AdvancedIncSubtensor: _advanced_inc_subtensor,
+    ptb.MakeVector: lambda op, node, args: [ops.stack(args)] if args else None,
     ptb.ScalarFromTensor: _passthrough,
     ptb.TensorFromScalar: _passthrough,
 }
