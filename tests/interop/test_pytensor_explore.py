@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from pytensor.graph.basic import Variable as PtVariable
 
 import relwrite
 from relwrite import Limits, best_form, explore
+from relwrite.cli import main
 from relwrite.interop.improve import improve_benchmark
 
 PY = pytensor.compile.mode.Mode(linker="py", optimizer=None)
@@ -55,3 +57,42 @@ def test_relwrite_input_has_no_foreign_form():
 def test_other_input_is_named(bad):
     with pytest.raises(TypeError, match=r"expected a graph Variable \(relwrite's, or one of pytensor\), got"):
         best_form(bad)
+
+
+MODEL = """
+import pytensor.tensor as pt
+x = pt.dscalar("x")
+softplus_naive = pt.log(1 + pt.exp(x))
+difference = pt.sqrt(x + 1) - pt.sqrt(x)
+not_a_graph = 42
+"""
+
+
+@pytest.fixture
+def model_file(tmp_path):
+    path = tmp_path / "model.py"
+    path.write_text(MODEL, encoding="utf-8")
+    return path
+
+
+def test_explore_command_takes_a_graph_a_python_file_builds(model_file, capsys):
+    argv = ["explore", f"{model_file}:softplus_naive", "--cost", "accuracy", "-n", "1"]
+    status = main([*argv, "--limit-iterations", "4", "--limit-seconds", "inf"])
+    out = capsys.readouterr().out
+    assert status == 0 and "1. softplus(x)" in out
+
+
+def test_improve_command_takes_a_graph_a_python_file_builds(model_file, capsys):
+    argv = ["improve", f"{model_file}:difference", "--json", "--no-series"]
+    status = main([*argv, "--limit-iterations", "2", "--limit-nodes", "300", "--limit-seconds", "inf"])
+    (row,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert status == 0 and row["name"] == "difference" and row["output_bits"] < row["input_bits"]
+
+
+@pytest.mark.parametrize(
+    ("name", "error"),
+    [("nothing", "defines no 'nothing'"), ("not_a_graph", "expected a graph Variable")],
+)
+def test_a_graph_file_that_gives_no_graph_is_one_line(model_file, capsys, name, error):
+    assert main(["explore", f"{model_file}:{name}"]) == 2
+    assert error in capsys.readouterr().err
