@@ -226,3 +226,26 @@ def test_types_relwrite_lacks_are_named():
     z = pt.tensor("z", dtype="complex128", shape=(2,))
     with pytest.raises(TypeError, match=r"PyTensor variable z of type .*complex128"):
         from_pytensor(pt.real(z))
+
+
+def test_switch_on_numbers_and_nodes_of_constants():
+    """PyTensor switches on integers (a condition is any nonzero); nodes of constants come in folded."""
+    k = pt.tensor("k", dtype="int64", shape=(4,))
+    graph = pt.switch(k, v, -v) + pt.exp(pt.constant(np.array([0.0, 1.0, 2.0, 3.0])))
+    out, mapping = from_pytensor(graph)
+    nodes = relwrite.FunctionGraph(outputs=[out], clone=False).apply_nodes
+    assert not any(isinstance(n.op, OpaqueOp) for n in nodes)
+    assert not any(n.op == ops.exp for n in nodes)  # exp of the constant folded
+    values = (np.array([0, 3, -1, 0]), np.array([1.0, 2.0, 3.0, 4.0]))
+    expected = pytensor.function([k, v], graph, mode=PY)(*values)
+    got = relwrite.function([mapping[k], mapping[v]], out, mode="fast_compile")(*values)
+    np.testing.assert_allclose(got, expected)
+
+
+def test_an_opaque_op_keeps_the_static_shapes_pytensor_knew():
+    """Split's output lengths come from its computed split sizes: relwrite keeps PyTensor's (1,) and (3,)."""
+    sizes = pt.stack([pt.constant(1), v.shape[0] - 1])
+    first, rest = pt.split(v, sizes, n_splits=2)
+    out, _ = from_pytensor([first, rest])
+    assert [o.type.shape for o in out] == [(1,), (3,)]
+    assert isinstance(out[0].owner.op, OpaqueOp)

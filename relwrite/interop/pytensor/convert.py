@@ -12,12 +12,14 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+import numpy as np
 from pytensor.graph.basic import Apply as PtApply
 from pytensor.graph.basic import Constant as PtConstant
 from pytensor.graph.basic import Variable as PtVariable
 from pytensor.graph.fg import FunctionGraph as PtFunctionGraph
 from pytensor.tensor.type_other import MakeSlice, NoneTypeT, SliceType
 
+from relwrite.backends.numpy.impls import EvaluationError, evaluate
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, io_toposort
 from relwrite.graph.types import TensorType
@@ -87,7 +89,9 @@ def _leaf(var: PtVariable) -> Any:
 
 
 def _convert_node(node: PtApply, args: list[Any]) -> list[Any]:
-    """The relwrite outputs of one PyTensor node, through the table or as an OpaqueOp."""
+    """The relwrite outputs of one PyTensor node, through the table or as an OpaqueOp; a node whose inputs
+    are all constants is folded to constants (PyTensor builds split sizes and shapes that way, and its
+    static shapes follow from their values, as relwrite's do only from constants)."""
     if isinstance(node.op, MakeSlice):
         return [slice(*args)]
     outs = None
@@ -96,9 +100,7 @@ def _convert_node(node: PtApply, args: list[Any]) -> list[Any]:
         try:
             outs = convert(node.op, node, args)
         except (TypeError, ValueError, IndexError):
-            outs = (
-                None  # this instance has no counterpart (bool switch conditions aside, dtypes relwrite lacks)
-            )
+            outs = None  # this instance has no counterpart (a dtype or a static length relwrite lacks)
     if outs is None:
         for var, arg in zip(node.inputs, args):
             if not isinstance(arg, Variable):
@@ -106,11 +108,29 @@ def _convert_node(node: PtApply, args: list[Any]) -> list[Any]:
                     f"PyTensor node {node} has no relwrite counterpart and its input {var} "
                     f"of type {var.type} cannot be passed to an opaque op"
                 )
-        return OpaqueOp(node.op, [v.type for v in node.inputs]).make_node(*args).outputs
-    return [
-        ops.cast(o, relwrite_type(v).dtype) if o.dtype != v.type.dtype else o
-        for o, v in zip(outs, node.outputs)
-    ]
+        shapes = [getattr(v.type, "shape", ()) for v in node.outputs]
+        outs = OpaqueOp(node.op, [v.type for v in node.inputs], shapes).make_node(*args).outputs
+    else:
+        outs = [
+            ops.cast(o, relwrite_type(v).dtype) if o.dtype != v.type.dtype else o
+            for o, v in zip(outs, node.outputs)
+        ]
+    if args and all(isinstance(a, Constant) for a in args):
+        return [_folded(o) for o in outs]
+    return outs
+
+
+def _folded(var: Variable) -> Variable:
+    """`var` computed from constants, as a constant (the variable itself where evaluating it fails)."""
+    env: dict[Variable, Any] = {}
+    for node in io_toposort([], [var]):
+        arrays = [v.data if isinstance(v, Constant) else env[v] for v in node.inputs]
+        try:
+            env.update(zip(node.outputs, evaluate(node, arrays)))
+        except EvaluationError:
+            return var
+    value = env.get(var)
+    return var if value is None else Constant(TensorType(var.dtype, np.shape(value)), value, name=var.name)
 
 
 def from_pytensor(graph: PtVariable | Sequence[PtVariable] | PtFunctionGraph) -> Converted:

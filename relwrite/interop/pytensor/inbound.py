@@ -23,7 +23,6 @@ import pytensor.tensor.math as ptm
 import pytensor.tensor.special as special
 import pytensor.tensor.subtensor as pst
 from pytensor.graph.basic import Apply as PtApply
-from pytensor.graph.basic import Constant as PtConstant
 from pytensor.raise_op import CheckAndRaise
 from pytensor.tensor.blockwise import Blockwise
 from pytensor.tensor.elemwise import CAReduce, DimShuffle, Elemwise
@@ -54,6 +53,8 @@ def scalar_apply(scalar_op: Any, args: Sequence[Variable], dtypes: Sequence[str]
         op = TO_RELWRITE.get(type(scalar_op))
         if op is None:
             return None
+        if op is ops.switch and args[0].dtype != "bool":  # PyTensor switches on any number, as C does
+            args = [ops.neq(args[0], 0), *args[1:]]
     return [settle_elementwise(op, args, dtypes[0])]
 
 
@@ -142,19 +143,19 @@ def _dot22_scalar(op: Any, node: PtApply, args: list[Any]) -> list[Variable]:
 
 
 def _static(var: Any) -> tuple[int, ...] | None:
-    """The ints of a PyTensor constant, else None."""
-    return tuple(int(v) for v in np.ravel(var.data)) if isinstance(var, PtConstant) else None
+    """The ints of a constant (inputs computed from constants are folded to constants), else None."""
+    return tuple(int(v) for v in np.ravel(var.data)) if isinstance(var, Constant) else None
 
 
 def _reshape(op: Reshape, node: PtApply, args: list[Any]) -> list[Variable] | None:
-    shape = _static(node.inputs[1])
+    shape = _static(args[1])
     if shape is None and None not in node.outputs[0].type.shape:
         shape = node.outputs[0].type.shape
     return None if shape is None else [ops.Reshape(shape)(args[0])]
 
 
 def _alloc(op: ptb.Alloc, node: PtApply, args: list[Any]) -> list[Variable] | None:
-    lengths = [_static(v) for v in node.inputs[1:]]
+    lengths = [_static(v) for v in args[1:]]
     if None in lengths:
         static = node.outputs[0].type.shape
         return None if None in static else [ops.Alloc(static)(args[0])]
@@ -162,7 +163,7 @@ def _alloc(op: ptb.Alloc, node: PtApply, args: list[Any]) -> list[Variable] | No
 
 
 def _join(op: ptb.Join, node: PtApply, args: list[Any]) -> list[Variable] | None:
-    axis = _static(node.inputs[0])
+    axis = _static(args[0])
     return None if axis is None else [ops.Join(axis[0])(*args[1:])]
 
 

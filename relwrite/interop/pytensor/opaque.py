@@ -22,6 +22,7 @@ from pytensor.tensor.type import TensorType as PtTensorType
 from relwrite.backends.numpy.impls import Impl, numpy_impl
 from relwrite.graph.basic import Apply, Constant, Op, Variable, as_variables
 from relwrite.graph.printing import ATOM, FunctionPrinter, Layout, Operand, pprint
+from relwrite.graph.types import TensorType
 from relwrite.interop.pytensor.types import pytensor_type, relwrite_type
 
 
@@ -30,15 +31,19 @@ class OpaqueOp(Op):
 
     `input_types` are the PyTensor types the op was applied to: a scalar
     (`ScalarType`) input is a 0-d tensor in relwrite and becomes a scalar
-    again on the way to the op.
+    again on the way to the op.  `static_shapes` are the outputs' static
+    shapes in the PyTensor graph it came from, which may know more than the
+    op infers from relwrite's types (lengths PyTensor read off constant
+    inputs relwrite computes); rewrites keep values, so they stay true.
     """
 
-    __props__ = ("op", "input_types")
+    __props__ = ("op", "input_types", "static_shapes")
 
-    def __init__(self, op: PtOp, input_types: Sequence[Any]):
+    def __init__(self, op: PtOp, input_types: Sequence[Any], static_shapes: Sequence[Any] | None = None):
         if not isinstance(op, PtOp):
             raise TypeError(f"OpaqueOp: {op!r} is not a PyTensor op")
-        super().__init__(op=op, input_types=tuple(input_types))
+        shapes = None if static_shapes is None else tuple(tuple(s) for s in static_shapes)
+        super().__init__(op=op, input_types=tuple(input_types), static_shapes=shapes)
 
     def pytensor_node(self, inputs: Sequence[Variable]) -> PtApply:
         """The PyTensor node of this op on stand-ins for `inputs` (constants stay constants)."""
@@ -56,7 +61,10 @@ class OpaqueOp(Op):
         if len(inputs) != len(self.input_types):
             raise self.type_error(inputs, f"takes {len(self.input_types)} inputs, got {len(inputs)}")
         node = self.pytensor_node(inputs)
-        return Apply(self, inputs, [Variable(relwrite_type(out)) for out in node.outputs])
+        types = [relwrite_type(out) for out in node.outputs]
+        if self.static_shapes is not None:
+            types = [_narrowed(t, shape) for t, shape in zip(types, self.static_shapes)]
+        return Apply(self, inputs, [Variable(t) for t in types])
 
     @property
     def name(self) -> str:
@@ -64,6 +72,15 @@ class OpaqueOp(Op):
 
     def __str__(self) -> str:
         return f"Opaque{{{self.op}}}"
+
+
+def _narrowed(t: TensorType, known: Sequence[int | None]) -> TensorType:
+    """`t` with the lengths `known` gives where `t` has none (both must agree where both know)."""
+    if len(known) != t.ndim or any(
+        a is not None and b is not None and a != b for a, b in zip(t.shape, known)
+    ):
+        return t
+    return t.clone(shape=[a if a is not None else b for a, b in zip(t.shape, known)])
 
 
 class _OpaquePrinter(FunctionPrinter):
