@@ -1,4 +1,4 @@
-"""benchmarks/pymc_models.py runs: its pieces on small models, so the script cannot rot (no timing asserted)."""
+"""benchmarks/pymc_models.py runs: its pieces on small models, so it cannot rot (no timing asserted)."""
 
 from __future__ import annotations
 
