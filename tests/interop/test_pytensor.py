@@ -249,3 +249,14 @@ def test_an_opaque_op_keeps_the_static_shapes_pytensor_knew():
     out, _ = from_pytensor([first, rest])
     assert [o.type.shape for o in out] == [(1,), (3,)]
     assert isinstance(out[0].owner.op, OpaqueOp)
+
+
+def test_an_opaque_view_of_an_input_never_lets_a_later_step_overwrite_the_input():
+    """SpecifyShape's perform returns its input itself; relwrite's in-place steps must not write into it."""
+    graph = pt.exp(pt.specify_shape(v, (4,))) + 1.0
+    out, mapping = from_pytensor(graph)
+    values = np.array([0.0, 1.0, 2.0, 3.0])
+    kept = values.copy()
+    got = relwrite.function([mapping[v]], out, mode="fast_run")(values)
+    np.testing.assert_allclose(got, np.exp(kept) + 1.0)
+    assert np.array_equal(values, kept)

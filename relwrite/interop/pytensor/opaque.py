@@ -17,6 +17,7 @@ import numpy as np
 from pytensor.graph.basic import Apply as PtApply
 from pytensor.graph.basic import Constant as PtConstant
 from pytensor.graph.op import Op as PtOp
+from pytensor.tensor import as_tensor_variable
 from pytensor.tensor.type import TensorType as PtTensorType
 
 from relwrite.backends.numpy.impls import Impl, numpy_impl
@@ -99,7 +100,10 @@ pprint.assign(OpaqueOp, _OpaquePrinter())
 
 @numpy_impl.register
 def _opaque(op: OpaqueOp, node: Apply) -> Impl:
-    """Run the PyTensor op's `perform` on the arrays (0-d inputs as the scalars a scalar input takes)."""
+    """Run the PyTensor op's `perform` on the arrays (0-d inputs as the scalars a scalar input takes).
+
+    A result sharing memory with an input (PyTensor's views: SpecifyShape returns its input) is copied:
+    relwrite's in-place steps know the views of its own ops only."""
     pt_node = op.pytensor_node(node.inputs)
     dtypes = [np.dtype(out.dtype) for out in node.outputs]
     scalar = [not isinstance(t, PtTensorType) for t in op.input_types]
@@ -109,6 +113,7 @@ def _opaque(op: OpaqueOp, node: Apply) -> Impl:
         storage: list[list[Any]] = [[None] for _ in node.outputs]
         op.op.perform(pt_node, args, storage)
         results = [np.asarray(cell[0], dtype=d) for cell, d in zip(storage, dtypes)]
+        results = [r.copy() if any(np.may_share_memory(r, a) for a in arrays) else r for r in results]
         return tuple(results) if len(results) > 1 else results[0]
 
     return Impl(run)
@@ -123,9 +128,7 @@ class RelwriteOp(PtOp):
         self.op = op
 
     def make_node(self, *inputs: Any) -> PtApply:
-        import pytensor.tensor as pt
-
-        inputs = [pt.as_tensor_variable(v) for v in inputs]
+        inputs = [as_tensor_variable(v) for v in inputs]
         node = self.op.make_node(*(pt_input_of(v) for v in inputs))
         return PtApply(self, inputs, [pytensor_type(out.type)() for out in node.outputs])
 
