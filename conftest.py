@@ -1,10 +1,12 @@
 """Settings for the whole suite (tests, docs, README): hypothesis profiles, a bound on its garbage.
 
 Hypothesis: `ci` (bounded, derandomized, no deadline) by default; `dev` for local sweeps, selected
-with HYPOTHESIS_PROFILE=dev. The `no_hang` fixture bounds a test of a fixed hang.
+with HYPOTHESIS_PROFILE=dev. The `no_hang` fixture bounds a test of a fixed hang.  A docs page whose
+examples need an optional extra skips, with a one-line reason, where the extra is not installed.
 """
 
 import gc
+import importlib.util
 import os
 import signal
 
@@ -81,3 +83,24 @@ def no_hang():
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, previous)
+
+
+PAGES_NEEDING: dict[str, tuple[str, ...]] = {"pytensor.md": ("pytensor", "pymc")}
+"""Docs pages whose examples need an optional extra (relwrite[pytensor]) -> the modules they import."""
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip a docs page whose optional modules are not installed, with a one-line reason."""
+    for item in items:
+        needed = PAGES_NEEDING.get(item.path.name) if item.path.parent.name == "docs" else None
+        missing = [name for name in needed or () if not _installed(name)]
+        if missing:
+            reason = f"docs/{item.path.name} needs {', '.join(missing)}: pip install 'relwrite[pytensor]'"
+            item.add_marker(pytest.mark.skip(reason=reason))

@@ -205,10 +205,17 @@ def _parse_expressions(texts: Sequence[str], var_specs: Sequence[str]) -> list[A
     variable of at least one of them; CommandError naming what is wrong."""
     from relwrite import parse
     from relwrite.graph.basic import graph_inputs
+    from relwrite.graph_files import GraphFileError, is_graph_spec, load_graph
 
     types = _typed_names(var_specs)
     outputs = []
     for text in texts:
+        if is_graph_spec(text):
+            try:
+                outputs.append(load_graph(text))
+            except GraphFileError as exc:
+                raise CommandError(str(exc)) from None
+            continue
         try:
             outputs.append(parse(text, types))
         except SyntaxError as exc:
@@ -587,7 +594,10 @@ def _check_one(
 
 def _expression_arguments(command: argparse.ArgumentParser, examples: str) -> None:
     """The expression argument and its `--var NAME:TYPE` options, as every expression command takes them."""
-    command.add_argument("expr", help=f"the expression, e.g. {examples}")
+    command.add_argument(
+        "expr",
+        help=f"the expression, e.g. {examples}, or FILE.py:NAME (a graph the file builds, PyTensor's too)",
+    )
     command.add_argument(
         "--var",
         action="append",
@@ -692,7 +702,10 @@ def build_parser() -> argparse.ArgumentParser:
         "improve", help="the most accurate forms of FPBench benchmarks (FPCore files), as Herbie finds them"
     )
     improve.add_argument(
-        "files", nargs="+", metavar="FILE.fpcore", help="FPCore files (every FPCore in each)"
+        "files",
+        nargs="+",
+        metavar="FILE.fpcore",
+        help="FPCore files (every FPCore in each), or FILE.py:NAME (a scalar graph a Python file builds)",
     )
     improve.add_argument("--jobs", type=int, default=1, metavar="N", help="benchmarks run in N processes")
     improve.add_argument(

@@ -11,6 +11,7 @@ the results as FPCore, Python and C (`--out`, `--format`) and as HTML pages
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import multiprocessing
 import re
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from relwrite.command_text import json_text, unknown_choice
+from relwrite.graph_files import GraphFileError, is_graph_spec, load_object
 from relwrite.progress import Progress
 
 FORMATS = {"fpcore": "improved.fpcore", "python": "improved.py", "c": "improved.c"}
@@ -122,6 +124,8 @@ def _read(path: str) -> list[Any]:
     from relwrite.interop.fpcore import FPCoreError, read_fpcores
     from relwrite.interop.improve import Improvement, benchmark_name
 
+    if is_graph_spec(path):
+        return [_graph_benchmark(path)]
     try:
         text = Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -139,6 +143,21 @@ def _read(path: str) -> list[Any]:
     items: list[Any] = [(benchmark_name(b, k), b) for k, b in enumerate(benchmarks, 1)]
     items += [Improvement.failed(f"{file} (unreadable)", f"FPCoreError: {path}: {e}") for e in errors]
     return items
+
+
+def _graph_benchmark(spec: str) -> Any:
+    """(NAME, Benchmark) of a graph a Python file builds (`FILE.py:NAME`), or a failed Improvement."""
+    from relwrite.interop.improve import Improvement, as_benchmark
+
+    try:
+        obj = load_object(spec)
+    except GraphFileError as exc:
+        raise ImproveError(str(exc)) from None
+    name = spec.rpartition(":")[2]
+    try:
+        return name, dataclasses.replace(as_benchmark(obj)[0], name=name)
+    except (TypeError, ImportError) as exc:
+        return Improvement.failed(name, f"{type(exc).__name__}: {str(exc).splitlines()[0]}")
 
 
 def _print_table(results: list[Any]) -> None:

@@ -49,6 +49,10 @@ KNOWN_PACKAGE_CIRCLES: dict[tuple[str, ...], str] = {}
 
 KNOWN_DYNAMIC_IMPORTS: dict[tuple[str, str], str] = {
     ("relwrite.cli", "_load_module"): "the user's module of rules named on the command line",
+    ("relwrite.engine.explore.foreign", "in_relwrite"): (
+        "the bridge of the language an expression given to explore/best_form/improve comes from (BRIDGES: "
+        "relwrite.interop.pytensor), above the engine and needing its optional extra only then"
+    ),
     ("relwrite.relations.registry", "_module_attribute"): (
         "unpickling a rule kept in a module attribute, by the module path stored in the pickle"
     ),

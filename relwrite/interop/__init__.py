@@ -1,1 +1,2 @@
-"""Bridges to other languages of expressions: FPBench's FPCore (`fpcore`)."""
+"""Bridges to other languages of expressions: FPBench's FPCore (`fpcore`) and PyTensor graphs (`pytensor`,
+with the optional extra relwrite[pytensor])."""

@@ -30,13 +30,24 @@ from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any
 
-from relwrite.engine.explore.api import Exploration, Form, regime_form
+from relwrite.engine.explore.api import Exploration, Form, in_language, regime_form
 from relwrite.engine.explore.costs import Accuracy, AccuracyError
 from relwrite.engine.explore.deadline import ACCURACY_SEARCH_SHARE
+from relwrite.engine.explore.foreign import Back, in_relwrite
+from relwrite.engine.explore.precondition import Precondition, Truth
 from relwrite.engine.explore.runner import Limits
 from relwrite.engine.explore.series import prepare as prepare_series
+from relwrite.graph.basic import Constant, graph_inputs
 from relwrite.graph.printing import expression_text
-from relwrite.interop.fpcore import Benchmark, FPCoreError, function_name_of, to_c, to_fpcore, to_python
+from relwrite.interop.fpcore import (
+    PRECISIONS,
+    Benchmark,
+    FPCoreError,
+    function_name_of,
+    to_c,
+    to_fpcore,
+    to_python,
+)
 
 
 @dataclass(frozen=True)
@@ -105,15 +116,42 @@ def benchmark_name(benchmark: Benchmark, number: int) -> str:
     return benchmark.name or benchmark.identifier or f"#{number}"
 
 
+def as_benchmark(subject: Any) -> tuple[Benchmark, Back | None]:
+    """A Benchmark as it is; an expression over named scalars, relwrite's or another language's (a PyTensor
+    graph, through `in_relwrite`), as a benchmark with no precondition, and the way back to its language."""
+    if isinstance(subject, Benchmark):
+        return subject, None
+    expr, back = in_relwrite(subject)
+    inputs = [v for v in graph_inputs([expr]) if not isinstance(v, Constant)]
+    for var in inputs:
+        if var.name is None or var.ndim != 0 or var.dtype not in PRECISION_OF:
+            raise TypeError(
+                f"improve: the inputs of an expression must be named float32 or float64 scalars, got {var} "
+                f"({var.type})"
+            )
+    precision = PRECISION_OF.get(expr.dtype)
+    if precision is None:
+        raise TypeError(f"improve: the expression must be a float32 or float64 value, got {expr.dtype}")
+    precondition = Precondition(Truth(True), [v.name for v in inputs])
+    return Benchmark(None, inputs, expr, precondition, precision), back
+
+
+PRECISION_OF = {dtype: precision for precision, dtype in PRECISIONS.items()}
+
+
 def improve_benchmark(
-    benchmark: Benchmark,
+    benchmark: Benchmark | Any,
     limits: Limits | None = None,
     name: str | None = None,
     seed: int = 0,
     series: bool = True,
 ) -> Improvement:
     """The most accurate form of `benchmark`'s body found within `limits` (see the module docstring); with
-    `series`, truncated series of the body are candidates too (a form using one is approximate)."""
+    `series`, truncated series of the body are candidates too (a form using one is approximate).
+
+    `benchmark` may be an expression instead (`as_benchmark`): a PyTensor graph's form also comes back
+    as PyTensor (`Improvement.form.foreign`)."""
+    benchmark, back = as_benchmark(benchmark)
     name = name or benchmark_name(benchmark, 1)
     if series:
         prepare_series()  # once per process, before the benchmark's clock starts
@@ -134,7 +172,15 @@ def improve_benchmark(
             form = dataclasses.replace(form, cost=input_bits)
         search = f"{report.stop_reason}, {report.iterations} iterations, {report.nodes} e-nodes"
         return Improvement(
-            name, benchmark, form, input_bits, output_bits, _since(start), None, search, accuracy
+            name,
+            benchmark,
+            in_language(form, back),
+            input_bits,
+            output_bits,
+            _since(start),
+            None,
+            search,
+            accuracy,
         )
     except Exception as exc:  # one benchmark's failure is reported, the others still run
         message = str(exc).splitlines()[0] if str(exc) else ""

@@ -55,6 +55,7 @@ from relwrite.engine.explore.deadline import (
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.explain import Explainer, Explanation, Step
 from relwrite.engine.explore.extract import CostFunction, Trees, best_dag_tree, enumerate_trees, ranked_trees
+from relwrite.engine.explore.foreign import Back, in_relwrite
 from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
 from relwrite.engine.explore.runner import Limits, Report, Runner, StopReason
 from relwrite.engine.explore.series import Approximation, approximations
@@ -121,6 +122,9 @@ class Form:
     regimes: Regimes | None = None
     worst_subterm: tuple[Variable, float] | None = None
     approximation: Approximation | None = None
+    foreign: Any = None
+    """The form in the input's own language when the input was not relwrite's (a PyTensor variable over
+    the PyTensor graph's inputs: `explore.foreign`), else None; `expr` is always the relwrite graph."""
 
     @property
     def approximate(self) -> bool:
@@ -625,6 +629,10 @@ def explore(
 ) -> Iterator[Form]:
     """Distinct forms of `expr` (distinct up to associativity and commutativity), cheapest first.
 
+    `expr` may be a PyTensor variable (`foreign.in_relwrite`): it is explored
+    as its relwrite conversion, and each form also comes back as PyTensor
+    (`Form.foreign`).
+
     The rules (default: the identities over the reals, `select_rules`;
     `unsafe=False` leaves out those valid only where values are finite and
     assumptions hold, `include` adds opt-in tags) run forward,
@@ -638,6 +646,7 @@ def explore(
     forms are listed.  A cost that cannot measure `expr` (accuracy of an
     integer expression, say) raises before anything is explored.
     """
+    expr, back = in_relwrite(expr)
     exploration = Exploration(
         [expr], rules, direction=direction, limits=limits, include=include, unsafe=unsafe, progress=progress
     )
@@ -646,7 +655,8 @@ def explore(
         exploration.focus(scored)
     exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if scored is not None:
-        yield from exploration.forms(0, scored, check, check_examples, ranges, most)
+        for form in exploration.forms(0, scored, check, check_examples, ranges, most):
+            yield in_language(form, back)
 
 
 def best_form(
@@ -665,7 +675,8 @@ def best_form(
     series: bool | None = None,
 ) -> Form:
     """The cheapest form of `expr` under `cost` found within `limits` (see `explore`); the input itself,
-    cost NaN, when no form was measured, explained and checked within the time limit.
+    cost NaN, when no form was measured, explained and checked within the time limit.  A PyTensor `expr`
+    is converted on the way in and the form back on the way out (`Form.foreign`), as in `explore`.
 
     Under the accuracy cost, where no single form is accurate over the whole sample, the result may be
     piecewise (`regime_form`: forms joined by `switch` on ranges of one scalar input, `Form.regimes`
@@ -676,6 +687,7 @@ def best_form(
     `Form.approximate` (not equal to `expr`, but more accurate than every form found, on the sample and
     on a fresh one).
     """
+    expr, back = in_relwrite(expr)
     wanted = _accuracy_option("regimes", regimes, cost, expr)
     approximate = _accuracy_option("series", series, cost, expr)
     if cost == "accuracy":
@@ -685,13 +697,22 @@ def best_form(
     )
     scored = exploration.resolve_cost(cost, 0, ranges)
     if scored is None:
-        return Form(expr, math.nan)
+        return in_language(Form(expr, math.nan), back)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
     exploration.run(share=ACCURACY_SEARCH_SHARE if isinstance(scored, Accuracy) else SEARCH_SHARE)
     if not ((wanted or approximate) and isinstance(scored, Accuracy)):
-        return exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
-    return regime_form(exploration, 0, scored, None, check, check_examples, split=wanted, series=approximate)
+        form = exploration.best(0, scored, check=check, check_examples=check_examples, ranges=ranges)
+    else:
+        form = regime_form(
+            exploration, 0, scored, None, check, check_examples, split=wanted, series=approximate
+        )
+    return in_language(form, back)
+
+
+def in_language(form: Form, back: Back | None) -> Form:
+    """`form` with `Form.foreign` set by `back` (the way back to the input's language), when there is one."""
+    return form if back is None else dataclasses.replace(form, foreign=back(form.expr))
 
 
 def _accuracy_option(name: str, value: bool | None, cost: Cost, expr: Variable) -> bool:
