@@ -521,6 +521,27 @@ def _as_slice(r: range, n: int) -> slice:
     return slice(None if r.start == n - 1 else r.start, r.stop if r.stop >= 0 else None, step)
 
 
+def _forward_merge(inner: slice, outer: int | slice) -> int | slice | None:
+    """The merged index where both take forward from literal, non-negative bounds (any magnitude, no
+    length needed): x[a:b:c][d:e:f] -> x[a + d*c : min(b, a + e*c) : c*f], x[a:b:c][i] -> x[a + i*c]
+    (where i < the inner slice's count before clipping, so both raise exactly past the end); else None."""
+    start, stop, step = inner.start or 0, inner.stop, inner.step or 1
+    if start < 0 or (stop is not None and stop < 0) or step < 0:
+        return None
+    if isinstance(outer, int):
+        if outer < 0 or (stop is not None and start + outer * step >= stop):
+            return None
+        return start + outer * step
+    start2, stop2, step2 = outer.start or 0, outer.stop, outer.step or 1
+    if start2 < 0 or (stop2 is not None and stop2 < 0) or step2 < 0:
+        return None
+    end = None if stop2 is None else start + stop2 * step
+    if stop is not None:
+        end = stop if end is None else min(stop, end)
+    first = start + start2 * step
+    return slice(first or None, end, None if step * step2 == 1 else step * step2)
+
+
 _MERGE_SPAN = 2048  # the most axis lengths a merge for an unknown length may need to check
 
 
@@ -531,6 +552,9 @@ def _merged_axis(inner: slice, outer: int | slice, n: int | None) -> int | slice
     if n is not None:
         taken = _taken(n, inner, outer)
         return taken if taken is None or isinstance(taken, int) else _as_slice(taken, n)
+    forward = _forward_merge(inner, outer)
+    if forward is not None:
+        return forward
     numbers = (
         [abs(b) for b in (inner.start, inner.stop, outer.start, outer.stop) if b is not None]
         if (isinstance(outer, slice))

@@ -365,6 +365,8 @@ def test_merged_indexings_take_what_the_pair_takes_at_every_length(length, stati
         ("x[::2][1::3]", "x[2::6]"),
         ("m[1:, ::-1][2, 1:]", "m[3, -2::-1]"),
         ("s[::-2][1:-1]", "s[6:0:-2]"),
+        ("x[1000:][5:]", "x[1005:]"),  # forward from large literal bounds: no length to check
+        ("x[1000:2000:3][5]", "x[1015]"),
     ],
 )
 def test_merges_with_negative_bounds_and_steps(text, expected):
