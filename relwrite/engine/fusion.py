@@ -275,7 +275,7 @@ def _pruned(
     op: Composite, inputs: list[Variable], kept: list[int]
 ) -> tuple[Composite, list[Variable]] | None:
     """A Composite computing only the outputs `kept` of `op` (applied to `inputs`), reading only the
-    inputs they depend on, with those inputs; None when nothing would go.
+    inputs they depend on, with those inputs; None when nothing would go, or every input would.
 
     Where every output has the broadcast shape of every input (not
     `own_shapes`), an input no output reads still shapes the outputs: it
@@ -285,8 +285,8 @@ def _pruned(
     if not op.own_shapes:
         shape = broadcast_shapes(*(inputs[i].type.shape for i in read))
         read = [i for i in range(len(inputs)) if i in read or not _fits(inputs[i].type.shape, shape)]
-    if len(read) == len(inputs) and len(kept) == len(op.outputs):
-        return None
+    if not read or (len(read) == len(inputs) and len(kept) == len(op.outputs)):
+        return None  # (an elementwise op needs an input to take its shape from)
     pruned = Composite([op.inputs[i] for i in read], [op.outputs[k] for k in kept], own_shapes=op.own_shapes)
     return pruned, [inputs[i] for i in read]
 
