@@ -63,7 +63,7 @@ import relwrite as rw
 from relwrite.backends.c import c_available
 from relwrite.backends.c.blas import find_blas
 from relwrite.backends.c.compiler import ModuleCache, find_toolchain
-from relwrite.backends.function import Mode
+from relwrite.compile.function import Mode
 from relwrite.graph import ops
 
 warnings.filterwarnings("ignore", message="PyTensor could not link to a BLAS")

@@ -131,7 +131,7 @@ def relwrite_side(
     """Time `Exploration(exprs, rules)` run to saturation, or (`prove_equal`) until exprs[0] == exprs[1]."""
 
     def run() -> Report:
-        exploration = Exploration(exprs, rules, direction, WORK)
+        exploration = Exploration(exprs, rules, direction=direction, limits=WORK)
         if prove_equal:
             if exploration.proof(check=False) is None:
                 raise RuntimeError(f"relwrite did not prove {exprs[0]} = {exprs[1]} within {WORK}")

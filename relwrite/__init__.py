@@ -8,7 +8,7 @@ one by a cost, and why two expressions are equal).  Features are in
 `relwrite.graph.features`.
 """
 
-from relwrite.backends.function import Mode, function
+from relwrite.compile.function import Mode, function
 from relwrite.engine.explore import Explanation, Form, Limits, best_form, explore, pareto, prove
 from relwrite.graph.basic import (
     Apply,

@@ -389,10 +389,10 @@ def _value_of(token: str, dtype: np.dtype, name: str) -> bool | int | float:
 
 
 def _evaluated(inputs: Sequence[Any], output: Any, values: Sequence[np.ndarray]) -> np.ndarray:
-    from relwrite.backends.numpy import function
+    from relwrite.backends.numpy import numpy_function
 
     with np.errstate(all="ignore"):
-        return np.asarray(function(list(inputs), output)(*values))
+        return np.asarray(numpy_function(list(inputs), output)(*values))
 
 
 def _c_source(fgraph: Any) -> str:
@@ -654,7 +654,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--direction", default="both", choices=("forward", "backward", "both"), help="run the rules"
     )
     explore.add_argument(
-        "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. unsafe)"
+        "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. accuracy)"
+    )
+    explore.add_argument(
+        "--safe-only",
+        action="store_true",
+        help="leave out the rules tagged unsafe (equal only where values are finite and assumptions hold)",
     )
     explore.add_argument(
         "--where",

@@ -73,7 +73,12 @@ def run(args: argparse.Namespace, parse_expressions: Callable[[list[str], list[s
     # the deadline of --limit-seconds starts here: the cost, the search, and every form's check
     include = [*args.include, "accuracy"] if args.cost == "accuracy" else args.include
     exploration = Exploration(
-        exprs, direction=args.direction, limits=limits, include=include, progress=bar.update
+        exprs,
+        direction=args.direction,
+        limits=limits,
+        include=include,
+        unsafe=not args.safe_only,
+        progress=bar.update,
     )
     if args.prove is None:
         try:

@@ -6,58 +6,62 @@ Written by `draw_graph(seed, index)` (`relwrite.testing.fuzz`, then `relwrite.fu
 
 from numpy import array, empty, float16, float32, float64, inf, int8, int16, int32, int64, nan, uint8  # noqa: F401
 
-from relwrite.testing.fuzz import Recipe, Ref, Step
+from relwrite.testing.fuzz import Recipe, RecipeStep, Ref
 
 CASES = {
     (11, 945): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x0", "dtype": "float64", "shape": (None, None)},
                 ),
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x1", "dtype": "float64", "shape": (1, None)},
                 ),
-                Step(kind="call", op="le", args=(Ref(index=0), Ref(index=1)), params={}),
-                Step(kind="call", op="log", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="mean", args=(Ref(index=3),), params={"axis": (0, 1)}),
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (3,)}),
-                Step(kind="call", op="sigmoid", args=(Ref(index=5),), params={}),
-                Step(kind="call", op="log", args=(Ref(index=6),), params={}),
-                Step(
+                RecipeStep(kind="call", op="le", args=(Ref(index=0), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="log", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="mean", args=(Ref(index=3),), params={"axis": (0, 1)}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (3,)}
+                ),
+                RecipeStep(kind="call", op="sigmoid", args=(Ref(index=5),), params={}),
+                RecipeStep(kind="call", op="log", args=(Ref(index=6),), params={}),
+                RecipeStep(
                     kind="call",
                     op="composite",
                     args=(Ref(index=6), Ref(index=4), Ref(index=7)),
                     params={
                         "inner": Recipe(
                             steps=[
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i0", "dtype": "float64", "shape": ()},
                                 ),
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i1", "dtype": "float16", "shape": ()},
                                 ),
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i2", "dtype": "float64", "shape": ()},
                                 ),
-                                Step(kind="call", op="op**", args=(Ref(index=2), -inf), params={}),
-                                Step(kind="call", op="abs", args=(Ref(index=2),), params={}),
-                                Step(kind="call", op="op-", args=(Ref(index=3), Ref(index=4)), params={}),
+                                RecipeStep(kind="call", op="op**", args=(Ref(index=2), -inf), params={}),
+                                RecipeStep(kind="call", op="abs", args=(Ref(index=2),), params={}),
+                                RecipeStep(
+                                    kind="call", op="op-", args=(Ref(index=3), Ref(index=4)), params={}
+                                ),
                             ],
                             outputs=[5],
                             single=False,
@@ -94,20 +98,20 @@ CASES = {
     (11, 5157): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input", op="", args=(), params={"name": "x1", "dtype": "float64", "shape": (4, 4)}
                 ),
-                Step(kind="call", op="exp", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="sum", args=(Ref(index=1),), params={"axis": (0, 1)}),
-                Step(kind="call", op="log", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="mul", args=(Ref(index=1), Ref(index=3)), params={}),
-                Step(kind="call", op="log", args=(Ref(index=4),), params={}),
-                Step(kind="call", op="op/", args=(Ref(index=1), Ref(index=1)), params={}),
-                Step(kind="call", op="cast", args=(Ref(index=3),), params={"dtype": "float32"}),
-                Step(
+                RecipeStep(kind="call", op="exp", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="sum", args=(Ref(index=1),), params={"axis": (0, 1)}),
+                RecipeStep(kind="call", op="log", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="mul", args=(Ref(index=1), Ref(index=3)), params={}),
+                RecipeStep(kind="call", op="log", args=(Ref(index=4),), params={}),
+                RecipeStep(kind="call", op="op/", args=(Ref(index=1), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="cast", args=(Ref(index=3),), params={"dtype": "float32"}),
+                RecipeStep(
                     kind="input", op="", args=(), params={"name": "x5", "dtype": "float32", "shape": (3, 3)}
                 ),
-                Step(
+                RecipeStep(
                     kind="call",
                     op="gemm",
                     args=(Ref(index=8), Ref(index=7), Ref(index=8), Ref(index=8), Ref(index=7)),
@@ -266,13 +270,15 @@ CASES = {
     (11, 7291): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x1", "dtype": "float32", "shape": (5,)}),
-                Step(kind="call", op="tanh", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="sqr", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="sqrt", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="dot", args=(Ref(index=1), Ref(index=2)), params={}),
-                Step(kind="call", op="cast", args=(Ref(index=3),), params={"dtype": "float64"}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x1", "dtype": "float32", "shape": (5,)}
+                ),
+                RecipeStep(kind="call", op="tanh", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="sqr", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="sqrt", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="dot", args=(Ref(index=1), Ref(index=2)), params={}),
+                RecipeStep(kind="call", op="cast", args=(Ref(index=3),), params={"dtype": "float64"}),
+                RecipeStep(
                     kind="call",
                     op="mul",
                     args=(Ref(index=4), Ref(index=4), Ref(index=4), Ref(index=5)),
@@ -296,42 +302,48 @@ CASES = {
     (11, 9851): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x4", "dtype": "float64", "shape": (None, None)},
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x5", "dtype": "float64", "shape": (4,)}),
-                Step(kind="call", op="sigmoid", args=(Ref(index=1),), params={}),
-                Step(kind="call", op="neg", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="log1p", args=(Ref(index=3),), params={}),
-                Step(kind="call", op="sum", args=(Ref(index=2),), params={"axis": (0,)}),
-                Step(kind="call", op="op/", args=(Ref(index=5), Ref(index=4)), params={}),
-                Step(kind="call", op="op*", args=(Ref(index=4), Ref(index=6)), params={}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x5", "dtype": "float64", "shape": (4,)}
+                ),
+                RecipeStep(kind="call", op="sigmoid", args=(Ref(index=1),), params={}),
+                RecipeStep(kind="call", op="neg", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="log1p", args=(Ref(index=3),), params={}),
+                RecipeStep(kind="call", op="sum", args=(Ref(index=2),), params={"axis": (0,)}),
+                RecipeStep(kind="call", op="op/", args=(Ref(index=5), Ref(index=4)), params={}),
+                RecipeStep(kind="call", op="op*", args=(Ref(index=4), Ref(index=6)), params={}),
+                RecipeStep(
                     kind="call",
                     op="composite",
                     args=(Ref(index=0),),
                     params={
                         "inner": Recipe(
                             steps=[
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i0", "dtype": "float64", "shape": ()},
                                 ),
-                                Step(kind="call", op="neq", args=(Ref(index=0), Ref(index=0)), params={}),
-                                Step(kind="call", op="pow", args=(Ref(index=0), Ref(index=1)), params={}),
-                                Step(kind="call", op="add", args=(-1, Ref(index=0)), params={}),
+                                RecipeStep(
+                                    kind="call", op="neq", args=(Ref(index=0), Ref(index=0)), params={}
+                                ),
+                                RecipeStep(
+                                    kind="call", op="pow", args=(Ref(index=0), Ref(index=1)), params={}
+                                ),
+                                RecipeStep(kind="call", op="add", args=(-1, Ref(index=0)), params={}),
                             ],
                             outputs=[3],
                             single=False,
                         )
                     },
                 ),
-                Step(
+                RecipeStep(
                     kind="call",
                     op="mul",
                     args=(Ref(index=7), Ref(index=5), Ref(index=5), Ref(index=4)),
@@ -390,26 +402,28 @@ CASES = {
     (11, 6666): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input", op="", args=(), params={"name": "x0", "dtype": "uint8", "shape": (5, None)}
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "int32", "shape": (None,)}),
-                Step(kind="call", op="abs", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="sigmoid", args=(Ref(index=1),), params={}),
-                Step(kind="call", op="neg", args=(Ref(index=3),), params={}),
-                Step(kind="call", op="log1p", args=(Ref(index=4),), params={}),
-                Step(kind="call", op="op-x", args=(Ref(index=5),), params={}),
-                Step(kind="call", op="sin", args=(Ref(index=6),), params={}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "int32", "shape": (None,)}
+                ),
+                RecipeStep(kind="call", op="abs", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="sigmoid", args=(Ref(index=1),), params={}),
+                RecipeStep(kind="call", op="neg", args=(Ref(index=3),), params={}),
+                RecipeStep(kind="call", op="log1p", args=(Ref(index=4),), params={}),
+                RecipeStep(kind="call", op="op-x", args=(Ref(index=5),), params={}),
+                RecipeStep(kind="call", op="sin", args=(Ref(index=6),), params={}),
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x3", "dtype": "float64", "shape": (None, None)},
                 ),
-                Step(
+                RecipeStep(
                     kind="input", op="", args=(), params={"name": "x4", "dtype": "float64", "shape": (None,)}
                 ),
-                Step(
+                RecipeStep(
                     kind="call", op="ger", args=(Ref(index=8), 1e-300, Ref(index=7), Ref(index=9)), params={}
                 ),
             ],
@@ -526,7 +540,7 @@ CASES = {
     (7, 853): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="constant",
                     op="",
                     args=(),
@@ -535,45 +549,49 @@ CASES = {
                         "dtype": None,
                     },
                 ),
-                Step(kind="call", op="gt", args=(1, Ref(index=0)), params={}),
-                Step(
+                RecipeStep(kind="call", op="gt", args=(1, Ref(index=0)), params={}),
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x2", "dtype": "float64", "shape": (4, None)},
                 ),
-                Step(kind="call", op="fill", args=(Ref(index=2), Ref(index=2)), params={}),
-                Step(
+                RecipeStep(kind="call", op="fill", args=(Ref(index=2), Ref(index=2)), params={}),
+                RecipeStep(
                     kind="call",
                     op="composite",
                     args=(Ref(index=3), Ref(index=0)),
                     params={
                         "inner": Recipe(
                             steps=[
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i0", "dtype": "float64", "shape": ()},
                                 ),
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i1", "dtype": "float32", "shape": ()},
                                 ),
-                                Step(kind="call", op="exp", args=(Ref(index=1),), params={}),
-                                Step(kind="call", op="op**", args=(Ref(index=0), Ref(index=2)), params={}),
+                                RecipeStep(kind="call", op="exp", args=(Ref(index=1),), params={}),
+                                RecipeStep(
+                                    kind="call", op="op**", args=(Ref(index=0), Ref(index=2)), params={}
+                                ),
                             ],
                             outputs=[3],
                             single=False,
                         )
                     },
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "uint8", "shape": (None,)}),
-                Step(kind="call", op="maximum", args=(Ref(index=5), Ref(index=4)), params={}),
-                Step(kind="call", op="true_div", args=(Ref(index=6), inf), params={}),
-                Step(kind="call", op="mul", args=(-1, Ref(index=5), Ref(index=4)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x3", "dtype": "uint8", "shape": (None,)}
+                ),
+                RecipeStep(kind="call", op="maximum", args=(Ref(index=5), Ref(index=4)), params={}),
+                RecipeStep(kind="call", op="true_div", args=(Ref(index=6), inf), params={}),
+                RecipeStep(kind="call", op="mul", args=(-1, Ref(index=5), Ref(index=4)), params={}),
             ],
             outputs=[8, 1, 7],
             single=False,
@@ -653,16 +671,20 @@ CASES = {
     (37, 740): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (4,)}),
-                Step(kind="constant", op="", args=(), params={"value": 1, "dtype": None}),
-                Step(kind="call", op="add", args=(Ref(index=1), Ref(index=1)), params={}),
-                Step(kind="call", op="expm1", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="log1p", args=(Ref(index=3),), params={}),
-                Step(kind="call", op="add", args=(Ref(index=2), Ref(index=4)), params={}),
-                Step(kind="call", op="add", args=(Ref(index=0), Ref(index=5)), params={}),
-                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "int64", "shape": ()}),
-                Step(kind="call", op="op*", args=(Ref(index=7), Ref(index=6)), params={}),
-                Step(kind="call", op="op<", args=(Ref(index=8), Ref(index=6)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (4,)}
+                ),
+                RecipeStep(kind="constant", op="", args=(), params={"value": 1, "dtype": None}),
+                RecipeStep(kind="call", op="add", args=(Ref(index=1), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="expm1", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="log1p", args=(Ref(index=3),), params={}),
+                RecipeStep(kind="call", op="add", args=(Ref(index=2), Ref(index=4)), params={}),
+                RecipeStep(kind="call", op="add", args=(Ref(index=0), Ref(index=5)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x3", "dtype": "int64", "shape": ()}
+                ),
+                RecipeStep(kind="call", op="op*", args=(Ref(index=7), Ref(index=6)), params={}),
+                RecipeStep(kind="call", op="op<", args=(Ref(index=8), Ref(index=6)), params={}),
             ],
             outputs=[9],
             single=False,
@@ -710,9 +732,11 @@ CASES = {
     (41, 728): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "float64", "shape": (1,)}),
-                Step(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="true_div", args=(1, Ref(index=1)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x3", "dtype": "float64", "shape": (1,)}
+                ),
+                RecipeStep(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="true_div", args=(1, Ref(index=1)), params={}),
             ],
             outputs=[2, 2],
             single=False,
@@ -727,31 +751,33 @@ CASES = {
     (43, 1401): (
         Recipe(
             steps=[
-                Step(kind="constant", op="", args=(), params={"value": array([0]), "dtype": None}),
-                Step(kind="call", op="mul", args=(Ref(index=0), Ref(index=0), Ref(index=0)), params={}),
-                Step(kind="call", op="minimum", args=(Ref(index=0), Ref(index=0)), params={}),
-                Step(
+                RecipeStep(kind="constant", op="", args=(), params={"value": array([0]), "dtype": None}),
+                RecipeStep(kind="call", op="mul", args=(Ref(index=0), Ref(index=0), Ref(index=0)), params={}),
+                RecipeStep(kind="call", op="minimum", args=(Ref(index=0), Ref(index=0)), params={}),
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x1", "dtype": "int32", "shape": (None, None)},
                 ),
-                Step(kind="call", op="fill", args=(Ref(index=0), Ref(index=3)), params={}),
-                Step(kind="call", op="op**", args=(Ref(index=1), 1), params={}),
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "int32", "shape": (1,)}),
-                Step(
+                RecipeStep(kind="call", op="fill", args=(Ref(index=0), Ref(index=3)), params={}),
+                RecipeStep(kind="call", op="op**", args=(Ref(index=1), 1), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "int32", "shape": (1,)}
+                ),
+                RecipeStep(
                     kind="call",
                     op="add",
                     args=(Ref(index=1), Ref(index=6), Ref(index=3), Ref(index=5)),
                     params={},
                 ),
-                Step(
+                RecipeStep(
                     kind="call",
                     op="add",
                     args=(Ref(index=6), Ref(index=0), Ref(index=4), Ref(index=0)),
                     params={},
                 ),
-                Step(kind="call", op="astype", args=(Ref(index=8),), params={"dtype": "float64"}),
+                RecipeStep(kind="call", op="astype", args=(Ref(index=8),), params={"dtype": "float64"}),
             ],
             outputs=[9, 2, 7],
             single=False,
@@ -774,8 +800,10 @@ CASES = {
     (47, 675): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x0", "dtype": "bool", "shape": (1,)}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x0", "dtype": "bool", "shape": (1,)}
+                ),
+                RecipeStep(
                     kind="constant",
                     op="",
                     args=(),
@@ -822,11 +850,11 @@ CASES = {
                         "dtype": None,
                     },
                 ),
-                Step(kind="call", op="eq", args=(Ref(index=1), Ref(index=1)), params={}),
-                Step(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
-                Step(kind="call", op="op**", args=(Ref(index=3), 0.5), params={}),
-                Step(kind="call", op="exp", args=(Ref(index=4),), params={}),
-                Step(kind="call", op="op/", args=(Ref(index=5), 300), params={}),
+                RecipeStep(kind="call", op="eq", args=(Ref(index=1), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="log1mexp", args=(Ref(index=0),), params={}),
+                RecipeStep(kind="call", op="op**", args=(Ref(index=3), 0.5), params={}),
+                RecipeStep(kind="call", op="exp", args=(Ref(index=4),), params={}),
+                RecipeStep(kind="call", op="op/", args=(Ref(index=5), 300), params={}),
             ],
             outputs=[6, 2],
             single=False,
@@ -836,19 +864,19 @@ CASES = {
     (53, 748): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x2", "dtype": "float64", "shape": (4, None)},
                 ),
-                Step(kind="call", op="log_softmax", args=(Ref(index=0),), params={"axis": -2}),
-                Step(kind="call", op="op/", args=(Ref(index=1), 3), params={}),
-                Step(kind="call", op="log1mexp", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="eq", args=(Ref(index=3), 5e-324), params={}),
-                Step(kind="call", op="op-abs", args=(Ref(index=3),), params={}),
-                Step(kind="call", op="neq", args=(Ref(index=5), Ref(index=5)), params={}),
-                Step(kind="call", op="log_softmax", args=(Ref(index=3),), params={"axis": 0}),
+                RecipeStep(kind="call", op="log_softmax", args=(Ref(index=0),), params={"axis": -2}),
+                RecipeStep(kind="call", op="op/", args=(Ref(index=1), 3), params={}),
+                RecipeStep(kind="call", op="log1mexp", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="eq", args=(Ref(index=3), 5e-324), params={}),
+                RecipeStep(kind="call", op="op-abs", args=(Ref(index=3),), params={}),
+                RecipeStep(kind="call", op="neq", args=(Ref(index=5), Ref(index=5)), params={}),
+                RecipeStep(kind="call", op="log_softmax", args=(Ref(index=3),), params={"axis": 0}),
             ],
             outputs=[7, 4, 6],
             single=False,
@@ -939,7 +967,7 @@ CASES = {
     (61, 1292): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="constant",
                     op="",
                     args=(),
@@ -948,11 +976,13 @@ CASES = {
                         "dtype": None,
                     },
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x4", "dtype": "int8", "shape": (5, 5)}),
-                Step(kind="call", op=".dot", args=(Ref(index=1), Ref(index=1)), params={}),
-                Step(kind="call", op="log_softmax", args=(Ref(index=2),), params={"axis": 0}),
-                Step(kind="call", op="abs", args=(Ref(index=0),), params={}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x4", "dtype": "int8", "shape": (5, 5)}
+                ),
+                RecipeStep(kind="call", op=".dot", args=(Ref(index=1), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="log_softmax", args=(Ref(index=2),), params={"axis": 0}),
+                RecipeStep(kind="call", op="abs", args=(Ref(index=0),), params={}),
+                RecipeStep(
                     kind="constant",
                     op="",
                     args=(),
@@ -970,8 +1000,8 @@ CASES = {
                         "dtype": None,
                     },
                 ),
-                Step(kind="call", op="op*", args=(Ref(index=3), Ref(index=5)), params={}),
-                Step(kind="call", op="le", args=(Ref(index=0), Ref(index=4)), params={}),
+                RecipeStep(kind="call", op="op*", args=(Ref(index=3), Ref(index=5)), params={}),
+                RecipeStep(kind="call", op="le", args=(Ref(index=0), Ref(index=4)), params={}),
             ],
             outputs=[7, 6],
             single=False,
@@ -1030,32 +1060,34 @@ CASES = {
     (89, 86): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x2", "dtype": "float64", "shape": (None, None)},
                 ),
-                Step(
+                RecipeStep(
                     kind="constant",
                     op="",
                     args=(),
                     params={"value": array([[True, False], [True, False]]), "dtype": None},
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "float32", "shape": ()}),
-                Step(kind="call", op="op*", args=(Ref(index=2), Ref(index=1)), params={}),
-                Step(kind="call", op="min", args=(Ref(index=3),), params={"axis": None}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x3", "dtype": "float32", "shape": ()}
+                ),
+                RecipeStep(kind="call", op="op*", args=(Ref(index=2), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="min", args=(Ref(index=3),), params={"axis": None}),
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x4", "dtype": "float64", "shape": (None, 0)},
                 ),
-                Step(kind="call", op="dot", args=(Ref(index=5), Ref(index=0)), params={}),
-                Step(kind="call", op=".max", args=(Ref(index=5),), params={"axis": (0,)}),
-                Step(kind="call", op="zeros_like", args=(Ref(index=7),), params={}),
-                Step(kind="call", op="transpose", args=(Ref(index=8),), params={}),
-                Step(kind="call", op="op>", args=(Ref(index=9), Ref(index=8)), params={}),
+                RecipeStep(kind="call", op="dot", args=(Ref(index=5), Ref(index=0)), params={}),
+                RecipeStep(kind="call", op=".max", args=(Ref(index=5),), params={"axis": (0,)}),
+                RecipeStep(kind="call", op="zeros_like", args=(Ref(index=7),), params={}),
+                RecipeStep(kind="call", op="transpose", args=(Ref(index=8),), params={}),
+                RecipeStep(kind="call", op="op>", args=(Ref(index=9), Ref(index=8)), params={}),
             ],
             outputs=[10, 4, 6],
             single=False,
@@ -1086,24 +1118,28 @@ CASES = {
     (97, 445): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x0", "dtype": "int8", "shape": ()}),
-                Step(kind="call", op="abs", args=(Ref(index=0),), params={}),
-                Step(kind="input", op="", args=(), params={"name": "x1", "dtype": "float32", "shape": ()}),
-                Step(
+                RecipeStep(kind="input", op="", args=(), params={"name": "x0", "dtype": "int8", "shape": ()}),
+                RecipeStep(kind="call", op="abs", args=(Ref(index=0),), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x1", "dtype": "float32", "shape": ()}
+                ),
+                RecipeStep(
                     kind="call",
                     op="mul",
                     args=(Ref(index=1), Ref(index=1), Ref(index=2), Ref(index=2)),
                     params={},
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float32", "shape": (3,)}),
-                Step(
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "float32", "shape": (3,)}
+                ),
+                RecipeStep(
                     kind="call",
                     op="add",
                     args=(Ref(index=3), Ref(index=2), Ref(index=4), Ref(index=3)),
                     params={},
                 ),
-                Step(kind="call", op=".dot", args=(Ref(index=5), Ref(index=4)), params={}),
-                Step(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int64"}),
+                RecipeStep(kind="call", op=".dot", args=(Ref(index=5), Ref(index=4)), params={}),
+                RecipeStep(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int64"}),
             ],
             outputs=[7],
             single=True,
@@ -1134,13 +1170,17 @@ CASES = {
     (103, 1062): (
         Recipe(
             steps=[
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": ()}),
-                Step(kind="input", op="", args=(), params={"name": "x3", "dtype": "bool", "shape": (4,)}),
-                Step(kind="call", op="op/", args=(Ref(index=0), Ref(index=1)), params={}),
-                Step(kind="call", op=".T", args=(Ref(index=2),), params={}),
-                Step(kind="call", op="logsumexp", args=(Ref(index=2),), params={"axis": (0,)}),
-                Step(kind="call", op="log1mexp", args=(Ref(index=3),), params={}),
-                Step(kind="call", op="true_div", args=(Ref(index=0), Ref(index=5)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": ()}
+                ),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x3", "dtype": "bool", "shape": (4,)}
+                ),
+                RecipeStep(kind="call", op="op/", args=(Ref(index=0), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op=".T", args=(Ref(index=2),), params={}),
+                RecipeStep(kind="call", op="logsumexp", args=(Ref(index=2),), params={"axis": (0,)}),
+                RecipeStep(kind="call", op="log1mexp", args=(Ref(index=3),), params={}),
+                RecipeStep(kind="call", op="true_div", args=(Ref(index=0), Ref(index=5)), params={}),
             ],
             outputs=[6, 4],
             single=False,
@@ -1155,52 +1195,56 @@ CASES = {
     (103, 1456): (
         Recipe(
             steps=[
-                Step(
+                RecipeStep(
                     kind="input",
                     op="",
                     args=(),
                     params={"name": "x0", "dtype": "float64", "shape": (3, None)},
                 ),
-                Step(kind="input", op="", args=(), params={"name": "x1", "dtype": "int8", "shape": ()}),
-                Step(kind="call", op="op>", args=(Ref(index=0), Ref(index=1)), params={}),
-                Step(kind="call", op="log1mexp", args=(Ref(index=1),), params={}),
-                Step(
+                RecipeStep(kind="input", op="", args=(), params={"name": "x1", "dtype": "int8", "shape": ()}),
+                RecipeStep(kind="call", op="op>", args=(Ref(index=0), Ref(index=1)), params={}),
+                RecipeStep(kind="call", op="log1mexp", args=(Ref(index=1),), params={}),
+                RecipeStep(
                     kind="call",
                     op="composite",
                     args=(Ref(index=0), Ref(index=3)),
                     params={
                         "inner": Recipe(
                             steps=[
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i0", "dtype": "float64", "shape": ()},
                                 ),
-                                Step(
+                                RecipeStep(
                                     kind="input",
                                     op="",
                                     args=(),
                                     params={"name": "i1", "dtype": "float16", "shape": ()},
                                 ),
-                                Step(kind="call", op="pow", args=(Ref(index=0), Ref(index=1)), params={}),
+                                RecipeStep(
+                                    kind="call", op="pow", args=(Ref(index=0), Ref(index=1)), params={}
+                                ),
                             ],
                             outputs=[2],
                             single=False,
                         )
                     },
                 ),
-                Step(
+                RecipeStep(
                     kind="call",
                     op="mul",
                     args=(Ref(index=3), Ref(index=2), Ref(index=4), Ref(index=1)),
                     params={},
                 ),
-                Step(kind="call", op="ge", args=(1e-300, Ref(index=2)), params={}),
-                Step(kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (3,)}),
-                Step(kind="call", op="minimum", args=(Ref(index=7), Ref(index=3)), params={}),
-                Step(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int32"}),
-                Step(kind="call", op="op-x", args=(Ref(index=9),), params={}),
+                RecipeStep(kind="call", op="ge", args=(1e-300, Ref(index=2)), params={}),
+                RecipeStep(
+                    kind="input", op="", args=(), params={"name": "x2", "dtype": "float64", "shape": (3,)}
+                ),
+                RecipeStep(kind="call", op="minimum", args=(Ref(index=7), Ref(index=3)), params={}),
+                RecipeStep(kind="call", op="cast", args=(Ref(index=6),), params={"dtype": "int32"}),
+                RecipeStep(kind="call", op="op-x", args=(Ref(index=9),), params={}),
             ],
             outputs=[10, 5, 8],
             single=False,

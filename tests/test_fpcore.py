@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.precondition import (
     And,
     Call,
@@ -112,7 +112,7 @@ def test_python_output_computes_what_the_graph_does():
             )
             for name in (v.name for v in bench.inputs)
         }
-        evaluate = function(bench.inputs, bench.expr)
+        evaluate = numpy_function(bench.inputs, bench.expr)
         with np.errstate(all="ignore"):
             expected = [evaluate(*(points[v.name][i] for v in bench.inputs)) for i in range(64)]
             got = namespace["f"](*(points[v.name] for v in bench.inputs))
@@ -152,7 +152,7 @@ def test_conditions_become_switches_and_write_back():
     namespace: dict = {}
     exec(to_python(bench, function_name="f"), namespace)
     x, y = np.array([0.5, 1.0, 2.0, -1.0]), np.array([1.0, 2.0, 1.0, 3.0])
-    evaluate = function(bench.inputs, bench.expr)
+    evaluate = numpy_function(bench.inputs, bench.expr)
     np.testing.assert_array_equal(namespace["f"](x, y), [evaluate(a, b) for a, b in zip(x, y)])
     np.testing.assert_array_equal(namespace["f"](x, y), [-0.5, 2.0, 2.0, 3.0])
 
@@ -263,7 +263,9 @@ def test_writers_take_an_expression_with_a_precondition_text():
     assert bench.name == "t" and str(bench.precondition) == "0 < x < y"
     values = (np.array([0.5, 2.0]), np.array([1.0, 3.0]))
     for point in zip(*values):
-        assert function(bench.inputs, bench.expr)(*point) == pytest.approx(function([x, y], expr)(*point))
+        assert numpy_function(bench.inputs, bench.expr)(*point) == pytest.approx(
+            numpy_function([x, y], expr)(*point)
+        )
     python = to_python(expr, name="t", precondition="0 < x < y")
     assert '"""t\n\n    Precondition: 0 < x < y\n    """' in python
 
@@ -536,7 +538,7 @@ def fma_points(dtype) -> list[np.ndarray]:
 
 def graph_values(bench: Benchmark) -> np.ndarray:
     """The graph's value at each of FMA_POINTS (NumPy backend), in the benchmark's dtype."""
-    evaluate = function(bench.inputs, bench.expr)
+    evaluate = numpy_function(bench.inputs, bench.expr)
     with np.errstate(all="ignore"):
         return np.array([evaluate(*point) for point in zip(*fma_points(bench.expr.dtype))])
 
@@ -553,7 +555,7 @@ def same_bits(got, want) -> None:
 def test_fma_reads_rounds_once_and_round_trips():
     bench = read_fpcore("(FPCore (a b c) (fma a b c))")
     assert bench.expr.owner.op == ops.fma
-    assert function(bench.inputs, bench.expr)(0.1, 10.0, -1.0) == 5.551115123125783e-17  # 0.1 * 10 - 1
+    assert numpy_function(bench.inputs, bench.expr)(0.1, 10.0, -1.0) == 5.551115123125783e-17  # 0.1 * 10 - 1
     for bench in fma_benchmarks():
         assert "(fma a b c)" in to_fpcore(bench) and same_benchmark(bench, read_fpcore(to_fpcore(bench)))
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.graph.basic import Constant, Variable, ancestors, constant, io_toposort
 from relwrite.graph.types import TensorType
 
@@ -70,7 +70,7 @@ class Evaluator:
 
     def __init__(self, graph: Variable, inputs: Sequence[Variable]):
         outputs = [graph, *(v for v in ancestors([graph]) if v.owner is not None and v is not graph)]
-        self.function = function(list(inputs), outputs)
+        self.function = numpy_function(list(inputs), outputs)
 
     def __call__(self, values: Sequence[np.ndarray]) -> Evaluated:
         """The graph's value on `values` (one per input), with what its intermediates say of it."""
@@ -244,4 +244,4 @@ def in_precision(
             replacement[old] = new
     cast = [value.astype(replacement[v].dtype) for v, value in zip(inputs, values)]
     with np.errstate(all="ignore"):
-        return np.asarray(function([replacement[v] for v in inputs], replacement[graph])(*cast))
+        return np.asarray(numpy_function([replacement[v] for v in inputs], replacement[graph])(*cast))

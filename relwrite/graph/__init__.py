@@ -21,7 +21,7 @@ methods the same way (`register_jax_array_methods`), and Aesara sets
 `TensorType.variable_type` from the module that defines `TensorVariable`.
 The cost: the operators are not in Variable's class body, whose docstring
 points here.  `Variable.eval`, which compiles, is attached the same way by
-`relwrite.backends.function`, which the root package imports (so before any
+`relwrite.compile.function`, which the root package imports (so before any
 module of ours runs).
 """
 

@@ -29,7 +29,7 @@ class Variable:
     Variables compare by identity.  Their operators and the methods that build
     ops (`x + y`, `x[i]`, `x.sum()`, `x.shape`, ...) are attached by
     `relwrite.graph.ops`, with the ops they build; a notebook's picture of one
-    by `relwrite.graph.printing`, and `eval` by `relwrite.backends.function`
+    by `relwrite.graph.printing`, and `eval` by `relwrite.compile.function`
     (the graph package's docstring says why).
     """
 

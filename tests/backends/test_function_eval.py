@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import relwrite as rw
-import relwrite.backends.function as function_module
+import relwrite.compile.function as function_module
 from relwrite.graph.basic import graph_inputs
 from relwrite.graph.fg import MissingInputError
 from relwrite.testing import expression_graphs, input_values

@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 
 import relwrite as rw
 from relwrite.backends.c import c_available
-from relwrite.backends.function import MODES, Mode, function
-from relwrite.backends.numpy import function as reference_function
+from relwrite.backends.numpy import numpy_function as reference_function
+from relwrite.compile.function import MODES, Mode, function
 from relwrite.engine.db import Query
 from relwrite.graph import ops
 from relwrite.graph.basic import ancestors
@@ -266,8 +266,8 @@ FALLBACK_SCRIPT = textwrap.dedent(
     import numpy as np
     import relwrite as rw
     from relwrite.backends.c import CFallbackWarning
-    from relwrite.backends.function import function
-    from relwrite.backends.numpy import function as reference_function
+    from relwrite.compile.function import function
+    from relwrite.backends.numpy import numpy_function as reference_function
     from relwrite.graph import ops
 
     x, y = rw.vector("x"), rw.vector("y")
@@ -327,7 +327,7 @@ def _chain(name: str = "x"):
 def test_a_graph_compiled_before_is_neither_rewritten_nor_linked_again(monkeypatch):
     import numpy as np
 
-    from relwrite.backends import function as compiling
+    from relwrite.compile import function as compiling
 
     first = compiling.function(*_chain(), mode="fast_compile")
     monkeypatch.setattr(compiling, "_linker", lambda *a: pytest.fail("linked again"))
@@ -342,7 +342,7 @@ def test_a_graph_compiled_before_is_neither_rewritten_nor_linked_again(monkeypat
     ["another input name", "another mode", "cache off", "a RELWRITE_ setting", "the database's contents"],
 )
 def test_what_a_compiled_graph_depends_on_is_part_of_its_cache_key(change, monkeypatch):
-    from relwrite.backends import function as compiling
+    from relwrite.compile import function as compiling
     from relwrite.engine.db import optdb
     from relwrite.engine.graph_rewriters import MergeRewriter
 

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 import relwrite as rw
 from relwrite.backends.c import c_available
-from relwrite.backends.function import function
-from relwrite.backends.profile import FunctionProfile, OpTime
+from relwrite.compile.function import function
+from relwrite.compile.profile import FunctionProfile, OpTime
 from relwrite.graph.basic import graph_inputs
 from relwrite.testing import expression_graphs
 

@@ -424,7 +424,7 @@ def test_log_sum_exp_and_log_softmax_are_stabilized_in_every_mode(mode):
     import numpy as np
 
     import relwrite as rw
-    from relwrite.backends.function import function
+    from relwrite.compile.function import function
 
     x, m = rw.vector("x"), rw.matrix("m")
     assert function([x], rw.log(rw.sum(rw.exp(x))), mode=mode)(np.array([1000.0, 1000.0])) == pytest.approx(

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.db import Query, optdb
 from relwrite.engine.fusion import FusionRewriter
 from relwrite.engine.profile import WalkProfile
@@ -33,7 +33,7 @@ def composites(fgraph: FunctionGraph) -> list:
 
 def evaluate(inputs, outputs, values) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
-        return function(inputs, outputs)(*values)
+        return numpy_function(inputs, outputs)(*values)
 
 
 def assert_fusion_keeps_values(inputs, outputs, values) -> FunctionGraph:
@@ -322,7 +322,7 @@ def test_an_unused_composite_output_and_the_inputs_only_it_reads_are_dropped():
         optdb.query(Query(include=["canonicalize"])).rewrite(fgraph)
         (node,) = fgraph.toposort()
         assert list(node.inputs) == read and len(node.outputs) == len(outputs)
-        got = function([x, y, z], fgraph.outputs)(*values)
+        got = numpy_function([x, y, z], fgraph.outputs)(*values)
         np.testing.assert_array_equal(got, [np.full((1, 1), e) for e in expected])
 
 

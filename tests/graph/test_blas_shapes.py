@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relwrite.backends.c import CLinker, c_available
-from relwrite.backends.function import Mode, function
-from relwrite.backends.numpy.function import function as numpy_function
+from relwrite.backends.numpy.function import numpy_function
+from relwrite.compile.function import Mode, function
 from relwrite.graph import ops
 from relwrite.graph.basic import Variable, matrix, scalar, tensor, vector
 from relwrite.graph.fg import FunctionGraph

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import relwrite as rw
-from relwrite.backends.function import Mode
+from relwrite.compile.function import Mode
 from relwrite.engine.db import Query
 from relwrite.engine.inplace import InplaceRewriter
 from relwrite.graph import ops

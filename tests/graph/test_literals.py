@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relwrite.backends.function import function
-from relwrite.backends.numpy.function import function as numpy_function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.cli import main
+from relwrite.compile.function import function
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, as_variable, constant, tensor, vector
 from relwrite.graph.parse import parse

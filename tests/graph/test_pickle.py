@@ -12,8 +12,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import relwrite as rw
-from relwrite.backends.function import function
-from relwrite.backends.numpy import function as numpy_function
+from relwrite.backends.numpy import numpy_function
+from relwrite.compile.function import function
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, graph_inputs
 from relwrite.graph.features import History, ReplaceValidate

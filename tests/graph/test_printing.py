@@ -289,7 +289,7 @@ def test_dprint_shared_node_is_expanded_once():
 
 @pytest.mark.parametrize("mode", ["fast_compile", "fast_run"])
 def test_dprint_of_a_compiled_function_prints_the_graph_it_runs(mode):
-    from relwrite.backends.function import function
+    from relwrite.compile.function import function
 
     x = vector("x")
     compiled = function([x], ops.exp(x) * 2.0 + ops.exp(x), mode=mode)
@@ -351,7 +351,7 @@ def test_dprint_caps_indentation_with_the_depth():
 
 
 def test_dprint_of_a_compiled_function_with_types():
-    from relwrite.backends.function import function
+    from relwrite.compile.function import function
 
     x = vector("x")
     compiled = function([x], ops.exp(x) * 2.0 + ops.log(x), mode="fast_compile")
@@ -551,7 +551,7 @@ def test_to_dot_expands_a_fused_node_into_its_inner_graph():
 def test_notebooks_show_graphs_as_html_text_without_graphviz(monkeypatch):
     import shutil
 
-    from relwrite.backends.function import function
+    from relwrite.compile.function import function
     from relwrite.graph.fg import FunctionGraph
 
     monkeypatch.setattr(shutil, "which", lambda name: None)

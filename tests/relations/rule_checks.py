@@ -10,7 +10,7 @@ import numpy as np
 from hypothesis import strategies as st
 from kanren import run, var
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine import KanrenRelationSub
 from relwrite.graph.basic import Constant, Variable, ancestors, graph_inputs
 from relwrite.graph.printing import pprint
@@ -41,10 +41,10 @@ def assert_same_values(before: Variable, after: Variable, data: st.DataObject, f
     steps = [v for v in ancestors([before]) if v.owner is not None and v is not before]
     with np.errstate(all="ignore"):
         try:
-            left, *computed = map(np.asarray, function(inputs, [before, *steps])(*values))
+            left, *computed = map(np.asarray, numpy_function(inputs, [before, *steps])(*values))
         except Exception:  # an index out of range, an alloc of the wrong length: the left side fails
             return
-        right = np.asarray(function(inputs, after)(*values))
+        right = np.asarray(numpy_function(inputs, after)(*values))
     shown = (pprint(before), pprint(after), values)
     assert left.dtype == right.dtype and left.shape == right.shape, (*shown, left, right)
     if left.dtype.kind != "f":

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite import matrix, parse, scalar, tensor, vector
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine import rewrite_graph
 from relwrite.engine.explore.api import best_form, explore, prove, select_rules
 from relwrite.engine.explore.runner import Limits
@@ -166,7 +166,7 @@ def test_a_product_of_a_sum_of_n_terms_distributes_to_values_it_had(n, data):
     assert any(fully_distributed(form) for form in found), [pprint(f) for f in found]
     flat = o.add(*(o.mul(t, a) for t in terms))
     values = data.draw(st.lists(st.floats(-100, 100), min_size=n + 1, max_size=n + 1))
-    f = function([a, *terms], [expr, flat])
+    f = numpy_function([a, *terms], [expr, flat])
     left, right = f(*map(np.float64, values))
     assert np.isclose(left, right, rtol=1e-9, atol=1e-9 * max(1.0, *map(abs, values)) ** 2)
 

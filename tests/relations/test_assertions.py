@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import relwrite as rw
-from relwrite.backends.function import function
-from relwrite.backends.numpy.function import function as evaluated  # the graph as it is, not rewritten
+from relwrite.backends.numpy.function import numpy_function as evaluated  # the graph as it is, not rewritten
+from relwrite.compile.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable, constant

@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from kanren import run, var
 
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine import EquilibriumRewriter, KanrenRelationSub, OpSub
 from relwrite.engine.db import optdb, rewrite_graph
 from relwrite.graph import ops as o
@@ -54,7 +54,7 @@ def nodes_of(graph: Variable, op_class: type) -> list[Apply]:
 
 def evaluate(graphs: list[Variable], inputs: list[Variable], values: list[np.ndarray]) -> list[np.ndarray]:
     with np.errstate(all="ignore"):
-        return function(inputs, graphs)(*values)
+        return numpy_function(inputs, graphs)(*values)
 
 
 def assert_same_values(data, lhs: Variable, *others: Variable) -> None:

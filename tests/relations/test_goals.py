@@ -290,7 +290,7 @@ def test_shape_sources_look_through_elementwise_nodes_only_within_their_budget()
 def test_shaped_within_is_sound_at_every_broadcast_of_the_inputs(data):
     """Whenever `shaped_within((p,), (q,))` holds for two nodes of a graph, p broadcast against q has
     q's shape, whichever inputs are of length 1 and which of length 3."""
-    from relwrite.backends.numpy.function import function
+    from relwrite.backends.numpy.function import numpy_function
     from relwrite.graph.basic import io_toposort
     from relwrite.relations.operands import shaped_within
     from relwrite.testing import expression_graphs
@@ -301,7 +301,7 @@ def test_shaped_within_is_sound_at_every_broadcast_of_the_inputs(data):
     q = data.draw(st.sampled_from([v for v in nodes if v is not p]))
     if not shaped_within((p,), (q,)):
         return
-    both = function(inputs, [p, q])
+    both = numpy_function(inputs, [p, q])
     for lengths in itertools.product([1, 3], repeat=len(inputs)):
         with np.errstate(all="ignore"):
             p_value, q_value = both(*(np.full(n, 0.5) for n in lengths))

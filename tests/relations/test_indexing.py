@@ -11,7 +11,7 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 import relwrite as rw
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.parse import parse
@@ -147,7 +147,7 @@ def takes_everything(graph) -> bool:
     indexed, *index = graph.owner.inputs
     probe = rw.tensor("probe", "float64", (None,) * indexed.ndim)
     values = np.arange(3.0**indexed.ndim).reshape((3,) * indexed.ndim)
-    taken = function([probe], graph.owner.op(probe, *index))(values)
+    taken = numpy_function([probe], graph.owner.op(probe, *index))(values)
     return taken.shape == values.shape and np.array_equal(taken, values)
 
 
@@ -248,7 +248,7 @@ def test_a_read_of_another_index_or_of_a_value_that_may_not_fit_stays(text):
 def test_an_out_of_bounds_read_back_still_raises():
     x, i, c = rw.vector("x"), rw.scalar("i", dtype="int64"), rw.scalar("c")
     read = first_answer(indexing.read_of_write, rw.set_subtensor(x[i], c)[i], "forward")
-    f = function([x, i, c], read)
+    f = numpy_function([x, i, c], read)
     assert f(np.zeros(3), 2, 5.0) == 5.0
     with pytest.raises(Exception, match="IndexError"):
         f(np.zeros(3), 3, 5.0)
@@ -339,7 +339,7 @@ def test_merged_indexings_take_what_the_pair_takes_at_every_length(length, stati
     if merged is None:
         return
     assert not (merged.owner is not None and merged.owner.inputs[0].owner is not None), pprint(merged)
-    f = function([x], merged)
+    f = numpy_function([x], merged)
     for n in [length] if static else range(31):
         values = np.arange(float(n))
         try:
@@ -421,4 +421,4 @@ def test_a_pipeline_merges_a_chain_of_indexings_into_one():
     assert pprint(out) == "x[-2:0:-2]"
     for n in range(8):
         values = np.arange(float(n))
-        np.testing.assert_array_equal(function([x], out)(values), values[1:][::-1][1:][::2])
+        np.testing.assert_array_equal(numpy_function([x], out)(values), values[1:][::-1][1:][::2])

@@ -25,14 +25,15 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relwrite.backends.function import function as compiled_function
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
+from relwrite.compile.function import function as compiled_function
 from relwrite.engine import rewrite_graph
 from relwrite.engine.folding import constant_folding
 from relwrite.graph import ops as o
@@ -80,11 +81,19 @@ class Outcome:
     error: type | None
 
 
+@lru_cache(maxsize=64)
+def compiled(inputs: tuple[Variable, ...], outputs: Variable | tuple[Variable, ...]):
+    """`numpy_function(inputs, outputs)`, compiled once for the many input values an example is checked at."""
+    return numpy_function(list(inputs), outputs if isinstance(outputs, Variable) else list(outputs))
+
+
 def evaluate(graph: Variable, values: dict[str, np.ndarray]) -> Outcome:
     inputs = by_name(graph)
     try:
         with np.errstate(all="ignore"):
-            return Outcome(np.asarray(function(inputs, graph)(*(values[v.name] for v in inputs))), None)
+            return Outcome(
+                np.asarray(compiled(tuple(inputs), graph)(*(values[v.name] for v in inputs))), None
+            )
     except Exception as exc:
         cause = exc.__cause__ or exc.__context__
         return Outcome(None, type(cause) if cause is not None else type(exc))
@@ -109,6 +118,19 @@ def _blas_definition(node, args: list[Variable]) -> Variable:
 
 def extended(graph: Variable, values: dict[str, np.ndarray]) -> tuple[np.ndarray, float]:
     """`graph` with its float inputs and constants in long double: (its value, the largest magnitude seen)."""
+    inputs, wide_inputs, outputs = widened_graph(graph)
+    args = [values[v.name].astype(w.dtype) for v, w in zip(inputs, wide_inputs)]
+    with np.errstate(all="ignore"):
+        results = compiled(wide_inputs, outputs)(*args)
+    arrays = [*map(np.asarray, results), *args]
+    magnitudes = [np.abs(r[np.isfinite(r)]) for r in arrays if r.dtype.kind == "f"]
+    scale = max([float(m.max()) for m in magnitudes if m.size] + [0.0])
+    return np.asarray(results[0]), scale
+
+
+@lru_cache(maxsize=64)
+def widened_graph(graph: Variable) -> tuple[list[Variable], tuple[Variable, ...], tuple[Variable, ...]]:
+    """`graph` rebuilt in long double: its inputs, theirs widened, and (its value, every intermediate)."""
 
     def widened(v: Variable) -> Variable:
         if v.type.numpy_dtype.kind != "f":
@@ -128,13 +150,7 @@ def extended(graph: Variable, values: dict[str, np.ndarray]) -> tuple[np.ndarray
         replacement.update(zip(node.outputs, outputs))
     top = replacement[graph] if graph in replacement else widened(graph)
     intermediate = [v for v in io_toposort([replacement[v] for v in inputs], [top]) for v in v.outputs]
-    args = [values[v.name].astype(replacement[v].dtype) for v in inputs]
-    with np.errstate(all="ignore"):
-        results = function([replacement[v] for v in inputs], [top, *intermediate])(*args)
-    arrays = [*map(np.asarray, results), *args]
-    magnitudes = [np.abs(r[np.isfinite(r)]) for r in arrays if r.dtype.kind == "f"]
-    scale = max([float(m.max()) for m in magnitudes if m.size] + [0.0])
-    return np.asarray(results[0]), scale
+    return inputs, tuple(replacement[v] for v in inputs), (top, *intermediate)
 
 
 def close(a: np.ndarray, b: np.ndarray, eps: float, scale: float) -> np.ndarray:
@@ -186,7 +202,7 @@ def overflows(graph: Variable, values: dict[str, np.ndarray]) -> bool:
     inputs = by_name(graph)
     computed = [v for node in io_toposort(inputs, [graph]) for v in node.outputs]
     with np.errstate(all="ignore"):
-        results = function(inputs, computed)(*(values[v.name] for v in inputs))
+        results = compiled(tuple(inputs), tuple(computed))(*(values[v.name] for v in inputs))
     return any(np.asarray(r).dtype.kind == "f" and bool(np.isinf(r).any()) for r in results)
 
 
@@ -423,10 +439,10 @@ def test_the_logsumexp_op_is_stable_and_minus_infinity_over_empty_axes():
     x = tensor("x", "float32", (None, None))
     values = np.array([[100.0, 100.0], [-np.inf, -np.inf], [np.inf, 1.0], [np.nan, 0.0]], dtype=np.float32)
     with np.errstate(divide="ignore"):
-        result = function([x], o.logsumexp(x, axis=1))(values)
+        result = numpy_function([x], o.logsumexp(x, axis=1))(values)
         assert result.dtype == np.float32
         np.testing.assert_allclose(result, [100 + np.log(2), -np.inf, np.inf, np.nan], rtol=1e-6)
-        assert function([x], o.logsumexp(x))(np.zeros((3, 0), dtype=np.float32)) == -np.inf
+        assert numpy_function([x], o.logsumexp(x))(np.zeros((3, 0), dtype=np.float32)) == -np.inf
     assert pprint(o.logsumexp(x, axis=1)) == "logsumexp(x, axis=(1,))"
 
 
@@ -547,7 +563,7 @@ def test_integer_constants_fold_with_the_wraparound_of_their_dtype(a, b, op):
     (answer,) = list(get_rule(rule_name).forward(graph))
     values = np.arange(-128, 128, dtype=np.int8)
     with np.errstate(over="ignore"):
-        np.testing.assert_array_equal(function([x], answer)(values), function([x], graph)(values))
+        np.testing.assert_array_equal(numpy_function([x], answer)(values), numpy_function([x], graph)(values))
 
 
 @pytest.mark.parametrize(
@@ -578,5 +594,5 @@ def test_constant_folding_never_makes_an_infinity_or_a_zero_and_wraps_integers_a
     assert bool(result) == folds
     if folds:
         with np.errstate(all="ignore"):
-            np.testing.assert_array_equal(result[0].data, function([], graph)())
+            np.testing.assert_array_equal(result[0].data, numpy_function([], graph)())
         assert result[0].dtype == graph.dtype

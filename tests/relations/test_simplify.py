@@ -18,8 +18,8 @@ from kanren import run, var
 from unification.variable import isvar
 
 import relwrite as rw
-from relwrite.backends.function import function as compile_in_mode
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
+from relwrite.compile.function import function as compile_in_mode
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable, ancestors, graph_inputs, tensor
@@ -51,7 +51,7 @@ def forward(rule: Rule, graph: Variable) -> Variable | None:
 def evaluate(graph: Variable, **values: np.ndarray) -> np.ndarray:
     inputs = sorted((v for v in graph_inputs([graph]) if not isinstance(v, Constant)), key=lambda v: v.name)
     with np.errstate(all="ignore"):
-        return function(inputs, graph)(*(values[v.name] for v in inputs))
+        return numpy_function(inputs, graph)(*(values[v.name] for v in inputs))
 
 
 def float32_types(types: dict[str, str]) -> dict[str, str]:
@@ -248,7 +248,7 @@ def test_sum_sum_merges_any_axes_into_one_exact_integer_sum(case, data):
         st.lists(st.integers(-(2**62), 2**62), min_size=int(np.prod(shape)), max_size=int(np.prod(shape)))
     )
     array = np.array(values, dtype=np.int64).reshape(shape)
-    np.testing.assert_array_equal(function([x], after)(array), function([x], before)(array))
+    np.testing.assert_array_equal(numpy_function([x], after)(array), numpy_function([x], before)(array))
 
 
 # -- generated reductions: each rule fires exactly where its documentation says, keeping the values ----
@@ -391,7 +391,7 @@ def test_pytensor_reductions_and_switch_merges_fire_in_their_modes_keeping_value
     values = [
         rng.random(v.type.shape) > 0.5 if v.dtype == "bool" else rng.normal(size=v.type.shape) for v in inputs
     ]
-    np.testing.assert_allclose(compiled(*values), function(inputs, graph)(*values), rtol=1e-12)
+    np.testing.assert_allclose(compiled(*values), numpy_function(inputs, graph)(*values), rtol=1e-12)
 
 
 @given(nested_sums(), st.data())
@@ -405,7 +405,7 @@ def test_prod_prod_merges_any_axes_into_one_exact_integer_product(case, data):
     size = int(np.prod(shape))
     values = data.draw(st.lists(st.integers(-(2**40), 2**40), min_size=size, max_size=size))
     array = np.array(values, dtype=np.int64).reshape(shape)  # products wrap around: exact either way
-    np.testing.assert_array_equal(function([x], after)(array), function([x], before)(array))
+    np.testing.assert_array_equal(numpy_function([x], after)(array), numpy_function([x], before)(array))
 
 
 LENGTH_ONE = {o.Sum: "sum_of_length_one_axes", o.Prod: "prod_of_length_one_axes"}
@@ -502,7 +502,7 @@ def test_a_negated_product_with_a_negated_factor_loses_both_signs_in_fast_run(te
         inputs
     )
     with np.errstate(all="ignore"):
-        np.testing.assert_array_equal(f(*values), function(inputs, graph)(*values))
+        np.testing.assert_array_equal(f(*values), numpy_function(inputs, graph)(*values))
 
 
 def test_neg_mul_neg_leaves_products_of_mixed_dtypes_alone():

@@ -14,7 +14,7 @@ from kanren import run, var
 
 import relwrite as rw
 from relwrite.backends.c import c_available
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine import rewrite_graph
 from relwrite.engine.db import mode_query
 from relwrite.graph import ops as o
@@ -36,7 +36,7 @@ LINKERS = ["numpy", *(["c"] if c_available() else [])]
 def evaluate(graph: Variable, **values: np.ndarray) -> np.ndarray:
     inputs = sorted((v for v in graph_inputs([graph]) if not isinstance(v, Constant)), key=lambda v: v.name)
     with np.errstate(all="ignore"):
-        return function(inputs, graph)(
+        return numpy_function(inputs, graph)(
             *(np.full((1,) * v.ndim, values[v.name], dtype=v.dtype) for v in inputs)
         )
 
@@ -212,8 +212,8 @@ def test_log_erfc_is_the_plain_formula_below_the_threshold_and_accurate_beyond(d
     )
     x, plain, rewritten = log_erfc_graph(dtype)
     with np.errstate(divide="ignore"):
-        got = function([x], rewritten)(np.array([value], dtype=dtype))[0]
-        before = function([x], plain)(np.array([value], dtype=dtype))[0]
+        got = numpy_function([x], rewritten)(np.array([value], dtype=dtype))[0]
+        before = numpy_function([x], plain)(np.array([value], dtype=dtype))[0]
     if value < threshold:
         assert got == before
     else:

@@ -12,7 +12,7 @@ from kanren import run, var
 
 import relwrite as rw
 from relwrite import constant, parse, pprint, scalar, vector
-from relwrite.backends.numpy import function  # evaluates a graph as it is, without rewriting it
+from relwrite.backends.numpy import numpy_function  # evaluates a graph as it is, without rewriting it
 from relwrite.engine import KanrenRelationSub, rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import graph_inputs
@@ -55,7 +55,7 @@ def example(name: str, text: str, types: tuple[tuple[str, str], ...] | None = No
 
 def evaluate(inputs, graph, values):
     with np.errstate(all="ignore"):
-        return function(inputs, graph)(*values)
+        return numpy_function(inputs, graph)(*values)
 
 
 EXP_OF_A_LOG = {
@@ -262,7 +262,7 @@ def test_mul_minus_one_does_not_regroup_an_int8_product_a_float_widens():
     assert list(specialize.mul_minus_one.forward(graph)) == []
     result = rewrite_graph(graph, include=["canonicalize", "specialize"])
     values = (np.array([-128], dtype=np.int8), np.array([1.0]))
-    np.testing.assert_array_equal(function([x, y], result)(*values), [-128.0])
+    np.testing.assert_array_equal(numpy_function([x, y], result)(*values), [-128.0])
 
 
 def test_div_by_constant_leaves_an_integer_divisor_alone():

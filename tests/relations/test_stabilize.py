@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kanren import run, var
 
 from relwrite import constant, log, matrix, parse, pprint, vector
-from relwrite.backends.numpy import function  # evaluates a graph as it is, without rewriting it
+from relwrite.backends.numpy import numpy_function  # evaluates a graph as it is, without rewriting it
 from relwrite.engine import KanrenRelationSub, rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import graph_inputs, tensor
@@ -62,7 +62,7 @@ def example(name: str, text: str):
 
 def evaluate(inputs, graph, values):
     with np.errstate(all="ignore"):
-        return function(inputs, graph)(*values)
+        return numpy_function(inputs, graph)(*values)
 
 
 def assert_agree(expected: np.ndarray, actual: np.ndarray) -> None:

@@ -165,7 +165,7 @@ class Function:
         return values
 
 
-def function(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]) -> Function:
+def numpy_function(inputs: Variable | Sequence[Variable], outputs: Variable | Sequence[Variable]) -> Function:
     """Compile the graph from `inputs` to `outputs` for NumPy evaluation, without rewriting it.
 
     With a single output variable the call returns one array; with a list of

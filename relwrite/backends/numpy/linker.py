@@ -34,7 +34,7 @@ from relwrite.graph.destroy import destroy_handler
 from relwrite.graph.fg import FunctionGraph
 
 
-class Step(NamedTuple):
+class Instruction(NamedTuple):
     """One node of the program: call `fn` on `input_slots`, store into `output_slots`.
 
     `free_slots` are cleared after the step (their last use).  When
@@ -185,12 +185,12 @@ class NumpyLinker:
             outside={*constants, *self.input_slots},
         )
         frees = lifetimes.frees_by_step()
-        self.steps: list[Step] = []
+        self.steps: list[Instruction] = []
         handler = destroy_handler(fgraph)
         marks = handler.destroyed if handler is not None else {}
         for k, (node, impl, (ins, outs)) in enumerate(zip(nodes, impls, step_slots)):
             reuse, check = lifetimes.reuse(k, node, impl, ins, marks.get(node))
-            self.steps.append(Step(node, impl.fn, ins, outs, frees.get(k, ()), reuse, check))
+            self.steps.append(Instruction(node, impl.fn, ins, outs, frees.get(k, ()), reuse, check))
 
         # A FunctionGraph's inputs are distinct and numbered first: a call's storage is [*arrays, *rest].
         self.constant_slots: dict[int, Any] = constants

@@ -7,13 +7,16 @@ argument check a separate call (about 1.5 us for a scalar add, six times
 NumPy's own add).  The generated function does the same work in local
 variables: `s3 = f2(s0, s1)` per step, `s0 = None` after a slot's last use,
 a failing step named from its index `k`.  Compiling costs about 20 us per
-step, so a program longer than `STRAIGHT_LINE_STEPS` keeps the linker's
-loop after the same inline checks (there the steps' own cost dominates).
+step, paid once per program text (programs of one shape share their code),
+so a program longer than `STRAIGHT_LINE_STEPS` keeps the linker's loop after
+the same inline checks (there the steps' own cost dominates).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import lru_cache
+from types import CodeType
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -80,8 +83,15 @@ def entry_point(linker: NumpyLinker, guards: Sequence[InputGuard | None], single
     else:
         lines += _step_lines(linker, env, single)
     namespace: dict[str, Any] = {}
-    exec(compile("\n".join(lines), f"<relwrite program of {count} inputs>", "exec"), env, namespace)
+    exec(_code("\n".join(lines), count), env, namespace)
     return namespace["call"]
+
+
+@lru_cache(maxsize=1024)
+def _code(source: str, count: int) -> CodeType:
+    """The compiled `source` of a program: programs of one shape (the same steps over other graphs, as
+    a soundness check builds by the thousand) share their code, and differ only in the names it reads."""
+    return compile(source, f"<relwrite program of {count} inputs>", "exec")
 
 
 def _guard_lines(i: int, guard: InputGuard, env: dict[str, Any]) -> list[str]:

@@ -221,14 +221,17 @@ def _with_accuracy_rules(include: Iterable[str]) -> Iterable[str]:
 
 
 def select_rules(
-    rules: Iterable[Rule | str] | None = None, include: Iterable[str] = (), unsafe: bool = False
+    rules: Iterable[Rule | str] | None = None, include: Iterable[str] = (), unsafe: bool = True
 ) -> list[Rule]:
     """The rules to explore with: those given (by object or name), else the catalogue's defaults.
 
-    Defaults are the catalogue rules not tagged unsafe (rules tagged
-    explore, kept out of the rewriting pipelines, are what exploration is
-    for); `include` adds the rules whose opt-in tags it names, `unsafe=True`
-    the unsafe ones.
+    Defaults are the identities over the real numbers: the catalogue rules
+    without opt-in tags, those tagged explore (kept out of the rewriting
+    pipelines, they are what exploration is for) and, unless `unsafe` is
+    False, those tagged unsafe (equal wherever the values are finite and
+    their assumptions hold, as ``x * y / y = x`` for y != 0: a form reached
+    through one says so and lists the assumptions); `include` adds the rules
+    whose other opt-in tags it names (accuracy).
     """
     if isinstance(include, str):
         raise TypeError(f"include must be a sequence of tags, got the string {include!r}")
@@ -280,10 +283,11 @@ class Exploration:
         self,
         exprs: Sequence[Variable],
         rules: Iterable[Rule | str] | None = None,
+        *,
         direction: str = "both",
         limits: Limits | None = None,
         include: Iterable[str] = (),
-        unsafe: bool = False,
+        unsafe: bool = True,
         progress: Callable[[Report], None] | None = None,
         deadline: Deadline | None = None,
     ):
@@ -606,13 +610,13 @@ class Exploration:
 
 def explore(
     expr: Variable,
+    cost: Cost = "nodes",
+    *,
     rules: Iterable[Rule | str] | None = None,
     direction: str = "both",
-    cost: Cost = "nodes",
     limits: Limits | None = None,
-    *,
     include: Iterable[str] = (),
-    unsafe: bool = False,
+    unsafe: bool = True,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
     ranges: Domain | None = None,
@@ -621,8 +625,9 @@ def explore(
 ) -> Iterator[Form]:
     """Distinct forms of `expr` (distinct up to associativity and commutativity), cheapest first.
 
-    The rules (default: the catalogue without its opt-in rules, save those
-    tagged explore; `include` and `unsafe` add the others) run forward,
+    The rules (default: the identities over the reals, `select_rules`;
+    `unsafe=False` leaves out those valid only where values are finite and
+    assumptions hold, `include` adds opt-in tags) run forward,
     backward or both at every class of an e-graph until saturation or
     `limits`; then forms come out lazily under `cost`: "nodes", "flops",
     "depth", "accuracy" (bits of error, Herbie's measure, over `ranges`: a
@@ -633,7 +638,9 @@ def explore(
     forms are listed.  A cost that cannot measure `expr` (accuracy of an
     integer expression, say) raises before anything is explored.
     """
-    exploration = Exploration([expr], rules, direction, limits, include, unsafe, progress)
+    exploration = Exploration(
+        [expr], rules, direction=direction, limits=limits, include=include, unsafe=unsafe, progress=progress
+    )
     scored = exploration.resolve_cost(cost, 0, ranges)
     if isinstance(scored, Accuracy):
         exploration.focus(scored)
@@ -645,12 +652,12 @@ def explore(
 def best_form(
     expr: Variable,
     cost: Cost = "nodes",
+    *,
     rules: Iterable[Rule | str] | None = None,
     direction: str = "both",
     limits: Limits | None = None,
-    *,
     include: Iterable[str] = (),
-    unsafe: bool = False,
+    unsafe: bool = True,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
     ranges: Domain | None = None,
@@ -673,7 +680,9 @@ def best_form(
     approximate = _accuracy_option("series", series, cost, expr)
     if cost == "accuracy":
         include = _with_accuracy_rules(include)
-    exploration = Exploration([expr], rules, direction, limits, include, unsafe)
+    exploration = Exploration(
+        [expr], rules, direction=direction, limits=limits, include=include, unsafe=unsafe
+    )
     scored = exploration.resolve_cost(cost, 0, ranges)
     if scored is None:
         return Form(expr, math.nan)
@@ -936,12 +945,12 @@ def _confirmed(accuracy: Accuracy, choice: _Choice, graphs: Sequence[Variable], 
 def prove(
     a: Variable,
     b: Variable,
+    *,
     rules: Iterable[Rule | str] | None = None,
     direction: str = "both",
     limits: Limits | None = None,
-    *,
     include: Iterable[str] = (),
-    unsafe: bool = False,
+    unsafe: bool = True,
     check: bool = True,
     check_examples: int = CHECK_EXAMPLES,
 ) -> Explanation | None:
@@ -952,18 +961,20 @@ def prove(
     type) are taken to be those inputs.  A proof that uses rules is
     re-checked numerically (`UnsoundFormError` naming the failing step).
     """
-    exploration = Exploration([a, share_inputs(a, b)], rules, direction, limits, include, unsafe)
+    exploration = Exploration(
+        [a, share_inputs(a, b)], rules, direction=direction, limits=limits, include=include, unsafe=unsafe
+    )
     return exploration.proof(check=check, check_examples=check_examples)
 
 
 def pareto(
     expr: Variable,
+    *,
     rules: Iterable[Rule | str] | None = None,
     direction: str = "both",
     limits: Limits | None = None,
-    *,
     include: Iterable[str] = (),
-    unsafe: bool = False,
+    unsafe: bool = True,
     candidates: int = CANDIDATES,
     ranges: Domain | None = None,
     check: bool = True,
@@ -974,7 +985,14 @@ def pareto(
     (`Exploration.accurate_pool`).  Within the time limit: the front of the forms measured, explained
     and checked by then.
     """
-    exploration = Exploration([expr], rules, direction, limits, _with_accuracy_rules(include), unsafe)
+    exploration = Exploration(
+        [expr],
+        rules,
+        direction=direction,
+        limits=limits,
+        include=_with_accuracy_rules(include),
+        unsafe=unsafe,
+    )
     accuracy = exploration.resolve_cost("accuracy", 0, ranges)
     if accuracy is None:
         return []

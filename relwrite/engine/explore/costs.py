@@ -44,7 +44,7 @@ import numpy as np
 
 from relwrite.backends import exact
 from relwrite.backends.exact import has_reference
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.backends.numpy.impls import evaluate
 from relwrite.engine.explore.extract import CostFunction
 from relwrite.engine.explore.precondition import Precondition, parse_precondition
@@ -437,7 +437,7 @@ class Accuracy:
                     values[node.outputs[0]] = evaluate(node, operands)[0]
                 (value,) = exact.aligned([_value(values, form)], self.reference.ndim - 1)
                 return np.broadcast_to(value, self.reference.shape)
-            run = function(self.inputs, form)
+            run = numpy_function(self.inputs, form)
             return np.stack([np.asarray(run(*point)) for point in zip(*self.points)])
 
     def point_errors(self, form: Variable) -> np.ndarray:

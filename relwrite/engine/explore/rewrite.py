@@ -40,7 +40,7 @@ class Budget:
 
 
 @dataclass(frozen=True)
-class Answer:
+class GraphAnswer:
     """One answer of a rule: the other side as a graph, and the values of its assumption variables."""
 
     term: Variable
@@ -51,7 +51,7 @@ class RuleTimeout(BudgetExceeded):
     """A rule run used up its budget of seconds or steps."""
 
 
-def rule_answers(rule: Rule, term: Variable, budget: Budget = Budget()) -> list[Answer]:
+def rule_answers(rule: Rule, term: Variable, budget: Budget = Budget()) -> list[GraphAnswer]:
     """The answers of `rule` run forward on the graph `term`: right sides, with the graph values of the
     variables its assumptions name (those its run binds).
 
@@ -70,7 +70,7 @@ def rule_answers(rule: Rule, term: Variable, budget: Budget = Budget()) -> list[
         )
     if meter.error is not None:  # raised inside the run and swallowed there
         raise meter.fresh_error()
-    return [Answer(other, {n: v for n, v in bound.items() if n in names}) for other, bound in found]
+    return [GraphAnswer(other, {n: v for n, v in bound.items() if n in names}) for other, bound in found]
 
 
 def _graphs(found: Iterator[Any], like: Variable, named: bool) -> Iterator[tuple[Variable, dict[str, Any]]]:

@@ -94,7 +94,7 @@ import numpy as np
 
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses, Matches
-from relwrite.engine.explore.rewrite import Answer, Budget, RuleTimeout, rule_answers
+from relwrite.engine.explore.rewrite import Budget, GraphAnswer, RuleTimeout, rule_answers
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
@@ -150,7 +150,7 @@ class Limits:
 
 
 @dataclass
-class RuleStats:
+class RuleWork:
     """What one rule did: runs (classes searched, or goal runs), matches found, unions made, seconds."""
 
     runs: int = 0
@@ -169,7 +169,7 @@ class Report:
     classes: int = 0
     seconds: float = 0.0
     failed: dict[str, str] = field(default_factory=dict)
-    rules: dict[str, RuleStats] = field(default_factory=dict)
+    rules: dict[str, RuleWork] = field(default_factory=dict)
     largest_step: int = 0
     """The most e-nodes one rule application added (the node limit is overshot by less than this)."""
     phases: dict[str, StopReason] = field(default_factory=dict)
@@ -263,7 +263,7 @@ class _Answer:
     rule: Rule
     cls: int
     term: Variable
-    answer: Answer
+    answer: GraphAnswer
 
     direction = "forward"
 
@@ -301,7 +301,7 @@ class Runner:
         self.scheduler = scheduler or BackoffScheduler()
         self.progress = progress
         self.machine = EClasses(egraph)
-        self.report = Report(rules={r.name: RuleStats() for r in self.rules})
+        self.report = Report(rules={r.name: RuleWork() for r in self.rules})
         self._directions = {r.name: _directions(r, direction) for r in self.rules}
         self._by_name = {r.name: r for r in self.rules}
         self._disabled: set[str] = set()

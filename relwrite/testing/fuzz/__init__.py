@@ -52,7 +52,7 @@ in a precision), `judge` (one graph under each mode, classified) and `run`
 
 from relwrite.testing.fuzz.generate import draw_graph
 from relwrite.testing.fuzz.judge import BUG_CATEGORIES, Finding, FuzzTimeout, check
-from relwrite.testing.fuzz.recipe import Recipe, Ref, Step
+from relwrite.testing.fuzz.recipe import Recipe, RecipeStep, Ref
 from relwrite.testing.fuzz.run import (
     DEFAULT_MODES,
     GRAPH_ROW,
@@ -74,8 +74,8 @@ __all__ = [
     "FuzzReport",
     "FuzzTimeout",
     "Recipe",
+    "RecipeStep",
     "Ref",
-    "Step",
     "check",
     "check_graph",
     "draw_graph",

@@ -27,8 +27,8 @@ from relwrite.testing.fuzz.recipe import (
     _SPECIAL_UNARY,
     _UNARY,
     Recipe,
+    RecipeStep,
     Ref,
-    Step,
 )
 from relwrite.testing.fuzz.semantics import (
     _errstate,
@@ -93,15 +93,15 @@ class _Drawer:
         self.lengths = [
             int(n) for n in rng.choice([0, 1, 2, 3, 4, 5], size=3, p=[0.06, 0.14, 0.25, 0.25, 0.15, 0.15])
         ]
-        self.steps: list[Step] = []
+        self.steps: list[RecipeStep] = []
         self.variables: list[Variable] = []
         self.shapes: list[tuple[int, ...]] = []
         self.probes: list[Any] = []
         self.rejected = 0
-        self.crash: tuple[Step, BaseException] | None = None
+        self.crash: tuple[RecipeStep, BaseException] | None = None
 
     # -- the pool of values
-    def add(self, step: Step, probe: Any = None) -> int | None:
+    def add(self, step: RecipeStep, probe: Any = None) -> int | None:
         """Append `step` if the constructors accept it (a refusal is counted; any other error is a crash)."""
         args = [self.variables[a.index] if isinstance(a, Ref) else a for a in step.args]
         try:
@@ -136,7 +136,7 @@ class _Drawer:
         self.probes.append(probe)
         return len(self.steps) - 1
 
-    def _probe(self, step: Step) -> np.ndarray | None:
+    def _probe(self, step: RecipeStep) -> np.ndarray | None:
         args = [self.probes[a.index] if isinstance(a, Ref) else a for a in step.args]
         if any(a is None for a in args):
             return None
@@ -218,7 +218,9 @@ class _Drawer:
         shape = self.random_shape() if shape is None else shape
         static = tuple(n if self.rng.random() < (0.3 if n == 0 else 0.5) else None for n in shape)
         probe = _draw_array(self.rng, np.dtype(dtype), shape, edge=0.0)
-        return self.add(Step("input", params={"name": f"x{count}", "dtype": dtype, "shape": static}), probe)
+        return self.add(
+            RecipeStep("input", params={"name": f"x{count}", "dtype": dtype, "shape": static}), probe
+        )
 
     def new_constant(self) -> int | None:
         dtype = self.random_dtype()
@@ -228,7 +230,7 @@ class _Drawer:
         if not shape and self.rng.random() < 0.5:
             value = value.item()
             given = dtype if self.rng.random() < 0.5 else None
-        return self.add(Step("constant", params={"value": value, "dtype": given}))
+        return self.add(RecipeStep("constant", params={"value": value, "dtype": given}))
 
     # -- calls
     def draw_call(self) -> int | None:
@@ -259,7 +261,7 @@ class _Drawer:
             and (isinstance(args[0], Ref) or symbol in _ARITHMETIC)
         ):
             op = f"op{symbol}"
-        return self.add(Step("call", op, args))
+        return self.add(RecipeStep("call", op, args))
 
     def call_variadic(self) -> int | None:
         first = self.pick()
@@ -276,7 +278,7 @@ class _Drawer:
         name = "add" if self.rng.random() < 0.5 else "mul"
         if len(chosen) == 3 and self.fused is not None and self.fused.random() < 0.3:
             name = "fma"  # from a third side stream: every other draw stays as it was
-        return self.add(Step("call", name, tuple(Ref(i) for i in chosen)))
+        return self.add(RecipeStep("call", name, tuple(Ref(i) for i in chosen)))
 
     def call_unary(self) -> int | None:
         a = self.pick()
@@ -286,7 +288,7 @@ class _Drawer:
         if self.side is not None and name in _SPECIAL_STANDS_IN_FOR and self.side.random() < 0.3:
             name = str(self.side.choice(list(_SPECIAL_UNARY)))
         name = self.elementary_stand_in(name, _ELEMENTARY_UNARY)
-        return self.add(Step("call", name, (Ref(a),)))
+        return self.add(RecipeStep("call", name, (Ref(a),)))
 
     def elementary_stand_in(self, name: str, table: dict[str, Any]) -> str:
         """`name`, or now and then an elementary function of `table` in its place."""
@@ -313,7 +315,7 @@ class _Drawer:
                 return None
             args.append(Ref(b))
             shape = np.broadcast_shapes(shape, self.shapes[b])
-        return self.add(Step("call", "switch", tuple(args)))
+        return self.add(RecipeStep("call", "switch", tuple(args)))
 
     def call_fill(self) -> int | None:
         model = self.pick()
@@ -321,19 +323,19 @@ class _Drawer:
             return None
         roll = self.rng.random()
         if roll < 0.5:
-            return self.add(Step("call", "ones_like" if roll < 0.25 else "zeros_like", (Ref(model),)))
+            return self.add(RecipeStep("call", "ones_like" if roll < 0.25 else "zeros_like", (Ref(model),)))
         if roll < 0.75:
-            return self.add(Step("call", "fill", (Ref(model), self.literal(self.dtype(model)))))
+            return self.add(RecipeStep("call", "fill", (Ref(model), self.literal(self.dtype(model)))))
         shape = self.shapes[model]
         value = self.operand(self.broadcasts(shape), None, self.compatible_shape(shape))
-        return None if value is None else self.add(Step("call", "fill", (Ref(model), Ref(value))))
+        return None if value is None else self.add(RecipeStep("call", "fill", (Ref(model), Ref(value))))
 
     def call_cast(self) -> int | None:
         a = self.pick()
         if a is None:
             return None
         op = "cast" if self.rng.random() < 0.5 else "astype"
-        return self.add(Step("call", op, (Ref(a),), {"dtype": self.random_dtype()}))
+        return self.add(RecipeStep("call", op, (Ref(a),), {"dtype": self.random_dtype()}))
 
     def call_reduce(self) -> int | None:
         a = self.pick(lambda i: len(self.shapes[i]) > 0) or self.pick()
@@ -352,7 +354,7 @@ class _Drawer:
         if name in ("argmax", "argmin") and isinstance(axis, tuple):
             axis = axis[0]
         op = name if self.rng.random() < 0.6 or name == "logsumexp" else f".{name}"
-        return self.add(Step("call", op, (Ref(a),), {"axis": axis}))
+        return self.add(RecipeStep("call", op, (Ref(a),), {"axis": axis}))
 
     def call_assert(self) -> int | None:
         """A value checked against a condition that holds: a True constant, or x == x on integers."""
@@ -360,9 +362,9 @@ class _Drawer:
         if a is None:
             return None
         if self.dtype(a).startswith(("int", "uint", "bool")) and self.rng.random() < 0.5:
-            condition = self.add(Step("call", "eq", (Ref(a), Ref(a))))
-            return self.add(Step("call", "assert_op", (Ref(a), Ref(condition))))
-        return self.add(Step("call", "assert_op", (Ref(a), True)))
+            condition = self.add(RecipeStep("call", "eq", (Ref(a), Ref(a))))
+            return self.add(RecipeStep("call", "assert_op", (Ref(a), Ref(condition))))
+        return self.add(RecipeStep("call", "assert_op", (Ref(a), True)))
 
     def call_join(self) -> int | None:
         """concatenate (along an axis, other lengths equal) or stack (equal shapes) of 2-3 operands."""
@@ -393,7 +395,7 @@ class _Drawer:
                 return None
             operands.append(found)
         name = "stack" if stacking else "concatenate"
-        return self.add(Step("call", name, tuple(Ref(i) for i in operands), {"axis": axis}))
+        return self.add(RecipeStep("call", name, tuple(Ref(i) for i in operands), {"axis": axis}))
 
     def call_softmax(self) -> int | None:
         a = self.operand(
@@ -403,7 +405,7 @@ class _Drawer:
             return None
         ndim = len(self.shapes[a])
         name = "softmax" if self.rng.random() < 0.5 else "log_softmax"
-        return self.add(Step("call", name, (Ref(a),), {"axis": int(self.rng.integers(-ndim, ndim))}))
+        return self.add(RecipeStep("call", name, (Ref(a),), {"axis": int(self.rng.integers(-ndim, ndim))}))
 
     def call_dot(self) -> int | None:
         x = self.operand(
@@ -418,7 +420,7 @@ class _Drawer:
         )
         if y is None or len(self.shapes[y]) not in (1, 2) or self.shapes[y][0] != inner:
             return None
-        return self.add(Step("call", str(self.rng.choice(["dot", "op@", ".dot"])), (Ref(x), Ref(y))))
+        return self.add(RecipeStep("call", str(self.rng.choice(["dot", "op@", ".dot"])), (Ref(x), Ref(y))))
 
     def blas_operand(self, dtype: str, shape: tuple[int, ...]) -> Ref | None:
         found = self.operand(lambda i: self.dtype(i) == dtype and self.shapes[i] == shape, dtype, shape)
@@ -464,7 +466,7 @@ class _Drawer:
             ]
         if any(p is None for p in parts):
             return None
-        return self.add(Step("call", which, tuple(parts)))
+        return self.add(RecipeStep("call", which, tuple(parts)))
 
     def call_shape(self) -> int | None:
         a = self.pick()
@@ -473,20 +475,20 @@ class _Drawer:
         shape, static = self.shapes[a], self.variables[a].type.shape
         roll = self.rng.random()
         if roll < 0.3:
-            return self.add(Step("call", "transpose" if self.rng.random() < 0.5 else ".T", (Ref(a),)))
+            return self.add(RecipeStep("call", "transpose" if self.rng.random() < 0.5 else ".T", (Ref(a),)))
         if roll < 0.65:
             order: list[Any] = [d for d in range(len(shape)) if static[d] != 1 or self.rng.random() < 0.5]
             self.rng.shuffle(order)
             for _ in range(int(self.rng.integers(0, 3 - len(order))) if len(order) < 2 else 0):
                 order.insert(int(self.rng.integers(0, len(order) + 1)), "x")
-            return self.add(Step("call", "dimshuffle", (Ref(a),), {"order": tuple(order)}))
+            return self.add(RecipeStep("call", "dimshuffle", (Ref(a),), {"order": tuple(order)}))
         size = int(np.prod(shape))
         options = (
             [(size,), (1, size), (size, 1), (-1,), ()] if size == 1 else [(size,), (-1,), (1, -1), (-1, 1)]
         )
         options += [(d, size // d) for d in range(2, size) if size % d == 0]
         new = options[int(self.rng.integers(len(options)))]
-        return self.add(Step("call", "reshape", (Ref(a),), {"shape": tuple(new)}))
+        return self.add(RecipeStep("call", "reshape", (Ref(a),), {"shape": tuple(new)}))
 
     def call_index(self) -> int | None:
         """x[key] with ints, slices, new axes and integer lists, or inc_subtensor / set_subtensor of it."""
@@ -511,7 +513,7 @@ class _Drawer:
         key_t = tuple(key)
         roll = self.rng.random()
         if roll < 0.6:
-            return self.add(Step("call", "index", (Ref(a),), {"key": key_t}))
+            return self.add(RecipeStep("call", "index", (Ref(a),), {"key": key_t}))
         try:
             part = np.empty(self.shapes[a])[_ref_key(key_t)].shape
         except (IndexError, ValueError):
@@ -523,7 +525,7 @@ class _Drawer:
                 return None
             value = Ref(value)
         name = "set_subtensor" if roll < 0.8 else "inc_subtensor"
-        return self.add(Step("call", name, (Ref(a), value), {"key": key_t}))
+        return self.add(RecipeStep("call", name, (Ref(a), value), {"key": key_t}))
 
     def call_length(self) -> int | None:
         """shape(x) or shape_i(x, axis) of a value (often an intermediate: shape promotion's case)."""
@@ -531,9 +533,11 @@ class _Drawer:
         if a is None:
             return None
         if self.rng.random() < 0.5:
-            return self.add(Step("call", "shape", (Ref(a),)))
+            return self.add(RecipeStep("call", "shape", (Ref(a),)))
         ndim = len(self.shapes[a])
-        return self.add(Step("call", "shape_i", (Ref(a),), {"axis": int(self.rng.integers(-ndim, ndim))}))
+        return self.add(
+            RecipeStep("call", "shape_i", (Ref(a),), {"axis": int(self.rng.integers(-ndim, ndim))})
+        )
 
     def call_alloc(self) -> int | None:
         if self.rng.random() < 0.4:
@@ -548,7 +552,7 @@ class _Drawer:
         shape = tuple(self.length() for _ in range(extra)) + tuple(
             self.length() if d == 1 and self.rng.random() < 0.5 else d for d in vshape
         )
-        return self.add(Step("call", "alloc", (value,), {"shape": shape}))
+        return self.add(RecipeStep("call", "alloc", (value,), {"shape": shape}))
 
     def call_composite(self) -> int | None:
         first = self.pick()
@@ -564,7 +568,7 @@ class _Drawer:
         inner = _draw_inner(self.rng, [self.dtype(i) for i in chosen])
         if inner is None:
             return None
-        return self.add(Step("call", "composite", tuple(Ref(i) for i in chosen), {"inner": inner}))
+        return self.add(RecipeStep("call", "composite", tuple(Ref(i) for i in chosen), {"inner": inner}))
 
     def call_motif(self) -> int | None:
         """A catalogue rule's left side (one of its examples), its names bound to values or new inputs."""
@@ -625,48 +629,48 @@ class _Drawer:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             if not isinstance(args[0], Ref):
                 return -args[0]
-            return self.add(Step("call", "op-x", (args[0],)))
+            return self.add(RecipeStep("call", "op-x", (args[0],)))
         if isinstance(node, ast.BinOp):
             symbol = _AST_OPERATORS.get(type(node.op))
             if symbol is None or not any(isinstance(a, Ref) for a in args):
                 return None
-            return self._ref(self.add(Step("call", f"op{symbol}", tuple(args))))
+            return self._ref(self.add(RecipeStep("call", f"op{symbol}", tuple(args))))
         if isinstance(node, ast.Attribute) and node.attr == "T":
-            return self._ref(self.add(Step("call", ".T", tuple(args))))
+            return self._ref(self.add(RecipeStep("call", ".T", tuple(args))))
         if isinstance(node, ast.Subscript):
             key = _literal_key(node.slice)
             if key is None or not isinstance(args[0], Ref):
                 return None
-            return self._ref(self.add(Step("call", "index", (args[0],), {"key": key})))
+            return self._ref(self.add(RecipeStep("call", "index", (args[0],), {"key": key})))
         if not isinstance(node, ast.Call):
             return None
         keywords = {k.arg: ast.literal_eval(k.value) for k in node.keywords}
         if isinstance(node.func, ast.Attribute):
             obj, rest = args[0], args[1:]
             if node.func.attr == "astype":
-                return self._ref(self.add(Step("call", "astype", (obj,), {"dtype": rest[0]})))
+                return self._ref(self.add(RecipeStep("call", "astype", (obj,), {"dtype": rest[0]})))
             if node.func.attr == "reshape":
-                return self._ref(self.add(Step("call", "reshape", (obj,), {"shape": tuple(rest)})))
+                return self._ref(self.add(RecipeStep("call", "reshape", (obj,), {"shape": tuple(rest)})))
             return None
         name = node.func.id if isinstance(node.func, ast.Name) else ""
         if name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "softmax", "log_softmax"):
             default = -1 if "softmax" in name else None
             return self._ref(
-                self.add(Step("call", name, tuple(args), {"axis": keywords.get("axis", default)}))
+                self.add(RecipeStep("call", name, tuple(args), {"axis": keywords.get("axis", default)}))
             )
         if name == "alloc":
-            return self._ref(self.add(Step("call", "alloc", (args[0],), {"shape": tuple(args[1:])})))
+            return self._ref(self.add(RecipeStep("call", "alloc", (args[0],), {"shape": tuple(args[1:])})))
         if name in ("inc_subtensor", "set_subtensor"):  # the part x[key] was built as an index step
             part = self.steps[args[0].index] if len(args) == 2 and isinstance(args[0], Ref) else None
             if part is None or part.op != "index":
                 return None
             return self._ref(
-                self.add(Step("call", name, (part.args[0], args[1]), {"key": part.params["key"]}))
+                self.add(RecipeStep("call", name, (part.args[0], args[1]), {"key": part.params["key"]}))
             )
         if name == "shape_i" and len(args) == 2:
-            return self._ref(self.add(Step("call", "shape_i", (args[0],), {"axis": args[1]})))
+            return self._ref(self.add(RecipeStep("call", "shape_i", (args[0],), {"axis": args[1]})))
         if name in _CTORS and not keywords:
-            return self._ref(self.add(Step("call", name, tuple(args))))
+            return self._ref(self.add(RecipeStep("call", name, tuple(args))))
         return None
 
     @staticmethod
@@ -745,7 +749,9 @@ def _draw_inner(rng: np.random.Generator, dtypes: list[str]) -> Recipe | None:
     """The inner graph of a Composite: elementwise ops over 0-d inputs of `dtypes`."""
     drawer = _Drawer(rng, max_inputs=len(dtypes))
     for k, dtype in enumerate(dtypes):
-        drawer.add(Step("input", params={"name": f"i{k}", "dtype": dtype, "shape": ()}), np.zeros((), dtype))
+        drawer.add(
+            RecipeStep("input", params={"name": f"i{k}", "dtype": dtype, "shape": ()}), np.zeros((), dtype)
+        )
     if len(drawer.steps) != len(dtypes):
         return None
     for _ in range(int(rng.integers(1, 4))):

@@ -15,8 +15,8 @@ import numpy as np
 
 import relwrite as rw
 from relwrite.backends import exact
-from relwrite.backends.function import Mode
 from relwrite.backends.numpy.function import function_graph
+from relwrite.compile.function import Mode
 from relwrite.engine.db import optdb
 from relwrite.engine.profile import EquilibriumProfile, SequenceProfile
 from relwrite.graph.basic import Variable
@@ -25,7 +25,7 @@ from relwrite.relations.budget import BudgetExceeded, relation_budget
 from relwrite.testing.fuzz.arbiter import MP_BITS
 from relwrite.testing.fuzz.recipe import (
     Recipe,
-    Step,
+    RecipeStep,
     _Env,
     _Error,
     _evaluate,
@@ -97,7 +97,7 @@ def _slack(expected: np.ndarray, alternatives: list[np.ndarray]) -> np.ndarray |
         return 8 * spread  # a spread near the largest float is an infinite slack
 
 
-def _all_steps(recipe: Recipe) -> Iterator[Step]:
+def _all_steps(recipe: Recipe) -> Iterator[RecipeStep]:
     """The steps of `recipe` and of the recipes of its fused nodes."""
     pending = [recipe]
     while pending:

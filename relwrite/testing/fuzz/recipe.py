@@ -55,7 +55,7 @@ class Ref:
 
 
 @dataclass
-class Step:
+class RecipeStep:
     """One line of a recipe.
 
     `kind` is ``input`` (params: name, dtype, static shape), ``constant``
@@ -73,7 +73,7 @@ class Step:
 class Recipe:
     """A graph as a list of steps, the steps that are its outputs, and how `function` is given them."""
 
-    steps: list[Step]
+    steps: list[RecipeStep]
     outputs: list[int]
     single: bool = False
 
@@ -134,9 +134,9 @@ class Recipe:
         return out
 
 
-def _remap(step: Step, new_index: dict[int, int]) -> Step:
+def _remap(step: RecipeStep, new_index: dict[int, int]) -> RecipeStep:
     args = tuple(Ref(new_index[a.index]) if isinstance(a, Ref) else a for a in step.args)
-    return Step(step.kind, step.op, args, step.params)
+    return RecipeStep(step.kind, step.op, args, step.params)
 
 
 def _literal_text(value: Any) -> str:
@@ -527,7 +527,7 @@ def _evaluate(recipe: Recipe, inputs: dict[int, Any], noise: np.random.Generator
     return env
 
 
-def _undefined_of(step: Step, args: list[Any], value: np.ndarray, env: _Env) -> np.ndarray | None:
+def _undefined_of(step: RecipeStep, args: list[Any], value: np.ndarray, env: _Env) -> np.ndarray | None:
     """Where `value` depends on an undefined conversion, from its arguments' and its own."""
     marks = [env.undefined[a.index] for a in step.args if isinstance(a, Ref) and a.index in env.undefined]
     if step.op in ("cast", "astype"):

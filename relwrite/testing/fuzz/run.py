@@ -13,15 +13,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from relwrite.backends.function import MODES, Mode, get_mode
+from relwrite.compile.function import MODES, Mode, get_mode
 from relwrite.engine.db import mode_query
 from relwrite.graph.basic import Variable
 from relwrite.testing.fuzz.generate import draw_graph
 from relwrite.testing.fuzz.judge import BUG_CATEGORIES, Finding, _Case, _short
 from relwrite.testing.fuzz.recipe import (
     Recipe,
+    RecipeStep,
     Ref,
-    Step,
     _literal_text,
 )
 
@@ -80,7 +80,7 @@ def _candidates(case: _Case) -> Iterator[tuple[Recipe, dict[int, np.ndarray]]]:
 
 def _replaced(recipe: Recipe, old: int, new: int) -> Recipe:
     steps = [
-        Step(
+        RecipeStep(
             s.kind,
             s.op,
             tuple(Ref(new) if isinstance(a, Ref) and a.index == old else a for a in s.args),
@@ -97,7 +97,7 @@ def _cut(recipe: Recipe, i: int, var: Variable, value: np.ndarray) -> Recipe:
     steps = list(recipe.steps)
     taken = {s.params["name"] for s in steps if s.kind == "input"}
     name = next(f"x{k}" for k in range(len(steps) + 1) if f"x{k}" not in taken)
-    steps[i] = Step("input", params={"name": name, "dtype": value.dtype.name, "shape": var.type.shape})
+    steps[i] = RecipeStep("input", params={"name": name, "dtype": value.dtype.name, "shape": var.type.shape})
     return Recipe(steps, recipe.outputs, recipe.single)
 
 

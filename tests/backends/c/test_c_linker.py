@@ -16,9 +16,9 @@ from hypothesis import given, settings
 
 from relwrite.backends.c import CLinker, c_available
 from relwrite.backends.c.codegen import GENERATOR_VERSION, ndarray_layout, runtime_source
-from relwrite.backends.function import function
 from relwrite.backends.numpy import EvaluationError, NumpyLinker, evaluate
 from relwrite.backends.numpy.function import Function
+from relwrite.compile.function import function
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, constant, matrix, scalar, tensor, vector
 from relwrite.graph.fg import FunctionGraph

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite.backends import exact
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.costs import Accuracy
 from relwrite.graph import ops
 from relwrite.graph.basic import constant, matrix, scalar, vector
@@ -57,7 +57,7 @@ def _numpy(op: ops.Elemwise, *args: float) -> float:
         variables = [scalar(f"x{k}") for k in range(len(args))]
         if isinstance(op, ops.Switch):
             variables[0] = scalar("c", dtype="bool")
-        _NUMPY[op] = function(variables, op(*variables))
+        _NUMPY[op] = numpy_function(variables, op(*variables))
     with np.errstate(all="ignore"):
         return float(_NUMPY[op](*args))
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from relwrite import function as rw_function
 from relwrite import matrix, parse, scalar, vector
 from relwrite.backends.numpy import EvaluationError
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.api import (
     Form,
     UncheckedFormError,
@@ -83,7 +83,7 @@ def ac_key(graph):
 
 def evaluate(graph, inputs, values):
     with np.errstate(all="ignore"):
-        return np.asarray(function(inputs, graph)(*values), dtype=np.float64)
+        return np.asarray(numpy_function(inputs, graph)(*values), dtype=np.float64)
 
 
 def agree(left, right, scale, where=True):
@@ -334,10 +334,11 @@ def test_bad_arguments_are_clear_errors():
         select_rules(include=("shiny",))
 
 
-def test_default_rules_leave_out_opt_in_tags_unless_asked():
+def test_default_rules_are_the_identities_over_the_reals_and_leave_out_accuracy_unless_asked():
     names = {r.name for r in select_rules()}
-    assert "softplus" in names and "mul_div_cancel" not in names and "dot_distribute" in names
-    assert "mul_div_cancel" in {r.name for r in select_rules(unsafe=True)}
+    assert {"softplus", "mul_div_cancel", "dot_distribute", "add_fractions"} <= names
+    safe = {r.name for r in select_rules(unsafe=False)}
+    assert "mul_div_cancel" not in safe and {"softplus", "dot_distribute"} <= safe
     assert "sqrt_difference" not in names and "sqrt_difference" in {
         r.name for r in select_rules(include=["accuracy"])
     }

@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 
 from relwrite import parse, scalar
-from relwrite.backends.numpy.function import function
+from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.api import best_form, explore, prove, select_rules
 from relwrite.engine.explore.egraph import FOLDING, EGraph
 from relwrite.engine.explore.explain import Explainer
@@ -48,13 +48,15 @@ def test_every_step_expression_computes_the_input():
     proof = prove(a, parse("2 * z"), rules=CANCELLING, limits=WORK)
     inputs = sorted(_inputs(a), key=str)
     values = [np.float64(v) for v in (1.5, -2.5, 3.25)]  # x, y, z: nonzero
-    expected = function(inputs, a)(*values)
+    expected = numpy_function(inputs, a)(*values)
     for step in proof.steps:
-        assert np.isclose(function(inputs, step.expression)(*values), expected)
+        assert np.isclose(numpy_function(inputs, step.expression)(*values), expected)
 
 
-def test_without_unsafe_rules_the_seed_is_not_proven():
-    assert prove(parse(SEED), parse("2 * z"), limits=Limits(seconds=1)) is None
+def test_the_seed_is_proven_by_default_under_its_assumptions_and_not_without_unsafe_rules():
+    proof = prove(parse(SEED), parse("2 * z"), limits=WORK)
+    assert proof is not None and proof.unsafe and {"x != 0", "y != 0"} <= proof.assumptions
+    assert prove(parse(SEED), parse("2 * z"), unsafe=False, limits=Limits(seconds=1)) is None
 
 
 def test_a_step_run_backward_says_so():
@@ -114,10 +116,10 @@ def test_past_the_congruence_bound_chains_follow_the_proof_forest_and_stay_sound
     assert proof is not None and proof.assumptions == {"x != 0", "y != 0"}
     inputs = sorted(_inputs(a), key=str)
     values = [np.float64(v) for v in (1.5, -2.5, 3.25)]
-    expected = function(inputs, a)(*values)
+    expected = numpy_function(inputs, a)(*values)
     assert pprint(proof.steps[-1].expression) == "(2.0 * z)"
     for step in proof.steps:
-        assert np.isclose(function(inputs, step.expression)(*values), expected)
+        assert np.isclose(numpy_function(inputs, step.expression)(*values), expected)
 
 
 THREE = Limits(iterations=3, nodes=300, seconds=math.inf, rule_seconds=math.inf)
@@ -145,8 +147,10 @@ def test_a_folded_constant_carries_the_assumptions_of_what_made_it_constant():
 
 
 def test_without_unsafe_rules_a_constant_is_never_folded_out_of_x_over_x():
-    form = best_form(parse("1 + x / x"), limits=FEW)
+    form = best_form(parse("1 + x / x"), unsafe=False, limits=FEW)
     assert pprint(form.expr) != "2.0" and not form.unsafe
+    default = best_form(parse("1 + x / x"), limits=FEW)
+    assert pprint(default.expr) == "2.0" and default.unsafe and default.assumptions == {"x != 0"}
     named = best_form(parse("1 + x / x"), rules=["div_self", "useless_fill"], limits=FEW)
     assert pprint(named.expr) == "2.0" and named.unsafe and named.assumptions == {"x != 0"}
 

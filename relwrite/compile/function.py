@@ -89,7 +89,7 @@ def function(
 
     With `profile` (True, or a message naming the function), the function
     records where its compile time and its calls' time go: `f.profile`
-    (`relwrite.backends.profile.FunctionProfile`; `f.profile.summary()`).
+    (`relwrite.compile.profile.FunctionProfile`; `f.profile.summary()`).
     A profiled function is always compiled afresh.
     """
     mode = get_mode(mode)
@@ -120,7 +120,7 @@ def _profiled(
     trust_input: bool,
     profile: bool | str,
 ) -> Function:
-    from relwrite.backends.profile import FunctionProfile, ProfiledFunction
+    from relwrite.compile.profile import FunctionProfile, ProfiledFunction
     from relwrite.graph.features import ReplaceValidate
 
     if isinstance(profile, str):
