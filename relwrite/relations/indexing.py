@@ -76,7 +76,7 @@ useless_subtensor = rule(
 )
 
 
-def _canonical_slice(entry: tuple, bounds: list[Variable | None], n: int | None) -> list[Variable | None]:
+def _canonical_slice(bounds: list[Variable | None], n: int | None) -> list[Variable | None]:
     """The bounds of one slice with those that change nothing omitted: a step of 1, a start at the first
     position taken anyway, a stop at or past the end (for a static length `n`)."""
     start, stop, step = bounds
@@ -85,13 +85,15 @@ def _canonical_slice(entry: tuple, bounds: list[Variable | None], n: int | None)
         return bounds
     if sign == 1:
         step = None
-    first, past = (0, n) if sign > 0 else (-1, None if n is None else -n - 1)
     begin, end = _constant_int(start), _constant_int(stop)
-    if begin is not None and (
-        begin == first or (n is not None and (-begin >= n if sign > 0 else begin >= n - 1))
-    ):
-        start = None
-    if end is not None and n is not None and (end >= n if sign > 0 else end <= past):
+    if begin is not None:  # forward: from 0, or from before it; backward: from -1, or past the end
+        first = (
+            begin == 0 or (n is not None and -begin >= n)
+            if sign > 0
+            else begin == -1 or (n is not None and begin >= n - 1)
+        )
+        start = None if first else start
+    if end is not None and n is not None and (end >= n if sign > 0 else end < -n):
         stop = None
     return [start, stop, step]
 
@@ -110,7 +112,7 @@ def _canonical_index(idx: tuple, shape: tuple, index: tuple) -> tuple[tuple, lis
             entries.append((entry, [next(values)]))
         else:
             bounds = [next(values) if has else None for has in entry[1:]]
-            bounds = _canonical_slice(entry, bounds, shape[axis])
+            bounds = _canonical_slice(bounds, shape[axis])
             entries.append(
                 (("slice", *(b is not None for b in bounds)), [b for b in bounds if b is not None])
             )

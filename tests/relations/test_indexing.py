@@ -383,6 +383,20 @@ def test_merges_that_depend_on_the_length_or_raise_differently_stay(text):
     )
 
 
+@given(length=st.integers(0, 11), static=st.booleans(), key=slices())
+def test_useless_slice_takes_what_the_slice_takes(length, static, key):
+    """Omitting bounds never changes what a slice of literal bounds takes, at a static length or at every
+    length from 0 to 20, negative bounds and steps included."""
+    x = rw.tensor("x", "float64", (length,) if static else (None,))
+    canonical = first_answer(indexing.useless_slice, x[key], "forward")
+    if canonical is None:
+        return
+    f = numpy_function([x], canonical)
+    for n in [length] if static else range(21):
+        values = np.arange(float(n))
+        np.testing.assert_array_equal(f(values), values[key])
+
+
 # -- in the pipelines -----------------------------------------------------------------------------------
 
 
