@@ -19,7 +19,7 @@ from typing import Any
 
 from relwrite.engine.equilibrium import EquilibriumRewriter
 from relwrite.engine.folding import constant_folding
-from relwrite.engine.fusion import FusionRewriter
+from relwrite.engine.fusion import FusionRewriter, useless_composite
 from relwrite.engine.graph_rewriters import GraphRewriter, MergeRewriter, SequentialRewriter
 from relwrite.engine.inplace import AddDestroyHandler, InplaceRewriter
 from relwrite.engine.node_rewriters import KanrenRelationSub, NodeRewriter
@@ -303,6 +303,8 @@ def _default_optdb() -> SequenceDB:
     phases = {name: EquilibriumDB(name) for name in PHASES}
     phases["canonicalize"].register("constant_folding", constant_folding, "fast_run", "fast_compile")
     phases["specialize"].register("constant_folding", constant_folding, "fast_run")
+    phases["canonicalize"].register("useless_composite", useless_composite, "fast_run", "fast_compile")
+    phases["specialize"].register("useless_composite", useless_composite, "fast_run")
     for r in catalogue():
         if not r.phases:
             raise ValueError(f"catalogue rule {r.name} has no phase tag (one of {', '.join(PHASES)})")

@@ -28,10 +28,18 @@ be narrower (a shared intermediate that some inputs of the group never
 reach).  Static shapes with unknown lengths rarely prove such an output has
 the group's full shape, so fusion does not require it: the backends check
 it at run time and run the group op by op where it does not hold (see
-`Composite`).  Only an extra output that static shapes prove narrower (a
-lower rank, or a length 1 where the group's is not) stays out of the group.
-So a DAG of vectors of unknown lengths with shared intermediates fuses into
-as few kernels as its cycles allow.
+`Composite`).  A node that static shapes prove narrower (a lower rank, or a
+length 1 where the group's is not) stays out of the group, whether or not
+it is read outside: inside, the loop over the full shape would compute it
+once per element (`log(xs + 5)` for a vector `xs` in a matrix loop, once per
+row); outside, it is computed once, in a loop of its own.  So a DAG of
+vectors of unknown lengths with shared intermediates fuses into as few
+kernels as its cycles allow.
+
+Unused inputs.  A Composite reads only the inputs its outputs depend on;
+`useless_composite` (a node rewriter of the canonicalize and specialize
+phases) drops the outputs of any Composite that nothing reads and the
+inputs the others do not read (where that cannot change their shape).
 
 Constants.  0-d constants are written into the inner graph; larger ones are
 inputs of the Composite (they may set its shape).  Groups of a single node,
@@ -47,11 +55,12 @@ import time
 from collections.abc import Iterable
 
 from relwrite.engine.graph_rewriters import GraphRewriter, commit
+from relwrite.engine.node_rewriters import node_rewriter
 from relwrite.engine.profile import WalkProfile
 from relwrite.graph.basic import Apply, Constant, Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.ops import Composite, Elemwise
-from relwrite.graph.types import TensorType
+from relwrite.graph.types import TensorType, broadcast_shapes
 
 
 def fusable(op: object) -> bool:
@@ -115,10 +124,10 @@ class _Group:
             push(sink)
         while heap:
             node = heapq.heappop(heap)[2]
+            if node is not self.root and not self._may_be_full(node):
+                continue  # narrower: computed once outside rather than once per element inside
             readers = self.outside_readers(node)
             if readers:
-                if not self._may_be_full(node):
-                    continue
                 if self._leads_back(r for r in readers if r != "output"):
                     self.led_back = True
                     continue
@@ -130,7 +139,8 @@ class _Group:
         """Whether `node`'s outputs may have the group's full shape (the root's), as far as static shapes say.
 
         A lower rank, or a length 1 where the root's is not, proves them
-        narrower: such a node stays out (fused, it would always take the
+        narrower: such a node stays out (fused, it would be computed once per
+        element of the full shape, and an output of it would always take the
         op-by-op path).  Unknown lengths may be full: the backend checks.
         """
         full = self.root.outputs[0].type.shape
@@ -249,6 +259,9 @@ class _Group:
             op = Composite(
                 [inner[v] for v in outer_inputs], [inner[v] for v in outer_outputs], own_shapes=True
             )
+            pruned = _pruned(op, outer_inputs, list(range(len(outer_outputs))))  # an inlined Composite's
+            if pruned is not None:  # unread input, read by no output: not an input of the fused one
+                op, outer_inputs = pruned
             new = op.make_node(*outer_inputs).outputs
         except TypeError:
             return None
@@ -256,6 +269,45 @@ class _Group:
         if not all(old.type.is_super(replacement.type) for old, replacement in pairs):
             return None
         return pairs
+
+
+def _pruned(
+    op: Composite, inputs: list[Variable], kept: list[int]
+) -> tuple[Composite, list[Variable]] | None:
+    """A Composite computing only the outputs `kept` of `op` (applied to `inputs`), reading only the
+    inputs they depend on, with those inputs; None when nothing would go, or every input would.
+
+    Where every output has the broadcast shape of every input (not
+    `own_shapes`), an input no output reads still shapes the outputs: it
+    goes only where static shapes prove it fits into the others' shape.
+    """
+    read = sorted(set().union(*(op.inputs_read[k] for k in kept)))
+    if not op.own_shapes:
+        shape = broadcast_shapes(*(inputs[i].type.shape for i in read))
+        read = [i for i in range(len(inputs)) if i in read or not _fits(inputs[i].type.shape, shape)]
+    if not read or (len(read) == len(inputs) and len(kept) == len(op.outputs)):
+        return None  # (an elementwise op needs an input to take its shape from)
+    pruned = Composite([op.inputs[i] for i in read], [op.outputs[k] for k in kept], own_shapes=op.own_shapes)
+    return pruned, [inputs[i] for i in read]
+
+
+def _fits(shape: tuple, into: tuple) -> bool:
+    """Whether static shapes prove an array of `shape` broadcasts to exactly `into`."""
+    return len(shape) <= len(into) and all(
+        have == 1 or (have is not None and have == want)
+        for have, want in zip(reversed(shape), reversed(into))
+    )
+
+
+@node_rewriter([Composite], name="useless_composite")
+def useless_composite(fgraph: FunctionGraph, node: Apply) -> dict[Variable, Variable] | bool:
+    """Drop the outputs of a Composite that nothing reads, and the inputs the others do not read."""
+    kept = [k for k, out in enumerate(node.outputs) if fgraph.clients.get(out)]
+    pruned = _pruned(node.op, list(node.inputs), kept) if kept else None
+    if pruned is None:
+        return False
+    op, inputs = pruned
+    return dict(zip((node.outputs[k] for k in kept), op.make_node(*inputs).outputs))
 
 
 def _read_by_fusable(fgraph: FunctionGraph, node: Apply) -> bool:

@@ -252,12 +252,91 @@ def test_a_shared_intermediate_read_only_inside_is_computed_once():
 
 
 def test_an_output_narrower_than_the_group_is_not_fused_into_it():
+    """exp(x) and tanh(exp(x)) are vectors: they fuse apart from the matrix product, which reads them once
+    per row (fused into it, they would be computed once per row too)."""
     x, m = vector("x"), matrix("M")
     t = o.exp(x)
     fgraph = assert_fusion_keeps_values([x, m], [o.tanh(t) * m, t], [np.array([0.5, 1.0]), np.ones((3, 2))])
     (node,) = composites(fgraph)
-    assert [str(n.op) for n in node.op.nodes] == ["tanh", "mul"]
-    assert fgraph.outputs[1].owner.op == o.exp
+    assert [str(n.op) for n in node.op.nodes] == ["exp", "tanh"]
+    assert fgraph.outputs[1].owner is node and fgraph.outputs[0].owner.op == o.mul
+
+
+def test_a_lower_rank_subgraph_is_computed_once_outside_the_matrix_loop():
+    """log(xs + 5) - exp(xm * 5), PyTensor's test_not_fusing_broadcasted_subgraphs: the vector part is a
+    Composite of its own, read by the matrix loop, which holds none of it."""
+    xs, xm = vector("xs"), matrix("xm")
+    values = [np.array([0.5, 1.0, 2.0]), np.arange(6.0).reshape(2, 3) / 6]
+    fgraph = assert_fusion_keeps_values([xs, xm], [o.log(xs + 5.0) - o.exp(xm * 5.0)], values)
+    vector_loop, matrix_loop = composites(fgraph)
+    assert {str(n.op) for n in vector_loop.op.nodes} == {"add", "log"}
+    assert {str(n.op) for n in matrix_loop.op.nodes} == {"mul", "exp", "sub"}
+    assert vector_loop.outputs[0] in matrix_loop.inputs and xs not in matrix_loop.inputs
+    assert all(read for read in matrix_loop.op.inputs_read)
+    assert sorted(set().union(*matrix_loop.op.inputs_read)) == list(range(len(matrix_loop.inputs)))
+
+
+@given(
+    ranks=st.lists(st.integers(0, 2), min_size=2, max_size=4),
+    values=st.lists(st.floats(-2, 2), min_size=4, max_size=4),
+)
+def test_no_fused_node_is_proven_narrower_than_its_composite(ranks, values):
+    """Inputs of ranks 0 to 2 mixed by elementwise ops: every inner node of a fused Composite computes
+    something of the Composite's full rank (nothing of a lower rank is recomputed per element), every
+    input is read, and the values are NumPy's."""
+    inputs = [tensor(f"x{k}", "float64", (None,) * r) for k, r in enumerate(ranks)]
+    terms = [o.exp(inputs[0] * values[0])]
+    for k, v in enumerate(inputs[1:]):
+        terms.append(o.tanh(terms[-1] + v * values[(k + 1) % 4]))
+    arrays = [np.full((3,) * r, 0.25 * (k + 1)) for k, r in enumerate(ranks)]
+    fgraph = assert_fusion_keeps_values(inputs, [terms[-1]], arrays)
+    for node in composites(fgraph):
+        full = node.outputs[0].ndim
+        reach = _ranks_reached(node.op, [v.ndim for v in node.inputs])
+        assert all(rank == full for rank in reach), (node.op, reach)
+        assert sorted(set().union(*node.op.inputs_read)) == list(range(len(node.inputs)))
+
+
+def _ranks_reached(op, input_ranks):
+    """The rank of every inner node's output of a Composite applied to inputs of `input_ranks`."""
+    rank = dict(zip(op.inputs, input_ranks))
+    for n in op.nodes:
+        r = max((rank.get(v, 0) for v in n.inputs), default=0)
+        rank.update((out, r) for out in n.outputs)
+    return [rank[n.outputs[0]] for n in op.nodes]
+
+
+def test_an_unused_composite_output_and_the_inputs_only_it_reads_are_dropped():
+    """PyTensor's test_local_useless_composite_outputs: a Composite of x + 1 and y - 1 over x, y, z."""
+    a, b, c = (TensorType("float64", ())() for _ in range(3))
+    own = o.Composite([a, b, c], [a + 1.0, b - 1.0], own_shapes=True)
+    x, y, z = matrix("x"), matrix("y"), matrix("z")
+    first, second = own(x, y, z)
+    values = (np.ones((1, 1)), np.ones((1, 1)), np.full((1, 1), np.nan))
+    for outputs, read, expected in (
+        ([first, second], [x, y], [2.0, 0.0]),
+        ([first], [x], [2.0]),
+        ([second], [y], [0.0]),
+    ):
+        fgraph = FunctionGraph([x, y, z], outputs, clone=False)
+        optdb.query(Query(include=["canonicalize"])).rewrite(fgraph)
+        (node,) = fgraph.toposort()
+        assert list(node.inputs) == read and len(node.outputs) == len(outputs)
+        got = numpy_function([x, y, z], fgraph.outputs)(*values)
+        np.testing.assert_array_equal(got, [np.full((1, 1), e) for e in expected])
+
+
+def test_an_unread_input_that_shapes_a_composite_stays_unless_it_provably_fits():
+    """Without own shapes, every output broadcasts over every input: z of unknown shape may widen x + 1
+    and stays; a length-1 z cannot and goes."""
+    a, b = (TensorType("float64", ())() for _ in range(2))
+    plain = o.Composite([a, b], [a + 1.0])
+    x = matrix("x")
+    for z, kept in ((matrix("z"), 2), (tensor("z", "float64", (1, 1)), 1)):
+        fgraph = FunctionGraph([x, z], [plain(x, z)], clone=False)
+        optdb.query(Query(include=["canonicalize"])).rewrite(fgraph)
+        (node,) = fgraph.toposort()
+        assert len(node.inputs) == kept
 
 
 def test_runtime_broadcasting_of_unknown_lengths_is_respected():

@@ -51,16 +51,17 @@ def test_the_kernel_and_the_op_by_op_path_agree_with_numpy(lengths, data):
 @requires_c
 def test_outputs_whose_inputs_do_not_broadcast_together_run_op_by_op():
     """log(x) feeds log(x) * y and 3 * z + log(x): one Composite over x, y, z, whose outputs each have
-    their own shape; where y and z do not broadcast together the group runs op by op (fuzzer seed 197)."""
+    their own shape; where y and z do not broadcast together the group runs op by op (fuzzer seed 197).
+    x is a matrix of unknown shape, which may be full (a vector's log would be computed apart, once)."""
     from relwrite.graph.basic import matrix
 
-    x, y, z = vector("x"), matrix("y"), matrix("z")
+    x, y, z = matrix("x"), matrix("y"), matrix("z")
     shared = ops.log(x)
     fgraph = FunctionGraph([x, y, z], [ops.add(z, z, z, shared), shared * y])
     FusionRewriter().rewrite(fgraph)
     (node,) = fgraph.apply_nodes
     assert isinstance(node.op, ops.Composite) and len(node.outputs) == 2
-    values = (np.array([2.0]), np.zeros((0, 3)), np.ones((3, 3)))
+    values = (np.array([[2.0]]), np.zeros((0, 3)), np.ones((3, 3)))
     expected = [3 * values[2] + np.log(values[0]), np.log(values[0]) * values[1]]
     for got in (CLinker(fgraph)(*values), NumpyLinker(fgraph)(*values)):
         for value, want in zip(got, expected):
