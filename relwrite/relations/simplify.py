@@ -469,10 +469,12 @@ def reduced_axes(axis: tuple[int, ...] | None, x: Variable) -> tuple[int, ...]:
 def _length_one_dropped(kind: type[o.Reduce]):
     def dropped(axis: tuple[int, ...] | None, x: Variable) -> Variable | None:
         """x with the reduced axes dropped, where static shapes say each has length 1 and the reduction
-        keeps x's dtype (a sum of int8 is an int64)."""
+        keeps x's dtype (a sum of int8 is an int64); x itself where no axis is reduced (x is 0-d)."""
         axes = reduced_axes(axis, x)
-        if not axes or any(x.type.shape[a] != 1 for a in axes) or kind(axis)(x).dtype != x.dtype:
+        if any(x.type.shape[a] != 1 for a in axes) or kind(axis)(x).dtype != x.dtype:
             return None
+        if not axes:
+            return x
         return o.DimShuffle(x.ndim, tuple(a for a in range(x.ndim) if a not in axes))(x)
 
     dropped.__name__ = f"{kind.__name__.lower()}_length_one_dropped"
@@ -495,11 +497,11 @@ def _reduce_length_one(kind: type[o.Reduce]) -> Rule:
         compute={"dropped": _length_one_dropped(kind)},
         keeps_type=True,
         semantics="reassociates" if kind is o.Sum else "exact",
-        examples=(f"{name}(C, axis=1)", f"{name}(R)", f"{name}(T, axis=(0, 2))"),
-        types={"C": "(3, 1)", "R": "(1, 1)", "T": "(1, None, 1)"},
+        examples=(f"{name}(C, axis=1)", f"{name}(R)", f"{name}(T, axis=(0, 2))", f"{name}(s)"),
+        types={"C": "(3, 1)", "R": "(1, 1)", "T": "(1, None, 1)", "s": "scalar"},
         doc=f"""{name}(x, axes) -> x with those axes dropped (a DimShuffle), where every reduced axis has
-        static length 1: the {name} of one element is that element (PyTensor's
-        local_reduce_broadcastable).  {_LENGTH_ONE[kind is o.Sum]} Not where the reduction widens the
+        static length 1, and x itself where x is 0-d: the {name} of one element is that element
+        (PyTensor's local_reduce_broadcastable; PyMC sums every 0-d log-density term).  {_LENGTH_ONE[kind is o.Sum]} Not where the reduction widens the
         dtype.""",
     )
 
