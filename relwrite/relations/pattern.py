@@ -8,7 +8,9 @@ A pattern is
 - ``{"pattern": p, "constraint": fn}``: `p`, accepted only when ``fn(value)`` is true;
 - a Python or numpy number: on the input side it matches a constant whose
   every element equals it; on the output side it becomes a constant;
-- a graph `Variable` or `Constant`: itself;
+- a graph `Variable` or `Constant`: itself (a constant matches the
+  constants equal to it: same type and values);
+- a NumPy array: the constant holding it (a 0-d array, the number);
 - a kanren logic variable (``unification.var()``): a variable, as a name is;
 - an etuple S-expression ``etuple(op, *sub_patterns)``, as the seeds write
   rules: the same as the tuple;
@@ -51,7 +53,7 @@ from etuples.core import ExpressionTuple
 from unification import var
 from unification.variable import Var, isvar
 
-from relwrite.graph.basic import Constant, Op, OpPattern, Variable, as_variable
+from relwrite.graph.basic import Constant, Op, OpPattern, Variable, as_variable, constant
 from relwrite.graph.terms import GraphETuple, note_read, same_expression
 from relwrite.relations.predicates import NUMBER, as_graph, is_literal, is_logic_variable
 
@@ -347,6 +349,9 @@ class Pattern:
                 return _Exactly(item)
             if isinstance(item, NUMBER):
                 return _Number(item)
+            if isinstance(item, np.ndarray) and item.dtype.kind in "biuf":
+                # an array is the constant holding it (a 0-d one, a number): equal constants match it
+                return _Number(item[()]) if item.ndim == 0 else _Exactly(constant(item))
             raise TypeError(f"unsupported pattern element {item!r} ({type(item).__name__})")
 
         def op_of(head: Any, item: Any) -> tuple[Any, bool]:

@@ -15,14 +15,15 @@ from kanren import eq, run
 from unification import var
 from unification.variable import isvar
 
-from relwrite import float64, matrix, pprint, tensor
+from relwrite import float64, matrix, pprint, tensor, vector
+from relwrite.backends.numpy import numpy_function
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.terms import GraphETuple, same_expression
 from relwrite.relations import rule
 from relwrite.relations.pattern import as_graph
 from relwrite.relations.runtime import Computed
-from relwrite.testing import ac_text, expression_graphs
+from relwrite.testing import ac_text, check_relation, expression_graphs
 
 x, y = float64("x"), float64("y")
 A = matrix("A")
@@ -297,3 +298,23 @@ def test_graph_leaves_in_a_pattern_match_only_themselves():
     assert forward(only_x, o.exp(x)) == ["-x"]
     assert forward(only_x, o.exp(y)) == []
     assert isinstance(as_graph(next(only_x.forward(o.exp(x)))), Variable)
+
+
+def test_an_ndarray_in_a_pattern_is_the_constant_holding_it_both_ways():
+    """PyTensor's patterns take ndarray constants: an array matches the constants equal to it (not a
+    constant of other values or another shape), builds that constant on the right, and runs backward."""
+    ones_times = rule("ones_times", (o.mul, "x", np.ones(3)), "x", ["canonicalize"], keeps_type=True)
+    x = vector("x", shape=(3,))
+    assert [same_expression(a, x) for a in ones_times.forward(x * np.ones(3))] == [True]
+    assert list(ones_times.forward(x * np.full(3, 2.0))) == []
+    assert list(ones_times.forward(vector("z") * np.ones(4))) == []
+    shifted = rule(
+        "shifted", (o.add, "x", np.array([1.0, 2.0])), (o.sub, "x", np.array([-1.0, -2.0])), ["canonicalize"]
+    )
+    y = vector("y", shape=(2,))
+    (answer,) = shifted.forward(y + np.array([1.0, 2.0]))
+    values = np.array([0.5, -3.0])
+    np.testing.assert_array_equal(numpy_function([y], as_graph(answer))(values), values + np.array([1.0, 2.0]))
+    assert shifted.backward
+    assert check_relation(shifted, max_examples=20, types={"x": "(2,)"}).directions == ("forward", "backward")
+    assert rule("zero_d", (o.mul, "x", np.array(2.0)), (o.add, "x", "x"), ["canonicalize"]).forward(x * 2.0)
