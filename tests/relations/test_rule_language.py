@@ -314,7 +314,9 @@ def test_an_ndarray_in_a_pattern_is_the_constant_holding_it_both_ways():
     y = vector("y", shape=(2,))
     (answer,) = shifted.forward(y + np.array([1.0, 2.0]))
     values = np.array([0.5, -3.0])
-    np.testing.assert_array_equal(numpy_function([y], as_graph(answer))(values), values + np.array([1.0, 2.0]))
+    np.testing.assert_array_equal(
+        numpy_function([y], as_graph(answer))(values), values + np.array([1.0, 2.0])
+    )
     assert shifted.backward
     assert check_relation(shifted, max_examples=20, types={"x": "(2,)"}).directions == ("forward", "backward")
     assert rule("zero_d", (o.mul, "x", np.array(2.0)), (o.add, "x", "x"), ["canonicalize"]).forward(x * 2.0)
