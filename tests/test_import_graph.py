@@ -56,10 +56,6 @@ KNOWN_DYNAMIC_IMPORTS: dict[tuple[str, str], str] = {
     ("relwrite.relations.registry", "_module_attribute"): (
         "unpickling a rule kept in a module attribute, by the module path stored in the pickle"
     ),
-    ("relwrite.relations.registry", "catalogue"): (
-        "the phase modules of RULE_MODULES, which import the registry: a circle. catalogue() and "
-        "get_rule() belong in a module above the phase modules, where the engine would import them from"
-    ),
 }
 """Imports of a module named at run time: (module, function) -> what it loads."""
 

@@ -19,8 +19,9 @@ from relwrite.graph.basic import Variable
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
+from relwrite.relations import catalogue
 from relwrite.relations.pattern import first_replacement
-from relwrite.relations.registry import PHASES, Rule, catalogue
+from relwrite.relations.registry import PHASES, Rule
 
 MAX_ANSWERS = 64  # answers examined per node, as the engine's KanrenRelationSub does
 

@@ -56,21 +56,6 @@ SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 - unsafe (tag `unsafe`, opt-in): may change the value where the left side is mathematically
   undefined or different: outside its assumptions, or where an input or the left side is not finite.
 """
-RULE_MODULES = (
-    "relwrite.relations.canonicalize",
-    "relwrite.relations.quotients",
-    "relwrite.relations.assertions",
-    "relwrite.relations.indexing",
-    "relwrite.relations.shapes",
-    "relwrite.relations.simplify",
-    "relwrite.relations.stabilize",
-    "relwrite.relations.special_functions",
-    "relwrite.relations.specialize",
-    "relwrite.relations.algebra",
-    "relwrite.relations.identities",
-    "relwrite.relations.blas",
-)
-
 _COMPARE = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le, "!=": operator.ne}
 _ASSUMPTION = re.compile(
     r"^\s*([A-Za-z_]\w*)\s*(>=|<=|!=|>|<)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
@@ -171,6 +156,8 @@ class Rule:
         self.guard = guard
         self.screen = screen
         self.idempotent = bool(idempotent)
+        self.home: tuple[str, str] | None = None
+        """(module, attribute) holding a catalogue rule, set when the catalogue lists it (pickling)."""
         self.sides: Sides | None = None  # a declared rule's patterns, guards and computed values (`rule`)
 
     @property
@@ -195,13 +182,11 @@ class Rule:
         return (a.value for a in answers(self, term))
 
     def __reduce__(self) -> tuple:
-        """Pickle by reference (its relation is code): a catalogue rule by name, another rule as the
-        module attribute holding it; a rule held by neither cannot be pickled, and says so."""
-        try:
-            if get_rule(self.name) is self:
-                return get_rule, (self.name,)
-        except KeyError:
-            pass
+        """Pickle by reference (its relation is code): as the module attribute holding it, its home
+        (`home`: the catalogue's rules know theirs) or the first module found holding it; a rule held
+        by no module cannot be pickled, and says so."""
+        if self.home is not None:
+            return _module_attribute, self.home
         for module in list(sys.modules.values()):
             for attribute, value in list(getattr(module, "__dict__", {}).items()):
                 if value is self:
@@ -478,26 +463,3 @@ def _where(rule_name: str, fn: Callable[..., bool], names: Mapping[str, Var]) ->
     if not callable(fn):
         raise TypeError(f"rule {rule_name}: a where guard must be callable, got {fn!r}")
     return Where(_parameters(rule_name, fn, names, f"guard {getattr(fn, '__name__', fn)}"), fn)
-
-
-def catalogue() -> list[Rule]:
-    """Every rule of the catalogue, in definition order (phase modules in pipeline order)."""
-    rules: list[Rule] = []
-    seen: dict[str, str] = {}
-    for module_name in RULE_MODULES:
-        module = importlib.import_module(module_name)
-        for value in vars(module).values():
-            if isinstance(value, Rule):
-                if value.name in seen:
-                    raise ValueError(f"rule {value.name} is defined in {seen[value.name]} and {module_name}")
-                seen[value.name] = module_name
-                rules.append(value)
-    return rules
-
-
-def get_rule(name: str) -> Rule:
-    """The catalogue rule called `name` (KeyError naming it otherwise)."""
-    for r in catalogue():
-        if r.name == name:
-            return r
-    raise KeyError(f"no rule named {name!r} in the catalogue")

@@ -501,8 +501,8 @@ def _reduce_length_one(kind: type[o.Reduce]) -> Rule:
         types={"C": "(3, 1)", "R": "(1, 1)", "T": "(1, None, 1)", "s": "scalar"},
         doc=f"""{name}(x, axes) -> x with those axes dropped (a DimShuffle), where every reduced axis has
         static length 1, and x itself where x is 0-d: the {name} of one element is that element
-        (PyTensor's local_reduce_broadcastable; PyMC sums every 0-d log-density term).  {_LENGTH_ONE[kind is o.Sum]} Not where the reduction widens the
-        dtype.""",
+        (PyTensor's local_reduce_broadcastable; PyMC sums every 0-d log-density term).
+        {_LENGTH_ONE[kind is o.Sum]} Not where the reduction widens the dtype.""",
     )
 
 

@@ -364,7 +364,7 @@ def test_kanren_relation_sub_takes_the_first_answer_by_default():
 def test_kanren_relation_sub_runs_the_relation_it_holds_now():
     """The plan of a relation's direct forward run is kept between nodes, and remade when `relation`
     is replaced: a pattern's matcher first, then a plain goal."""
-    from relwrite.relations.registry import get_rule
+    from relwrite.relations import get_rule
 
     x = float64("x")
     rewriter = KanrenRelationSub(get_rule("mul_one").relation)

@@ -25,9 +25,8 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
-from relwrite.relations import blas
+from relwrite.relations import blas, catalogue
 from relwrite.relations.pattern import as_graph, to_graph
-from relwrite.relations.registry import catalogue
 from relwrite.testing import check_relation, input_values
 
 RULES = [blas.dot_to_dot22, blas.add_to_ger, blas.add_to_gemm, blas.add_to_gemv]

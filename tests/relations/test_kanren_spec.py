@@ -41,8 +41,9 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, OpPattern, Variable, clone_get_equiv, io_toposort
 from relwrite.graph.printing import pprint
 from relwrite.graph.terms import GraphETuple
+from relwrite.relations import catalogue
 from relwrite.relations.pattern import Pattern, as_graph
-from relwrite.relations.registry import Rule, catalogue
+from relwrite.relations.registry import Rule
 from relwrite.relations.runtime import completions
 from relwrite.testing import expression_graphs, relation_bindings
 

@@ -62,8 +62,9 @@ from relwrite.engine.explore.series import Approximation, approximations
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
+from relwrite.relations import catalogue, get_rule
 from relwrite.relations.budget import charging_calls, relation_budget
-from relwrite.relations.registry import OPT_IN_TAGS, Rule, catalogue, get_rule
+from relwrite.relations.registry import OPT_IN_TAGS, Rule
 
 DIRECTIONS = ("forward", "backward", "both")
 

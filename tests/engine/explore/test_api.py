@@ -31,8 +31,8 @@ from relwrite.engine.explore.runner import Limits
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, constant, graph_inputs, io_toposort
 from relwrite.graph.printing import pprint
-from relwrite.relations import get_rule
-from relwrite.relations.registry import catalogue, rule
+from relwrite.relations import catalogue, get_rule
+from relwrite.relations.registry import rule
 from relwrite.testing import expression_graphs, input_values
 
 # Searches whose findings a test asserts are bounded by work alone (iterations, e-nodes, answers and

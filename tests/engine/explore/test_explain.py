@@ -15,7 +15,7 @@ from relwrite.engine.explore.runner import Limits, Runner
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, graph_inputs
 from relwrite.graph.printing import pprint
-from relwrite.relations.registry import get_rule
+from relwrite.relations import get_rule
 from relwrite.testing import expression_graphs
 
 WORK = Limits(seconds=math.inf, rule_seconds=math.inf)

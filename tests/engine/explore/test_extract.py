@@ -10,7 +10,8 @@ from relwrite.engine.explore.extract import Trees, best_dag_tree, best_tree, enu
 from relwrite.engine.explore.runner import Limits, Runner
 from relwrite.graph import ops as o
 from relwrite.graph.printing import pprint
-from relwrite.relations.registry import get_rule, rule
+from relwrite.relations import get_rule
+from relwrite.relations.registry import rule
 
 dot_assoc = rule(
     "dot_assoc", (o.dot, (o.dot, "A", "B"), "C"), (o.dot, "A", (o.dot, "B", "C")), tags=("explore",)

@@ -7,7 +7,8 @@ from relwrite import parse, scalar
 from relwrite.engine.explore.rewrite import Budget, RuleTimeout, rule_answers
 from relwrite.graph import ops as o
 from relwrite.graph.printing import pprint
-from relwrite.relations.registry import Rule, get_rule
+from relwrite.relations import get_rule
+from relwrite.relations.registry import Rule
 
 
 def test_forward_answers_of_a_pattern_rule_carry_its_bindings():

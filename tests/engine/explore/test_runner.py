@@ -19,7 +19,8 @@ from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.runner import COLLECT_EVERY, BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
-from relwrite.relations.registry import Rule, catalogue, get_rule, rule
+from relwrite.relations import catalogue, get_rule
+from relwrite.relations.registry import Rule, rule
 from relwrite.testing import expression_graphs
 
 WORK = {"seconds": math.inf, "rule_seconds": math.inf}
