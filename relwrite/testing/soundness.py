@@ -418,14 +418,35 @@ def _float_range(
     return floats
 
 
+# Strategies are made once and drawn from many times: hypothesis validates each strategy object it
+# meets, so one made inside a draw costs that validation at every draw.
+_DTYPES = st.sampled_from(("float64", "float64", "float64", "float32"))
+_QUARTER = st.integers(0, 3)  # 3 one time in four
+_BASES = st.integers(2, 3)
+_LENGTHS = {base: st.one_of(st.just(base), st.integers(1, 3)) for base in (2, 3)}
+
+
+@cache
+def _integers(low: int, high: int) -> st.SearchStrategy:
+    return st.integers(low, high)
+
+
+@cache
+def _arrays(
+    dtype: np.dtype, shape: tuple[int, ...], elements: st.SearchStrategy, filled: bool
+) -> st.SearchStrategy:
+    """Arrays of `dtype` and `shape` drawn from `elements` (a large one: a few drawn elements, `filled`)."""
+    return hnp.arrays(dtype, shape, elements=elements, fill=elements if filled else None)
+
+
 def _draw_type(draw: st.DrawFn, full: Sequence[int], max_ndim: int) -> TensorType:
     """A random float type: float64 (sometimes float32), rank 0..max_ndim, lengths unknown, full or 1."""
-    dtype = draw(st.sampled_from(("float64", "float64", "float64", "float32")))
-    ndim = draw(st.integers(0, max_ndim))
+    dtype = draw(_DTYPES)
+    ndim = draw(_integers(0, max_ndim))
     shape: list[int | None] = []
     for axis in range(ndim):
         if draw(st.booleans()):
-            shape.append(1 if draw(st.integers(0, 3)) == 3 else full[ndim - 1 - axis])
+            shape.append(1 if draw(_QUARTER) == 3 else full[ndim - 1 - axis])
         else:
             shape.append(None)
     return TensorType(dtype, shape)
@@ -433,24 +454,29 @@ def _draw_type(draw: st.DrawFn, full: Sequence[int], max_ndim: int) -> TensorTyp
 
 def _full_lengths(draw: st.DrawFn, fixed: Iterable[TensorType], rank: int) -> list[int]:
     """The length each axis position (counted from the right) has when it is not 1."""
-    base = draw(st.integers(2, 3))
+    base = draw(_BASES)
     full = []
     for position in range(rank):
         known = [t.shape[-1 - position] for t in fixed if t.ndim > position]
         known = [d for d in known if d is not None and d != 1]
-        full.append(known[0] if known else draw(st.one_of(st.just(base), st.integers(1, 3))))
+        full.append(known[0] if known else draw(_LENGTHS[base]))
     return full
 
 
 def _unknown_length(draw: st.DrawFn, full: Sequence[int], position: int) -> int:
     """A value's length where its type does not say: usually the full length, sometimes 1 (to broadcast)."""
-    if position >= len(full) or draw(st.integers(0, 3)) == 3:
+    if position >= len(full) or draw(_QUARTER) == 3:
         return 1
     return full[position]
 
 
 def _input_name(v: Variable, position: int) -> str:
     return v.name if v.name else f"input{position}"
+
+
+@cache
+def _one_of_templates(templates: tuple[_Template, ...]) -> st.SearchStrategy:
+    return st.sampled_from(templates)
 
 
 @st.composite
@@ -462,7 +488,7 @@ def _bindings(
     max_ndim: int,
     rejections: _Rejections | None,
 ) -> Binding:
-    template = draw(st.sampled_from(templates))
+    template = draw(_one_of_templates(tuple(templates)))
     fixed = [subject.types[n] for n in template.names if n in subject.types]
     rank = max([max_ndim, *(t.ndim for t in fixed)])
     full = _full_lengths(draw, fixed, rank)
@@ -479,7 +505,7 @@ def _bindings(
     used = graph_inputs([lhs])
     inputs = [v for v in variables.values() if v in used]
     inputs += [v for v in used if v not in inputs]
-    broadcast = draw(st.integers(-1, len(inputs) - 1))  # an input drawn as 1s where its lengths are unknown
+    broadcast = draw(_integers(-1, len(inputs) - 1))  # an input drawn as 1s where its lengths are unknown
     values = []
     for position, v in enumerate(inputs):
         shape = tuple(
@@ -493,8 +519,7 @@ def _bindings(
         name = _input_name(v, position)
         assumed = tuple(a for a in subject.assumptions if a.name == name)
         elements = _elements(v.type.numpy_dtype, assumed, name, non_finite)
-        fill = elements if math.prod(shape) > FILLED_SIZE else None  # a large array: a few drawn elements
-        values.append(draw(hnp.arrays(v.type.numpy_dtype, shape, elements=elements, fill=fill)))
+        values.append(draw(_arrays(v.type.numpy_dtype, shape, elements, math.prod(shape) > FILLED_SIZE)))
     return Binding(lhs, tuple(inputs), tuple(values), template.description)
 
 
