@@ -4,7 +4,8 @@ Exploration offers a form only once its values agree with the input's on
 inputs drawn here, a guard against an unsound rule or a wrong step.  The
 inputs are drawn with NumPy's random generator from a fixed seed (the same
 form gets the same verdict everywhere, and no hypothesis or pytest is
-needed to explore): each unknown length 1, 2 or 3 in turn, sometimes one
+needed to explore): each unknown length 1, 2 or 3 in turn (longer where the
+input did not evaluate at those: an index past them), sometimes one
 input of length 1 where its lengths are unknown (so that broadcasting is
 exercised), floats a mix of small special values, values uniform in
 [-10, 10] and magnitudes spread from 1e-6 to 1e3, integers in [-5, 5].  The
@@ -46,7 +47,12 @@ ATTEMPTS = 10
 """Inputs drawn per example wanted, at most (an input where nothing is compared is drawn again)."""
 
 LENGTHS = (1, 2, 3)
-"""The lengths unknown axes take, in turn."""
+"""The lengths unknown axes take, in turn: times GROWTH for each round of them where the input did not
+evaluate (``x[2:][1]`` reads a fifth element), up to GROWTH ** MOST_GROWN."""
+
+GROWTH, MOST_GROWN = 4, 4
+
+UNEVALUATED = "the input did not evaluate on the values drawn"
 
 SPECIAL = np.array([0.0, 1.0, -1.0, 0.5, -0.5, 2.0, -2.0, 3.0, -3.0, 10.0, -10.0, 1e-3, -1e-3, 100.0])
 """Float values drawn a quarter of the time: zeros, units and simple fractions, where identities break."""
@@ -103,7 +109,8 @@ def check_equal(
     for attempt in range(examples * ATTEMPTS):
         if done >= examples:
             break
-        length = LENGTHS[attempt % len(LENGTHS)]
+        grown = min(rejected[UNEVALUATED] // len(LENGTHS), MOST_GROWN)
+        length = LENGTHS[attempt % len(LENGTHS)] * GROWTH**grown
         ones = int(rng.integers(-1, len(inputs))) if inputs else -1  # an input of length-1 axes, or none
         values = [_drawn(rng, v, 1 if k == ones else length, not finite_only) for k, v in enumerate(inputs)]
         reason = _compare(compared, checked, left, right, inputs, values, finite_only, name)
@@ -132,7 +139,7 @@ def _compare(
     try:
         lhs = left(values)
     except Exception:
-        return "the input did not evaluate on the values drawn"
+        return UNEVALUATED
     if lhs.underflow:  # gradual underflow loses precision no tolerance can account for
         return "the input passed through subnormal numbers"
     if finite_only and lhs.value.dtype.kind == "f" and not np.isfinite(lhs.value).any():

@@ -75,6 +75,16 @@ def test_vectors_get_their_static_lengths_and_unknown_ones_broadcast():
     assert ATTEMPTS >= 2
 
 
+@pytest.mark.parametrize("start, index", [(2, 1), (10, 5), (40, 3)])
+def test_an_index_past_the_first_lengths_is_checked_at_longer_ones(start, index):
+    """x[a:][b] reads element a + b: the lengths drawn grow until the input evaluates, and a wrong
+    merge is still caught there."""
+    x = vector("x")
+    assert check_equal(x[start:][index], x[start + index], (), frozenset(), 3, "merge") == 3
+    with pytest.raises(SoundnessError):
+        check_equal(x[start:][index], x[start + index - 1], (), frozenset(), 3, "wrong merge")
+
+
 def test_exploring_needs_neither_hypothesis_nor_pytest():
     script = (
         "import sys; sys.modules['hypothesis'] = None; sys.modules['pytest'] = None\n"
