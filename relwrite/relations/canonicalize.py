@@ -77,7 +77,7 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import Rule, rule
+from relwrite.relations.registry import rule
 from relwrite.relations.runtime import Computed
 
 CANON = ("canonicalize", "fast_run", "fast_compile")
@@ -798,43 +798,6 @@ alloc_alloc = rule(
     doc="""alloc(alloc(x, s1), s2) -> alloc(x, s2) (PyTensor's local_merge_alloc): x broadcasts to s1
     and s1 to s2, so x broadcasts to s2 and every element is the same element of x.  Exact.""",
 )
-
-
-def _lifted_over_alloc(name: str, op: Any) -> Rule:
-    """f(alloc(x, shape)) -> alloc(f(x), shape) for the unary elementwise op (or op pattern) `op`."""
-    text = "cast(x, d)" if name == "cast" else f"{name}(x)"
-    return rule(
-        f"{name}_of_alloc",
-        (op, (o.Alloc.pattern(shape="shape"), "x")),
-        (o.Alloc.pattern(shape="shape"), (op, "x")),
-        CANON,
-        examples=(f"{name}(alloc(s, 2, 3))" if name != "cast" else 'alloc(s, 2, 3).astype("float32")',),
-        types={"s": "scalar"},
-        doc=f"""{text.replace("x", "alloc(x, shape)", 1)} -> alloc({text}, shape) (PyTensor's
-        local_elemwise_alloc): the op runs once per element of x, not once per element of the broadcast
-        array.  Exact: the same function of the same values.""",
-    )
-
-
-# a rule's left side has one head: one declaration per unary elementwise op, from one helper
-neg_of_alloc = _lifted_over_alloc("neg", o.neg)
-exp_of_alloc = _lifted_over_alloc("exp", o.exp)
-log_of_alloc = _lifted_over_alloc("log", o.log)
-log1p_of_alloc = _lifted_over_alloc("log1p", o.log1p)
-expm1_of_alloc = _lifted_over_alloc("expm1", o.expm1)
-sqrt_of_alloc = _lifted_over_alloc("sqrt", o.sqrt)
-sqr_of_alloc = _lifted_over_alloc("sqr", o.sqr)
-reciprocal_of_alloc = _lifted_over_alloc("reciprocal", o.reciprocal)
-abs_of_alloc = _lifted_over_alloc("abs", o.abs)
-sin_of_alloc = _lifted_over_alloc("sin", o.sin)
-cos_of_alloc = _lifted_over_alloc("cos", o.cos)
-tan_of_alloc = _lifted_over_alloc("tan", o.tan)
-tanh_of_alloc = _lifted_over_alloc("tanh", o.tanh)
-sigmoid_of_alloc = _lifted_over_alloc("sigmoid", o.sigmoid)
-softplus_of_alloc = _lifted_over_alloc("softplus", o.softplus)
-erf_of_alloc = _lifted_over_alloc("erf", o.erf)
-erfc_of_alloc = _lifted_over_alloc("erfc", o.erfc)
-cast_of_alloc = _lifted_over_alloc("cast", o.Cast.pattern(dtype="dtype"))
 
 join_of_one_part = rule(
     "join_of_one_part",

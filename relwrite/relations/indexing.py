@@ -632,8 +632,8 @@ subtensor_merge = rule(
         "s[::-2][1:-1]",
     ),
     types={"x": "vector", "m": "matrix", "s": "(9,)"},
-    doc="""x[a:b:c][d:e:f] -> x[g:h:k], x[a:][i] -> x[j]: two indexings with literal bounds as one (the
-    seed's local_subtensor_merge), negative bounds and steps included: at a static length the positions
+    doc="""x[a:b:c][d:e:f] -> x[g:h:k], x[a:][i] -> x[j]: two indexings with literal bounds as one (Aesara's
+    local_subtensor_merge), negative bounds and steps included: at a static length the positions
     taken are computed, at an unknown one the literal index is the one that takes the same positions at
     every length (a bound counted from the start or from the end), raising where the pair raises;
     where none does (x[::2][-1:] reads the length's parity), the pair stays. Exact.""",

@@ -12,7 +12,7 @@ The `unsafe` rules hold under their assumptions only and are opt-in.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cache, reduce
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, constant
+from relwrite.graph.types import broadcast_shapes
 from relwrite.relations.operands import same_graph, shaped_within
 from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
 from relwrite.relations.registry import Rule, rule
@@ -751,14 +752,115 @@ def _variadic_fill_sink(op: o.Elemwise) -> Rule:
         keeps_type=True,
         examples=(f"{op}(x, fill(m, y))", f"{op}(fill(m, x), y, fill(m, 1.0))"),
         types={"m": "(2, 3)", "x": "(3,)", "y": "(3,)"},
-        doc=f"""{op}(fill(a, b), c) -> fill(a, {op}(b, c)), the fill anywhere among the operands (the
-        seed's local_fill_sink): the {op} runs on b's elements, then is broadcast to a's shape, and
+        doc=f"""{op}(fill(a, b), c) -> fill(a, {op}(b, c)), the fill anywhere among the operands (Aesara's
+        local_fill_sink): the {op} runs on b's elements, then is broadcast to a's shape, and
         the rules on the {op} see b (log(x + fill(y, 1)) reaches log1p).  Operands of one dtype (the
         value moves first).  Exact.""",
     )
 
 
 # a rule's left side fixes its fill's position: one declaration per operand position, any op of the arity
+def _unary_elementwise(op: Any) -> bool:
+    return broadcasting_elementwise(op) and op.nin == 1
+
+
+def lifts_over_alloc(value: Any) -> bool:
+    """A screen: the node is a one-operand elementwise op of an alloc."""
+    node = value.owner if isinstance(value, Variable) else None
+    if node is None:
+        return True
+    owner = node.inputs[0].owner if _unary_elementwise(node.op) else None
+    return owner is not None and isinstance(owner.op, o.Alloc)
+
+
+elementwise_of_alloc = rule(
+    "elementwise_of_alloc",
+    ("op", (o.Alloc.pattern(shape="shape"), "x")),
+    (o.Alloc.pattern(shape="shape"), ("op", "x")),
+    CANON,
+    where=_unary_elementwise,
+    keeps_type=True,
+    examples=("exp(alloc(s, 2, 3))", "neg(alloc(v, 2, 3))", 'alloc(s, 2, 3).astype("float32")'),
+    types={"s": "scalar", "v": "(3,)"},
+    doc="""f(alloc(x, shape)) -> alloc(f(x), shape) for every one-operand elementwise op f, casts
+    included (PyTensor's local_elemwise_alloc): f runs once per element of x, not once per element of
+    the broadcast array.  Exact: the same function of the same values.""",
+    screen=lifts_over_alloc,
+    heads=(o.Elemwise,),
+)
+
+
+def alloc_needless(op: Any, shape: tuple[int, ...], x: Variable, others: Sequence[Any]) -> bool:
+    """Whether op's result has the same static shape, every length known, with x in place of
+    alloc(x, shape): the `others` operands broadcast it there anyway."""
+    if not all(isinstance(v, Variable) for v in others) or not others:
+        return False
+    try:
+        with_alloc = broadcast_shapes(shape, *(v.type.shape for v in others))
+        without = broadcast_shapes(x.type.shape, *(v.type.shape for v in others))
+    except TypeError:
+        return False
+    return None not in with_alloc and with_alloc == without
+
+
+def _alloc_dropped(position: int) -> Rule:
+    """f(..., alloc(x, shape), ...) -> f(..., x, ...) for the alloc at `position` of a fixed-arity
+    elementwise op f of two or more operands, where the others already give f's result its shape."""
+    if position == 0:
+
+        def needless(op: Any, shape: tuple[int, ...], x: Variable, rest: Sequence[Any]) -> bool:
+            return broadcasting_elementwise(op) and alloc_needless(op, shape, x, rest)
+
+    else:
+
+        def needless(op: Any, shape: tuple[int, ...], x: Variable, x0: Any, rest: Sequence[Any]) -> bool:
+            return broadcasting_elementwise(op) and alloc_needless(op, shape, x, [x0, *rest])
+
+    before = [f"x{i}" for i in range(position)]
+    args = (*before, (o.Alloc.pattern(shape="shape"), "x"), "*rest")
+    example = ("sub(alloc(s, 2, 3), m)", "pow(m, alloc(v, 2, 3))")[position]
+    return rule(
+        f"alloc_operand_{position}",
+        ("op", *args),
+        ("op", *before, "x", "*rest"),
+        CANON,
+        where=needless,
+        keeps_type=True,
+        examples=(example,),
+        types={"s": "scalar", "v": "(3,)", "m": "(2, 3)"},
+        doc=f"""f(..., alloc(x, shape), ...) -> f(..., x, ...), the alloc at operand {position} of an
+        elementwise op f of several operands, where the others broadcast x to f's result anyway (static
+        shapes prove it: PyTensor's local_elemwise_alloc).  Exact: the same values, one array fewer.""",
+        heads=(o.Elemwise,),
+    )
+
+
+def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
+    """add/mul(alloc(x, shape), *rest) -> add/mul(x, *rest) where the other operands give the shape."""
+
+    def needless(shape: tuple[int, ...], x: Variable, rest: Sequence[Any]) -> bool:
+        return alloc_needless(op, shape, x, rest)
+
+    return rule(
+        f"{op}_alloc_operand",
+        (op, (o.Alloc.pattern(shape="shape"), "x"), "*rest"),
+        (op, "x", "*rest"),
+        CANON,
+        where=needless,
+        keeps_type=True,
+        examples=(f"{op}(alloc(s, 2, 3), m, v)",),
+        types={"s": "scalar", "v": "(3,)", "m": "(2, 3)"},
+        doc=f"""{op}(alloc(x, shape), ...) -> {op}(x, ...) where the other operands
+        broadcast x to the result anyway (static shapes prove it: PyTensor's local_elemwise_alloc).
+        Exact: the same values, one array fewer.""",
+    )
+
+
+alloc_operand_0 = _alloc_dropped(0)
+alloc_operand_1 = _alloc_dropped(1)
+add_alloc_operand = _variadic_alloc_dropped(o.add)
+mul_alloc_operand = _variadic_alloc_dropped(o.mul)
+
 fill_sink_0 = _fill_sink(0)
 fill_sink_1 = _fill_sink(1)
 fill_sink_2 = _fill_sink(2)

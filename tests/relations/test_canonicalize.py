@@ -36,8 +36,8 @@ from relwrite.graph.basic import (
 from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import graph_repr, pprint
-from relwrite.relations import Rule, catalogue, get_rule
 from relwrite.relations import canonicalize as c
+from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.rule_checks import assert_answers_keep_values
@@ -834,21 +834,49 @@ def test_prod_scalar_mul_raises_the_scalars_to_the_count_reduced(data):
     assert (rhs is not None) == (dtype != "int64" and all(shape[a] is not None for a in axes)), pprint(graph)
 
 
-OF_ALLOC = [r for r in vars(c).values() if isinstance(r, Rule) and r.name.endswith("_of_alloc")]
+UNARY_OPS = [
+    op
+    for op in vars(o).values()
+    if isinstance(op, o.Elemwise) and op.nin == 1 and type(op).make_node is o.Elemwise.make_node
+]
 
 
 @pytest.mark.parametrize("mode", ["fast_run", "fast_compile"])
 def test_every_unary_elementwise_op_of_an_alloc_runs_once_per_element_of_its_value(mode):
     s = scalar("s")
-    assert len(OF_ALLOC) == 18
-    for r in OF_ALLOC:
-        op = r.tracks[0]
-        graph = o.cast(o.alloc(s, 2, 3), "float32") if op is o.Cast else op(o.alloc(s, 2, 3))
+    assert len(UNARY_OPS) >= 25
+    for op in [*UNARY_OPS, o.Cast("float32")]:
+        graph = op(o.alloc(s, 2, 3))
         compiled = compile_in_mode([s], graph, mode=mode)
         (out,) = compiled.fgraph.outputs
-        assert isinstance(out.owner.op, o.Alloc), (r.name, pprint(out))
+        assert isinstance(out.owner.op, o.Alloc), (op, pprint(out))
         value = np.float64(0.75)
-        np.testing.assert_allclose(compiled(value), numpy_function([s], graph)(value), rtol=1e-6)
+        with np.errstate(all="ignore"):
+            np.testing.assert_allclose(compiled(value), numpy_function([s], graph)(value), rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "text, dropped",
+    [
+        ("add(alloc(s, 2, 3), m)", True),
+        ("mul(m, alloc(v, 2, 3), s)", True),
+        ("pow(m, alloc(v, 2, 3))", True),
+        ("switch(m > 0, alloc(s, 2, 3), m)", True),
+        ("add(alloc(s, 2, 3), v)", False),  # v alone is only (3,): the alloc gives the rows
+        ("add(alloc(s, 2, 3), u)", False),  # u's length is unknown: nothing proves the shape
+    ],
+)
+def test_an_alloc_among_operands_that_shape_the_result_anyway_goes(text, dropped):
+    types = {"s": "scalar", "m": "(2, 3)", "v": "(3,)", "u": "vector"}
+    graph = parse(text, types)
+    inputs = sorted(graph_inputs([graph]), key=lambda v: v.name)
+    inputs = [v for v in inputs if not isinstance(v, Constant)]
+    compiled = compile_in_mode(inputs, graph, mode="fast_run")
+    has_alloc = any(isinstance(n.op, o.Alloc) for n in compiled.fgraph.apply_nodes)
+    assert has_alloc != dropped, pprint(compiled.fgraph.outputs[0])
+    rng = np.random.default_rng(0)
+    values = [rng.uniform(0.5, 2.0, [3 if d is None else d for d in v.type.shape]) for v in inputs]
+    np.testing.assert_allclose(compiled(*values), numpy_function(inputs, graph)(*values))
 
 
 def test_dimshuffles_that_only_move_length_one_axes_collapse_to_their_input():
