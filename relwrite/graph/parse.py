@@ -88,13 +88,14 @@ FUNCTIONS: dict[str, Function] = {
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),
     "alloc": Function(lambda x, shape: ops.Alloc(shape)(x), 1, static="shape"),
     "cast": Function(ops.cast, 1, static="dtype"),
+    "dimshuffle": Function(lambda x, order: ops.DimShuffle(x.ndim, order)(x), 1, static="order"),
 }
 
 # Methods take the receiver as their first operand.
 METHODS: dict[str, Function] = {
     **{
         name: FUNCTIONS[name]
-        for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "dot", "reshape")
+        for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "dot", "reshape", "dimshuffle")
     },
     "astype": FUNCTIONS["cast"],
 }
@@ -421,15 +422,19 @@ class _Parser:
         return _Step(operands, lambda args: function.build(*args, *statics, **kwargs))
 
     def static(self, kind: str, nodes: list[ast.expr], name: str) -> Any:
-        """A shape (ints, or one tuple of ints) or a dtype (one string) given to `name`."""
+        """A shape (ints, or one tuple of ints), a DimShuffle order (the same, 'x' for a new axis) or a
+        dtype (one string) given to `name`."""
         if kind == "dtype":
             if len(nodes) == 1 and isinstance(nodes[0], ast.Constant) and isinstance(nodes[0].value, str):
                 return nodes[0].value
             raise self.error(f"{name}: the dtype must be one string such as 'float32'", nodes[0])
         if len(nodes) == 1 and isinstance(nodes[0], ast.Tuple):
             nodes = list(nodes[0].elts)
-        shape = []
+        shape: list[int | str] = []
         for n in nodes:
+            if kind == "order" and isinstance(n, ast.Constant) and n.value == "x":
+                shape.append("x")
+                continue
             sign, literal = (
                 (-1, n.operand) if isinstance(n, ast.UnaryOp) and isinstance(n.op, ast.USub) else (1, n)
             )
@@ -438,7 +443,8 @@ class _Parser:
                 and isinstance(literal.value, int)
                 and not isinstance(literal.value, bool)
             ):
-                raise self.error(f"{name}: the shape must be ints or a tuple of ints", n)
+                what = "axes and 'x'" if kind == "order" else "ints"
+                raise self.error(f"{name}: the {kind} must be {what}, or a tuple of them", n)
             shape.append(sign * literal.value)
         return tuple(shape)
 

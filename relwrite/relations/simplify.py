@@ -514,6 +514,53 @@ max_of_length_one_axes = _reduce_length_one(o.Max)
 min_of_length_one_axes = _reduce_length_one(o.Min)
 
 
+def _through_new_axes(kind: type[o.Reduce]):
+    def reduced(axis: tuple[int, ...] | None, order: tuple, x: Variable) -> Variable | None:
+        """The reduction of x over the input axes the reduced ones hold, then the new axes kept put
+        back: where the DimShuffle only adds length-1 axes (x's own stay in order) and the reduction
+        keeps x's dtype; None elsewhere."""
+        kept_order = [a for a in order if a != "x"]
+        if kept_order != sorted(kept_order) or len(kept_order) != x.ndim or kind(None)(x).dtype != x.dtype:
+            return None
+        taken = set(reduced_axes(axis, o.DimShuffle(x.ndim, order)(x)))
+        inner = tuple(a for k, a in enumerate(order) if k in taken and a != "x")
+        if not inner:
+            return None  # only new axes reduced: the length-one rule's
+        rest = [a for k, a in enumerate(order) if k not in taken]
+        remaining = [a for a in range(x.ndim) if a not in inner]
+        new_order = tuple("x" if a == "x" else remaining.index(a) for a in rest)
+        total = kind(inner)(x)
+        return total if new_order == tuple(range(total.ndim)) else o.DimShuffle(total.ndim, new_order)(total)
+
+    reduced.__name__ = f"{kind.__name__.lower()}_through_new_axes"
+    return reduced
+
+
+def _reduce_through_new_axes(kind: type[o.Reduce]) -> Rule:
+    name = kind.__name__.lower()
+    return rule(
+        f"{name}_of_new_axes",
+        (kind.pattern(axis="axis"), (o.DimShuffle.pattern(new_order="order"), "x")),
+        "reduced",
+        CANON,
+        compute={"reduced": _through_new_axes(kind)},
+        keeps_type=True,
+        semantics="reassociates" if kind in (o.Sum, o.Prod) else "exact",
+        examples=(f"{name}(v.dimshuffle(0, 'x'), axis=0)", f"{name}(m.dimshuffle('x', 0, 1), axis=(0, 2))"),
+        types={"v": "vector", "m": "matrix"},
+        doc=f"""{name}(x[..., None, ...], axes) -> {name}(x, the input axes among them)[..., None, ...]: a
+        reduction of a DimShuffle that only adds length-1 axes reduces x itself and puts the new axes it
+        keeps back (PyTensor's local_reduce_broadcastable and its dimshuffle lift).  Not where the
+        reduction widens the dtype.""",
+    )
+
+
+sum_of_new_axes = _reduce_through_new_axes(o.Sum)
+prod_of_new_axes = _reduce_through_new_axes(o.Prod)
+max_of_new_axes = _reduce_through_new_axes(o.Max)
+min_of_new_axes = _reduce_through_new_axes(o.Min)
+
+
 def _of_alloc(kind: type[o.Reduce]):
     def reduced(axis: tuple[int, ...] | None, shape: tuple[int, ...], x: Variable) -> Variable | None:
         """The reduction of alloc(x, shape) for a 0-d x, from x and the count n of elements reduced:

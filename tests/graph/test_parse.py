@@ -369,3 +369,16 @@ def test_the_docs_list_every_function():
     listing = text[text.index("Functions: ") : text.index("Methods: ")]
     named = set(re.findall(r"`([a-z_0-9]+)[`(]", listing))
     assert named == set(FUNCTIONS)
+
+
+def test_dimshuffle_takes_axes_and_new_ones_as_a_function_and_a_method():
+    v, m = vector("v"), matrix("m")
+    column = parse("v.dimshuffle(0, 'x')", {"v": v})
+    assert isinstance(column.owner.op, ops.DimShuffle) and column.owner.op.new_order == (0, "x")
+    assert column.type.shape == (None, 1)
+    turned = parse("dimshuffle(m, ('x', 1, 0))", {"m": m})
+    assert turned.owner.op.new_order == ("x", 1, 0) and turned.ndim == 3
+    with pytest.raises(ValueError, match="the order must be axes and 'x'"):
+        parse("v.dimshuffle('y')", {"v": v})
+    with pytest.raises(ValueError, match="bad order"):
+        parse("v.dimshuffle(3)", {"v": v})

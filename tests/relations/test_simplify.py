@@ -508,3 +508,34 @@ def test_a_negated_product_with_a_negated_factor_loses_both_signs_in_fast_run(te
 def test_neg_mul_neg_leaves_products_of_mixed_dtypes_alone():
     graph = parse("neg(mul(x, neg(i)))", types={"x": "vector", "i": "vector:int8"})
     assert list(BY_NAME["neg_mul_neg"].forward(graph)) == []
+
+
+@st.composite
+def reductions_of_new_axes(draw):
+    """A reduction (sum, prod, max, min) of x with length-1 axes inserted (x's own axes in order) over
+    a drawn set of axes, and the values of x."""
+    ndim = draw(st.integers(1, 3))
+    order: list = list(range(ndim))
+    for _ in range(draw(st.integers(1, 2))):
+        order.insert(draw(st.integers(0, len(order))), "x")
+    axes = tuple(sorted(draw(st.sets(st.integers(0, len(order) - 1), min_size=1))))
+    kind = draw(st.sampled_from([o.Sum, o.Prod, o.Max, o.Min]))
+    lengths = draw(st.lists(st.integers(1, 3), min_size=ndim, max_size=ndim))
+    x = tensor("x", "float64", (None,) * ndim)
+    value = np.random.default_rng(draw(st.integers(0, 99))).uniform(0.5, 2.0, lengths)
+    return kind(axes)(o.DimShuffle(ndim, tuple(order))(x)), x, value, [order[a] for a in axes]
+
+
+@given(reductions_of_new_axes())
+def test_a_reduction_of_new_axes_reduces_x_itself_keeping_values(case):
+    graph, x, value, reduced = case
+    rule = {o.Sum: simplify.sum_of_new_axes, o.Prod: simplify.prod_of_new_axes}.get(
+        type(graph.owner.op),
+        simplify.max_of_new_axes if isinstance(graph.owner.op, o.Max) else simplify.min_of_new_axes,
+    )
+    answers = list(rule.forward(graph))
+    assert bool(answers) == any(a != "x" for a in reduced)  # fires where an axis of x itself is reduced
+    for answer in answers:
+        rewritten = to_graph(answer, like=graph)
+        assert rewritten.type == graph.type
+        np.testing.assert_allclose(numpy_function([x], rewritten)(value), numpy_function([x], graph)(value))
