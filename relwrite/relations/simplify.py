@@ -811,6 +811,21 @@ def _unary_elementwise(op: Any) -> bool:
     return broadcasting_elementwise(op) and op.nin == 1
 
 
+fill_model_of_elementwise = rule(
+    "fill_model_of_elementwise",
+    (o.fill, ("op", "x"), "value"),
+    (o.fill, "x", "value"),
+    CANON,
+    where=_unary_elementwise,
+    keeps_type=True,
+    examples=("fill(exp(x), 0.0)", "fill(neg(m), v)"),
+    types={"x": "vector", "m": "(2, 3)", "v": "(3,)"},
+    doc="""fill(f(x), v) -> fill(x, v) for a one-operand elementwise op f: a fill reads only its model's
+    shape, which f keeps, so f need not run (0 / exp(x) cancelled to zeros shaped like exp(x) no longer
+    computes exp).  Exact.""",
+)
+
+
 def lifts_over_alloc(value: Any) -> bool:
     """A screen: the node is a one-operand elementwise op of an alloc."""
     node = value.owner if isinstance(value, Variable) else None

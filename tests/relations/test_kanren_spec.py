@@ -298,9 +298,15 @@ READS_STRUCTURE_IN_A_COMPUTE = {
     "shape_i_promotion",
     "inc_subtensor_serialize",
     "subtensor_lift",
+    "greedy_distributor",
+    "mul_div_canonical",
+    "mul_of_quotients",
+    "mul_div_cancel_common",
+    "reciprocal_of_quotient",
 }
 """Rules whose compute or inverse reads structure on purpose (shape inference below the shape read, an
-add operand's increment of zeros, the lifted operands' common index): on an e-class they see proxies."""
+add operand's increment of zeros, the lifted operands' common index, the quotients and sums inside a
+product at any depth): on an e-class they see proxies."""
 
 
 @pytest.mark.parametrize(
