@@ -270,7 +270,36 @@ class _Parser:
             return self.plan_call(node)
         if isinstance(node, ast.Subscript):
             return self.plan_subscript(node)
+        if isinstance(node, ast.List):
+            array = self.array(node)
+            return _Step([], lambda _: array)
         raise self.error(f"unsupported syntax {type(node).__name__!r}", node)
+
+    def array(self, node: ast.List) -> Variable:
+        """`[[1.0, 2.0], [3.0, 4.0]]`: an array constant (as printing shows one), float64 when an
+        element is a float, else int64; nested lists of numbers only, rectangular."""
+
+        def element(item: ast.expr) -> Any:
+            if isinstance(item, ast.List):
+                return [element(e) for e in item.elts]
+            sign, literal = (
+                (-1, item.operand)
+                if isinstance(item, ast.UnaryOp) and isinstance(item.op, ast.USub)
+                else (1, item)
+            )
+            value = literal.value if isinstance(literal, ast.Constant) else None
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                return sign * value
+            raise self.error("an array literal holds numbers only", item)
+
+        values = element(node)
+        try:
+            data = np.array(values)
+        except ValueError:
+            raise self.error("an array literal must be rectangular", node) from None
+        if data.dtype == object or data.size == 0:
+            raise self.error("an array literal must be rectangular and not empty", node)
+        return constant(data.astype(np.float64 if data.dtype.kind == "f" else np.int64))
 
     def plan_subscript(self, node: ast.Subscript) -> _Step:
         """`x[1:, i]`, `x[None, ..., ::2]`: bounds and indices are expressions, built before the index."""

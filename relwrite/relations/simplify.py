@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.graph import ops as o
-from relwrite.graph.basic import Variable, constant
+from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.types import broadcast_shapes
 from relwrite.relations.operands import same_graph, shaped_within
 from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
@@ -918,10 +918,83 @@ def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
     )
 
 
+def _uniform_scalar(c: Any) -> Constant | None:
+    """The 0-d constant every element of the array constant `c` equals, or None."""
+    if not isinstance(c, Constant) or c.ndim == 0 or c.data.size == 0:
+        return None
+    first = c.data.flat[0]
+    same = c.data == first if not np.isnan(first) else np.isnan(c.data)
+    return constant(np.asarray(first, dtype=c.dtype)) if bool(np.all(same)) else None
+
+
+def _uniform_dropped(position: int) -> Rule:
+    """f(..., c, ...) -> f(..., c0, ...) for a uniform array constant c at `position` of a fixed-arity
+    elementwise op f of two or more operands, where the others give f's result its shape."""
+
+    def scalar(op: Any, c: Any, rest: Sequence[Any], x0: Any = None) -> Constant | None:
+        others = [*([x0] if position else []), *rest]
+        low = _uniform_scalar(c)
+        if low is None or not broadcasting_elementwise(op):
+            return None
+        return low if alloc_needless(op, c.type.shape, low, others) else None
+
+    if position == 0:
+
+        def compute(op: Any, c: Any, rest: Sequence[Any]) -> Constant | None:
+            return scalar(op, c, rest)
+
+    else:
+
+        def compute(op: Any, c: Any, x0: Any, rest: Sequence[Any]) -> Constant | None:
+            return scalar(op, c, rest, x0)
+
+    before = [f"x{i}" for i in range(position)]
+    return rule(
+        f"uniform_constant_operand_{position}",
+        ("op", *before, "c", "*rest"),
+        ("op", *before, "scalar", "*rest"),
+        CANON,
+        compute={"scalar": compute},
+        keeps_type=True,
+        examples=(("sub([2.0, 2.0, 2.0], m)", "pow(m, [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]])")[position],),
+        types={"m": "(2, 3)"},
+        doc=f"""f(..., c, ...) -> f(..., c0, ...) for an array constant c at operand {position} whose every
+        element is c0, where the other operands give f's result its shape (PyTensor's uniform constants
+        as scalars): rules that read numbers see a number, and no array is stored.  Exact.""",
+        heads=(o.Elemwise,),
+    )
+
+
+def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
+    """add/mul(c, *rest) -> add/mul(c0, *rest) for a uniform array constant c where the others give
+    the result its shape."""
+
+    def scalar(c: Any, rest: Sequence[Any]) -> Constant | None:
+        low = _uniform_scalar(c)
+        return low if low is not None and alloc_needless(op, c.type.shape, low, rest) else None
+
+    return rule(
+        f"{op}_uniform_constant_operand",
+        (op, "c", "*rest"),
+        (op, "scalar", "*rest"),
+        CANON,
+        compute={"scalar": scalar},
+        keeps_type=True,
+        examples=(f"{op}([2.0, 2.0, 2.0], m)",),
+        types={"m": "(2, 3)"},
+        doc=f"""{op}(c, ...) -> {op}(c0, ...) for an array constant c whose every element is c0, where
+        the other operands give the result its shape.  Exact.""",
+    )
+
+
 alloc_operand_0 = _alloc_dropped(0)
 alloc_operand_1 = _alloc_dropped(1)
 add_alloc_operand = _variadic_alloc_dropped(o.add)
 mul_alloc_operand = _variadic_alloc_dropped(o.mul)
+uniform_constant_operand_0 = _uniform_dropped(0)
+uniform_constant_operand_1 = _uniform_dropped(1)
+add_uniform_constant_operand = _variadic_uniform_dropped(o.add)
+mul_uniform_constant_operand = _variadic_uniform_dropped(o.mul)
 
 fill_sink_0 = _fill_sink(0)
 fill_sink_1 = _fill_sink(1)

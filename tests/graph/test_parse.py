@@ -382,3 +382,22 @@ def test_dimshuffle_takes_axes_and_new_ones_as_a_function_and_a_method():
         parse("v.dimshuffle('y')", {"v": v})
     with pytest.raises(ValueError, match="bad order"):
         parse("v.dimshuffle(3)", {"v": v})
+
+
+def test_array_literals_read_as_printing_shows_them():
+    m = matrix("m", shape=(2, 2))
+    grid = parse("m + [[1.0, 2.0], [3.0, -4.0]]", {"m": m}).owner.inputs[1]
+    assert isinstance(grid, Constant) and grid.dtype == "float64" and grid.data.tolist() == [[1, 2], [3, -4]]
+    ints = parse("[1, -2] * v", {"v": vector("v")}).owner.inputs[0]
+    assert ints.dtype == "int64" and ints.data.tolist() == [1, -2]
+    assert pprint(parse(pprint(parse("m - [[1.0, 2.0], [3.0, 4.0]]", {"m": m})), {"m": m})) == pprint(
+        parse("m - [[1.0, 2.0], [3.0, 4.0]]", {"m": m})
+    )
+    for text, why in [
+        ("[[1.0], [2.0, 3.0]] + m", "rectangular"),
+        ("[x] + m", "numbers only"),
+        ("[True] + m", "numbers only"),
+        ("[] + m", "not empty"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            parse(text, {"m": m, "x": float64("x")})

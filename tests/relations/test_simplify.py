@@ -539,3 +539,30 @@ def test_a_reduction_of_new_axes_reduces_x_itself_keeping_values(case):
         rewritten = to_graph(answer, like=graph)
         assert rewritten.type == graph.type
         np.testing.assert_allclose(numpy_function([x], rewritten)(value), numpy_function([x], graph)(value))
+
+
+@pytest.mark.parametrize(
+    "text, scalar",
+    [
+        ("sub([2.0, 2.0, 2.0], m)", True),
+        ("pow(m, [[3.0, 3.0, 3.0], [3.0, 3.0, 3.0]])", True),
+        ("add([0.5, 0.5, 0.5], m, v)", True),
+        ("mul(m, [[-1.0, -1.0, -1.0]])", True),
+        ("sub([2.0, 2.5, 2.0], m)", False),  # not uniform
+        ("add([[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]], v)", False),  # the constant gives the rows
+        ("add([2.0, 2.0, 2.0], u)", False),  # u's length is unknown
+    ],
+)
+def test_a_uniform_array_constant_is_its_number_where_the_others_give_the_shape(text, scalar):
+    types = {"m": "(2, 3)", "v": "(3,)", "u": "vector"}
+    graph = parse(text, types)
+    inputs = sorted((v for v in graph_inputs([graph]) if not isinstance(v, Constant)), key=lambda v: v.name)
+    compiled = compile_in_mode(inputs, graph, mode="fast_compile")
+    arrays = [c for n in compiled.fgraph.apply_nodes for c in n.inputs if isinstance(c, Constant) and c.ndim]
+    assert (not arrays) == scalar, pprint(compiled.fgraph.outputs[0])
+    values = [
+        np.linspace(0.5, 2.0, 3 if d is None else d) if v.ndim == 1 else np.full((2, 3), 1.5)
+        for v in inputs
+        for d in v.type.shape[:1]
+    ]
+    np.testing.assert_allclose(compiled(*values), numpy_function(inputs, graph)(*values))
