@@ -956,6 +956,39 @@ reshape_chain = rule(
 )
 
 
+def as_dimshuffle(shape: tuple[int, ...], x: Variable) -> Variable | None:
+    """x reshaped to `shape` as a DimShuffle, where the reshape only adds or drops length-1 axes: x's
+    other lengths, static, come in the same order (a -1 stands for the one length left); else None."""
+    lengths = x.type.shape
+    if None in lengths:
+        return None
+    if shape.count(-1) == 1:
+        known = int(np.prod([d for d in shape if d != -1]))
+        if known == 0 or int(np.prod(lengths)) % known:
+            return None
+        shape = tuple(int(np.prod(lengths)) // known if d == -1 else d for d in shape)
+    kept = [axis for axis, d in enumerate(lengths) if d != 1]
+    if [lengths[a] for a in kept] != [d for d in shape if d != 1]:
+        return None
+    axes = iter(kept)
+    order = tuple("x" if d == 1 else next(axes) for d in shape)
+    return o.DimShuffle(x.ndim, order)(x)
+
+
+reshape_to_dimshuffle = rule(
+    "reshape_to_dimshuffle",
+    (o.Reshape.pattern(shape="shape"), "x"),
+    "moved",
+    CANON,
+    compute={"moved": as_dimshuffle},
+    keeps_type=True,
+    examples=("v.reshape(3, 1)", "m.reshape(1, 2, 3)", "c.reshape(3)", "c.reshape(1, -1)"),
+    types={"v": "(3,)", "m": "(2, 3)", "c": "(3, 1)"},
+    doc="""Reshape(s)(x) -> a DimShuffle of x, where s only adds or drops length-1 axes (x's other
+    static lengths in the same order; PyTensor's local_reshape_to_dimshuffle): a view, and the rules on
+    DimShuffles (merges, reductions of new axes) see it.  Exact.""",
+)
+
 # -- reductions ------------------------------------------------------------------------------------
 
 

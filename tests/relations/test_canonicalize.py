@@ -958,3 +958,32 @@ def test_one_pow_leaves_integer_powers_and_other_bases_alone():
     assert list(c.one_pow.forward(parse("1 ** i", types={"i": "vector:int32"}))) == []
     assert list(c.one_pow.forward(parse("2 ** x", types={"x": "vector"}))) == []
     assert list(c.one_pow.forward(o.pow(constant(np.array([1.0, 2.0])), vector("x")))) == []
+
+
+@given(
+    lengths=st.lists(st.integers(1, 3), min_size=0, max_size=3),
+    ones=st.lists(st.integers(0, 3), max_size=3),
+    minus_one=st.booleans(),
+)
+def test_a_reshape_that_only_moves_length_one_axes_is_a_dimshuffle_with_the_same_values(
+    lengths, ones, minus_one
+):
+    x = tensor("x", "float64", tuple(lengths))
+    target = [d for d in lengths if d != 1]
+    for position in ones:
+        target.insert(min(position, len(target)), 1)
+    if minus_one and target:
+        target[-1] = -1
+    graph = o.Reshape(tuple(target))(x)
+    (moved,) = list(c.reshape_to_dimshuffle.forward(graph)) or [None]
+    assert moved is not None, (lengths, target)
+    moved = to_graph(moved, like=graph)
+    assert isinstance(moved.owner.op, o.DimShuffle) and moved.type == graph.type
+    value = np.arange(float(np.prod(lengths))).reshape(lengths)
+    np.testing.assert_array_equal(numpy_function([x], moved)(value), numpy_function([x], graph)(value))
+
+
+def test_a_reshape_that_regroups_lengths_stays_a_reshape():
+    for shape, target in [((2, 3), (6,)), ((2, 3), (3, 2)), ((6,), (2, 3))]:
+        assert list(c.reshape_to_dimshuffle.forward(o.Reshape(target)(tensor("x", "float64", shape)))) == []
+    assert list(c.reshape_to_dimshuffle.forward(o.Reshape((3, 1))(tensor("u", "float64", (None,))))) == []
