@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from relwrite.command_text import json_text, unknown_choice
+from relwrite.relations.runtime import RUN_DIRECTIONS
 
 
 class CommandError(Exception):
@@ -660,9 +661,7 @@ def build_parser() -> argparse.ArgumentParser:
     explore.add_argument(
         "--cost", choices=("nodes", "flops", "depth", "accuracy"), help="order forms by (default nodes)"
     )
-    explore.add_argument(
-        "--direction", default="both", choices=("forward", "backward", "both"), help="run the rules"
-    )
+    explore.add_argument("--direction", default="both", choices=RUN_DIRECTIONS, help="run the rules")
     explore.add_argument(
         "--include", action="append", default=[], metavar="TAG", help="add opt-in rules (e.g. accuracy)"
     )

@@ -49,6 +49,17 @@ if TYPE_CHECKING:
     from relwrite.relations.registry import Rule
 
 DIRECTIONS = ("forward", "backward")
+"""The ways one rule runs."""
+
+RUN_DIRECTIONS = (*DIRECTIONS, "both")
+"""The ways a set of rules runs: one way, or both."""
+
+
+def checked_direction(direction: str, allowed: tuple[str, ...] = RUN_DIRECTIONS) -> str:
+    """`direction`, or a ValueError naming it and what is allowed."""
+    if direction not in allowed:
+        raise ValueError(f"direction must be one of {', '.join(allowed)}, got {direction!r}")
+    return direction
 
 
 class Answer:
@@ -381,8 +392,7 @@ def run_relation(relation: Callable, term: Any, direction: str = "forward") -> I
     Lazily: the caller bounds the run (`islice`, a `relation_budget`, which each state pulled is
     charged to as a step).
     """
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    checked_direction(direction, DIRECTIONS)
     q = var()
     goal = relation(term, q) if direction == "forward" else relation(q, term)
     for state in metered((goal if callable(goal) else lall(goal))({})):

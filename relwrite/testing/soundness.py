@@ -80,9 +80,8 @@ from relwrite.graph.types import TensorType
 from relwrite.relations.pattern import as_graph, to_graph
 from relwrite.relations.registry import Assumption, Rule
 from relwrite.relations.runtime import answers as runtime_answers
+from relwrite.relations.runtime import checked_direction
 from relwrite.testing.strategies import FLOAT_BOUND
-
-DIRECTIONS = ("both", "forward", "backward")
 
 MAX_ANSWERS = 4
 """How many answers of the relation are checked per left side (forward) and per right side (backward)."""
@@ -859,8 +858,7 @@ def check_relation(
 
     Raises ValueError when no left side can be generated or arguments are bad.
     """
-    if direction not in DIRECTIONS:
-        raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+    checked_direction(direction)
     if max_examples is not None and (not isinstance(max_examples, int) or max_examples < 1):
         raise ValueError(f"max_examples must be a positive int or None, got {max_examples!r}")
     for label, tolerance in (("rtol", rtol), ("atol", atol)):

@@ -65,8 +65,7 @@ from relwrite.graph.printing import expression_text
 from relwrite.relations import catalogue, get_rule
 from relwrite.relations.budget import charging_calls, relation_budget
 from relwrite.relations.registry import OPT_IN_TAGS, Rule
-
-DIRECTIONS = ("forward", "backward", "both")
+from relwrite.relations.runtime import checked_direction
 
 CANDIDATES = 32
 """How many of the smallest forms a whole-form cost chooses among: all of them for a callable, and
@@ -296,8 +295,7 @@ class Exploration:
         progress: Callable[[Report], None] | None = None,
         deadline: Deadline | None = None,
     ):
-        if direction not in DIRECTIONS:
-            raise ValueError(f"direction must be one of {', '.join(DIRECTIONS)}, got {direction!r}")
+        checked_direction(direction)
         for expr in exprs:
             if not isinstance(expr, Variable):
                 raise TypeError(f"expected a graph Variable, got {expr!r}")

@@ -99,7 +99,7 @@ from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
-from relwrite.relations.runtime import completions
+from relwrite.relations.runtime import checked_direction, completions
 
 COLLECT_EVERY = 50_000
 """Allocations between two passes of the garbage collector's youngest generation during a run (see
@@ -292,11 +292,9 @@ class Runner:
         progress: Callable[[Report], None] | None = None,
         seminaive: bool = True,
     ):
-        if direction not in ("forward", "backward", "both"):
-            raise ValueError(f"direction must be 'forward', 'backward' or 'both', got {direction!r}")
+        self.direction = checked_direction(direction)
         self.egraph = egraph
         self.rules = list(rules)
-        self.direction = direction
         self.limits = limits or Limits()
         self.scheduler = scheduler or BackoffScheduler()
         self.progress = progress
