@@ -21,7 +21,7 @@ not a function of the types): index with an integer array instead.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,6 +34,26 @@ ARRAY = "array"
 NEWAXIS = "newaxis"
 
 Pattern = tuple[Any, ...]
+
+
+def index_of(pattern: Pattern) -> Callable[[Sequence[Any]], tuple]:
+    """A function from the index inputs' values (ints, or integer arrays for ARRAY entries) to the
+    Python index `pattern` stands for: what every backend indexes with."""
+
+    def build(values: Sequence[Any]) -> tuple:
+        items, given = [], iter(values)
+        for entry in pattern:
+            if entry == NEWAXIS:
+                items.append(None)
+            elif entry == INT:
+                items.append(int(next(given)))
+            elif entry == ARRAY:
+                items.append(next(given))
+            else:
+                items.append(slice(*(int(next(given)) if has else None for has in entry[1:])))
+        return tuple(items)
+
+    return build
 
 
 def _is_slice_entry(entry: Any) -> bool:

@@ -64,6 +64,7 @@ import numpy as np
 
 from relwrite.graph import ops
 from relwrite.graph.basic import Constant, Op, Variable, io_toposort
+from relwrite.graph.subtensor import ARRAY, index_of
 
 context = mpmath.MPContext()
 """The mpmath context every reference value belongs to (its precision is set by `precision`)."""
@@ -354,6 +355,7 @@ _COMPARISONS = (ops.Lt, ops.Le, ops.Gt, ops.Ge, ops.Eq, ops.Neq)
 _STRUCTURAL = (
     ops.Fill, ops.Cast, ops.Softmax, ops.Sum, ops.Mean, ops.Max, ops.Min, ops.Prod, ops.LogSumExp,
     ops.Dot, ops.Dot22, ops.Gemm, ops.Gemv, ops.Ger, ops.Alloc, ops.DimShuffle, ops.Reshape, ops.Join,
+    ops.Subtensor, ops.AdvancedSubtensor, ops.IncSubtensor,
 )  # fmt: skip
 """The ops besides the elementwise ones of `_ELEMENTWISE` that `node_value` computes exactly."""
 
@@ -417,6 +419,24 @@ def _dimshuffle(op: ops.DimShuffle, x: np.ndarray) -> np.ndarray:
     return x[tuple(np.newaxis if o == "x" else slice(None) for o in op.new_order)]
 
 
+def _key(op: ops.Subtensor | ops.AdvancedSubtensor | ops.IncSubtensor, index: Sequence[np.ndarray]) -> tuple:
+    """The Python index of an indexing op from its index operands' exact values (integers)."""
+    integers = [np.asarray(i).astype(np.int64) if np.ndim(i) else int(i) for i in index]
+    return index_of(op.idx_list)(integers)
+
+
+def _written(op: ops.IncSubtensor, x: np.ndarray, y: np.ndarray, *index: np.ndarray) -> np.ndarray:
+    """A copy of x with the indexed part set to y, or y added to it (repeated array indices adding up)."""
+    out, key = np.array(x, dtype=object, copy=True), _key(op, index)
+    if op.set_instead_of_inc:
+        out[key] = y
+    elif ARRAY in op.idx_list:
+        np.add.at(out, key, y)
+    else:
+        out[(*key, ...)] += y
+    return out
+
+
 def node_value(op: Op, arrays: Sequence[np.ndarray]) -> np.ndarray:
     """`op` applied to its operands' exact values (object arrays of reference numbers), as an object
     array (a boolean array for comparisons).  Raises NoReferenceError for an op without a reference."""
@@ -461,6 +481,11 @@ def node_value(op: Op, arrays: Sequence[np.ndarray]) -> np.ndarray:
         return arrays[0].reshape(op.shape)
     if isinstance(op, ops.Join):
         return np.concatenate(arrays, axis=op.axis)
+    if isinstance(op, (ops.Subtensor, ops.AdvancedSubtensor)):
+        x, *index = arrays
+        return np.asarray(x[_key(op, index)], dtype=object)
+    if isinstance(op, ops.IncSubtensor):
+        return _written(op, *arrays)
     raise NoReferenceError(f"no exact reference for {type(op).__name__} ops")
 
 

@@ -25,6 +25,7 @@ from relwrite.backends.numpy.fma import fma
 from relwrite.graph import ops
 from relwrite.graph.basic import Apply, Constant, Op, Variable
 from relwrite.graph.shape import Shape, Shape_i
+from relwrite.graph.subtensor import ARRAY, index_of
 
 
 class Impl(NamedTuple):
@@ -728,47 +729,25 @@ def _alloc(op: ops.Alloc, node: Apply) -> Impl:
 # -- indexing -----------------------------------------------------------------------------------------
 
 
-def _index_of(pattern: tuple) -> Callable[[Sequence[np.ndarray]], tuple]:
-    """A function from the index inputs' arrays to the Python index the pattern stands for."""
-    from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS
-
-    def build(arrays: Sequence[np.ndarray]) -> tuple:
-        items, values = [], iter(arrays)
-        for entry in pattern:
-            if entry == NEWAXIS:
-                items.append(None)
-            elif entry == INT:
-                items.append(int(next(values)))
-            elif entry == ARRAY:
-                items.append(next(values))
-            else:
-                items.append(slice(*(int(next(values)) if has else None for has in entry[1:])))
-        return tuple(items)
-
-    return build
-
-
 @numpy_impl.register
 def _subtensor(op: ops.Subtensor, node: Apply) -> Impl:
-    index_of = _index_of(op.idx_list)
-    return Impl(lambda x, *index: np.asarray(x[index_of(index)]), view=True)
+    key_of = index_of(op.idx_list)
+    return Impl(lambda x, *index: np.asarray(x[key_of(index)]), view=True)
 
 
 @numpy_impl.register
 def _advanced_subtensor(op: ops.AdvancedSubtensor, node: Apply) -> Impl:
-    index_of = _index_of(op.idx_list)
-    return Impl(lambda x, *index: np.asarray(x[index_of(index)]))
+    key_of = index_of(op.idx_list)
+    return Impl(lambda x, *index: np.asarray(x[key_of(index)]))
 
 
 @numpy_impl.register
 def _inc_subtensor(op: ops.IncSubtensor, node: Apply) -> Impl:
     """A copy of x with the part changed; into `out` (x's own buffer when nothing reads x later)."""
-    from relwrite.graph.subtensor import ARRAY
-
-    index_of, setting, accumulate = _index_of(op.idx_list), op.set_instead_of_inc, ARRAY in op.idx_list
+    key_of, setting, accumulate = index_of(op.idx_list), op.set_instead_of_inc, ARRAY in op.idx_list
 
     def run(x: np.ndarray, y: np.ndarray, *index: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        key = index_of(index)
+        key = key_of(index)
         if out is None:
             out = np.array(x, copy=True)
         elif out is not x:

@@ -16,7 +16,7 @@ from relwrite.backends import exact
 from relwrite.backends.numpy.function import numpy_function
 from relwrite.engine.explore.costs import Accuracy
 from relwrite.graph import ops
-from relwrite.graph.basic import constant, matrix, scalar, vector
+from relwrite.graph.basic import constant, graph_inputs, matrix, scalar, tensor, vector
 from relwrite.testing.fuzz.walks import _wide_walk
 
 ELEMENTWISE = sorted(
@@ -366,3 +366,28 @@ def test_exp_and_integral_powers_of_huge_integers_are_mpmaths_values_reduced(bit
         y = context.mpf(mantissa) * 2**65 + 1  # an odd integer past 2**64: the sign survives
         power, direct = reference._power(base, y), context.power(base, y)
         assert abs(power - direct) <= abs(direct) * context.ldexp(1, -180)
+
+
+INDEXINGS = {
+    "x[1:][0]": lambda x, i: x[1:][0],
+    "x[::-1]": lambda x, i: x[::-1],
+    "x[i]": lambda x, i: x[i],
+    "inc_subtensor(x[1], 2)": lambda x, i: ops.inc_subtensor(x[1], 2.0),
+    "set_subtensor(x[1:], x[:-1])": lambda x, i: ops.set_subtensor(x[1:], x[:-1]),
+    "inc_subtensor(x[i], x[i])": lambda x, i: ops.inc_subtensor(x[i], x[i]),  # repeated indices add up
+}
+
+
+@pytest.mark.parametrize("name", INDEXINGS)
+@given(
+    values=st.lists(st.floats(-1e6, 1e6), min_size=3, max_size=5),
+    picks=st.lists(st.integers(0, 2), min_size=1, max_size=4),
+)
+def test_indexing_and_writes_have_exact_values_numpy_rounds_to(name, values, picks):
+    x, i = vector("x"), tensor("i", "int64", (None,))
+    graph = INDEXINGS[name](x, i)
+    inputs = [x, i] if i in graph_inputs([graph]) else [x]
+    point = [np.array(values), np.array(picks, dtype=np.int64)][: len(inputs)]
+    (value,) = exact.evaluate(inputs, [graph], [p[np.newaxis] for p in point], 200)
+    rounded = np.array([float(v) for v in np.ravel(value[0])]).reshape(np.shape(value[0]))
+    np.testing.assert_allclose(rounded, numpy_function(inputs, graph)(*point), rtol=1e-15)
