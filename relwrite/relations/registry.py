@@ -33,6 +33,7 @@ from unification import reify, var
 from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
+from relwrite.graph import ops
 from relwrite.graph.basic import Op
 from relwrite.relations.budget import metered
 from relwrite.relations.pattern import Pattern
@@ -310,6 +311,40 @@ def rule(
     )
     made.sides = sides
     return made
+
+
+NEGATIONS = (
+    ("", lambda e: (ops.neg, e), "neg("),
+    ("_times_minus_one", lambda e: (ops.mul, -1, e), "mul(-1, "),
+)
+"""The two forms of a negation a rule reads: neg(e), and mul(-1, e), which canonicalize leaves as the
+user wrote it (specialize turns it into neg(e), after stabilize): (name suffix, builder, example opening)."""
+
+
+def negation_twins(
+    name: str,
+    lhs: Callable[[Callable[[Any], tuple]], Any],
+    rhs: Any,
+    tags: Iterable[str],
+    examples: tuple[str, ...],
+    doc: str,
+    **options: Any,
+) -> tuple[Rule, Rule]:
+    """The rule `name` with its left side's negation written neg(e), and `name`_times_minus_one with it
+    written mul(-1, e): `lhs(negate)` builds the left side, `{n}` in an example stands for the negation's
+    opening; `options` go to `rule` (types, keeps_type, semantics, ...)."""
+    return tuple(
+        rule(
+            name + suffix,
+            lhs(negate),
+            rhs,
+            tags,
+            examples=tuple(e.format(n=opening) for e in examples),
+            doc=doc + ("" if not suffix else " (the negation written -1 * e, as canonicalize leaves it)"),
+            **options,
+        )
+        for suffix, negate, opening in NEGATIONS
+    )
 
 
 def _both(first: Callable[[Any], bool], second: Callable[[Any], bool]) -> Callable[[Any], bool]:

@@ -29,7 +29,14 @@ EXAMPLES = [pytest.param(r.name, text, id=f"{r.name}: {text}") for r in RULES fo
 ACCURATE_RANGE = {
     "log1p": (-0.25, 1e3),
     "log_one_minus_sigmoid": (-30.0, 15.0),
+    "log_one_minus_sigmoid_times_minus_one": (-30.0, 15.0),
     "log1p_neg_sigmoid": (-30.0, 15.0),
+    "log1p_neg_sigmoid_times_minus_one": (-30.0, 15.0),
+    # 1 - sigmoid(x) cancels for large x: the odds' left sides are accurate below 15
+    "odds_sigmoid": (-30.0, 15.0),
+    "odds_sigmoid_times_minus_one": (-30.0, 15.0),
+    "inverse_odds_sigmoid": (-30.0, 15.0),
+    "inverse_odds_sigmoid_times_minus_one": (-30.0, 15.0),
     "log1p_expm1_integer": (-15.0, 30.0),  # below, expm1(i) is near -1 and log1p of it cancels
 }
 DEFAULT_RANGE = (-30.0, 30.0)
@@ -93,7 +100,8 @@ def test_rules_carry_complete_metadata(rule):
 
 
 def test_only_softplus_minus_self_is_unsafe_and_log_exp_runs_by_default():
-    assert [r.name for r in RULES if r.semantics == "unsafe"] == ["softplus_minus_self"]
+    unsafe = [r.name for r in RULES if r.semantics == "unsafe"]
+    assert unsafe == ["softplus_minus_self", "softplus_minus_self_times_minus_one"]
     for name in ("log_exp", "sqrt_sqr", "softplus"):
         assert RULES_BY_NAME[name].semantics == "stabilizes" and "unsafe" not in RULES_BY_NAME[name].tags
     x = vector("x")
