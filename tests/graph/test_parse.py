@@ -3,6 +3,7 @@
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -128,6 +129,21 @@ def test_reductions_and_softmax_take_axis_keywords():
     assert parse("A.max()", types).owner.op == ops.Max(None)
     assert parse("softmax(A)", types).owner.op == ops.Softmax(-1)
     assert parse("log_softmax(A, axis=0)", types).owner.op == ops.LogSoftmax(0)
+
+
+def test_reductions_take_keepdims_as_pytensor_does():
+    types = {"A": "matrix"}
+    kept = parse("sum(A, axis=1, keepdims=True)", types)
+    assert kept.type.shape == (None, 1)
+    assert kept.owner.op == ops.DimShuffle(1, (0, "x")) and kept.owner.inputs[0].owner.op == ops.Sum(1)
+    assert parse("A.max(axis=-2, keepdims=True)", types).owner.op == ops.DimShuffle(1, ("x", 0))
+    assert parse("prod(A, keepdims=True)", types).type.shape == (1, 1)
+    assert parse("mean(A, axis=0, keepdims=False)", types).owner.op == ops.Mean(0)
+    a = TensorType("float64", (2, 3))("a")
+    for axis in (0, 1, -1, None, (0, 1)):
+        assert (
+            ops.min(a, axis=axis, keepdims=True).type.shape == np.zeros((2, 3)).min(axis, keepdims=True).shape
+        )
 
 
 def test_switch_and_like_helpers():
@@ -276,7 +292,8 @@ def test_parse_reads_back_what_pprint_writes(graph):
         ("f(x)(y)", "parse: unsupported call of 'Call' at column 1"),
         ("exp(*x)", "parse: exp: unsupported *arguments at column 5"),
         ("exp(**x)", "parse: exp: unsupported **arguments at column 7"),
-        ("sum(x, keepdims=1)", "parse: sum: unexpected keyword 'keepdims' at column 17"),
+        ("sum(x, keepdims=1)", "parse: sum: keepdims must be True or False at column 17"),
+        ("argmax(x, keepdims=True)", "parse: argmax: unexpected keyword 'keepdims' at column 20"),
         ("exp(x, axis=1)", "parse: exp: unexpected keyword 'axis' at column 13"),
         ("sum(x, axis=x)", "parse: axis must be an int, a tuple of ints or None at column 13"),
         ("sum(x, axis=(0, 1.5))", "parse: axis must be an int, a tuple of ints or None at column 17"),
