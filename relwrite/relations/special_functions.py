@@ -271,6 +271,17 @@ one_minus_sigmoid, one_minus_sigmoid_times_minus_one = _negated(
     ("add(1, {n}sigmoid(x)))",),
     "1 - sigmoid(x) -> sigmoid(-x): accurate for large x, where sigmoid(x) rounds to 1",
 )
+sigmoid_minus_one = rule(
+    "sigmoid_minus_one",
+    _among_terms(-1, (o.sigmoid, float_var("x"))),
+    (o.add, (o.neg, (o.sigmoid, (o.neg, "x"))), "*rest"),
+    STABILIZE,
+    keeps_type=True,
+    examples=("add(-1, sigmoid(x))", "add(sigmoid(x), y, -1)"),
+    types=PAIR,
+    doc="sigmoid(x) - 1 -> -sigmoid(-x), also among other terms: accurate for large x, where sigmoid(x)"
+    " rounds to 1 (one_minus_sigmoid negated)",
+)
 log1p_expm1 = rule(
     "log1p_expm1",
     (o.log1p, (o.expm1, float_var("x"))),

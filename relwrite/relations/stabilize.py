@@ -404,6 +404,22 @@ inverse_odds_sigmoid_neg, inverse_odds_sigmoid_neg_times_minus_one = negation_tw
 )
 
 
+# sigmoid inverts logit on [0, 1]; outside it the left side is the log of a negative number, NaN: the
+# right side keeps that NaN (x equals its clip to [0, 1] exactly on [0, 1], and a NaN equals nothing)
+sigmoid_logit, sigmoid_logit_times_minus_one = negation_twins(
+    "sigmoid_logit",
+    lambda negate: (o.sigmoid, (o.log, (o.true_div, float_var("x"), (o.add, 1, negate("x"))))),
+    (o.switch, (o.eq, (o.minimum, (o.maximum, "x", 0), 1), "x"), "x", float("nan")),
+    EVERY_MODE,
+    ("sigmoid(log(true_div(x, add(1, {n}x)))))",),
+    "sigmoid(log(x / (1 - x))) -> x on [0, 1], NaN elsewhere as the left side (PyTensor's"
+    " local_sigmoid_logit, which gives x everywhere; floats): exact where the left side rounds x / (1 - x),"
+    " log and sigmoid",
+    keeps_type=True,
+    types=VECTOR,
+)
+
+
 # -- softmax from exp and sum ----------------------------------------------------------------------
 
 

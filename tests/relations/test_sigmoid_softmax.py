@@ -226,3 +226,21 @@ def test_a_reshape_between_log_one_minus_and_sigmoid_is_lifted_so_softplus_is_re
     with mpmath.workprec(200):
         reference = [float(mp_log_sigmoid(-mpmath.mpf(v))) for v in values]
     np.testing.assert_allclose(evaluate(result, values).ravel(), reference, rtol=1e-13)
+
+
+@given(
+    values=st.lists(st.floats(-2, 2) | st.sampled_from([0.0, -0.0, 1.0, 1 - 2**-53, 2**-1074]), min_size=1)
+)
+@settings(max_examples=60)
+def test_sigmoid_of_logit_is_x_on_the_unit_interval_and_nan_outside_as_the_left_side(values):
+    x = tensor("x", "float64", (None,))
+    for text in ("sigmoid(log(x/(1-x)))", "sigmoid(log(x/(1 + -1.0*x)))"):
+        graph = parse(text, types={"x": x})
+        result = rewrite_graph(graph, include=["fast_run"], exclude=["fusion"], clone=True)
+        assert "sigmoid" not in pprint(result) and "log" not in pprint(result)
+        points = np.array(values)
+        left, right = evaluate(graph, points), evaluate(result, points)
+        np.testing.assert_array_equal(np.isnan(right), np.isnan(left))
+        inside = (points >= 0) & (points <= 1)
+        np.testing.assert_array_equal(right[inside], points[inside])
+        np.testing.assert_allclose(left[inside], points[inside], rtol=1e-12, atol=1e-300)
