@@ -641,8 +641,8 @@ def log_softmax(x: Any, axis: int = -1) -> Variable:
     return LogSoftmax(axis)(x)
 
 
-def logsumexp(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return LogSumExp(axis)(x)
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(LogSumExp, x, axis, keepdims)
 
 
 # -- shape ops ----------------------------------------------------------------------------

@@ -84,6 +84,7 @@ FUNCTIONS: dict[str, Function] = {
     },
     "join": Function(lambda *xs, axis=0: ops.Join(axis)(*xs), None, takes_axis=True),
     "assert_op": Function(ops.assert_op, None, takes_message=True),
+    "logsumexp": Function(ops.logsumexp, 1, takes_axis=True, takes_keepdims=True),
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),

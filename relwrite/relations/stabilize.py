@@ -494,56 +494,54 @@ vector_softmax = rule(
 )
 
 
-def axis_past_max(axis: int, x: Any, axes: tuple[int, ...] | None, nd: int, order: tuple) -> int | None:
-    """The softmax's `axis`, when the DimShuffle of max(x, axes) puts the reduced axes back in place and
-    they include `axis` (the maximum is the same all along it); else None."""
-    found = reduced_axes(axes, x.ndim)
-    if found is None or nd != x.ndim - len(found) or order != expanded_at(found, x.ndim):
-        return None
-    return axis if axis % x.ndim in found else None
-
-
-def max_along(kept: int, x: Any) -> Any:
-    along = (kept % x.ndim,)
-    yield {"axis": kept, "axes": along, "nd": x.ndim - 1, "order": expanded_at(along, x.ndim)}
-
-
-# softmax is unchanged by a term that is the same all along its axis; a maximum is the term users
-# subtract (the op subtracts it again itself)
-softmax_minus_max, softmax_minus_max_times_minus_one = negation_twins(
-    "softmax_minus_max",
-    lambda negate: (
-        o.Softmax.pattern(axis="axis"),
+logsumexp_keepdims = rule(
+    "logsumexp_keepdims",
+    (
+        o.log,
         (
-            o.add,
-            float_var("x"),
-            negate(
-                (o.DimShuffle.pattern(input_ndim="nd", new_order="order"), (o.Max.pattern(axis="axes"), "x"))
-            ),
+            o.DimShuffle.pattern(input_ndim="nd", new_order="order"),
+            (o.Sum.pattern(axis="axis"), (o.exp, float_var("x"))),
         ),
     ),
-    (o.Softmax.pattern(axis="kept"), "x"),
+    (o.DimShuffle.pattern(input_ndim="nd", new_order="order"), (o.LogSumExp.pattern(axis="axis"), "x")),
     EVERY_MODE,
-    ("softmax(add(x, {n}max(x, axis=1, keepdims=True))), axis=1)",),
-    "softmax(x - max(x, axis, keepdims=True), axis) -> softmax(x, axis) (the max over any axes that"
-    " include the softmax's): the op subtracts the maximum itself, so the subtraction only rounds",
-    compute={"kept": Computed(axis_past_max, inverse=max_along)},
+    keeps_type=True,
+    examples=("log(sum(exp(x), axis=1, keepdims=True))", "log(sum(exp(x), keepdims=True))"),
+    types={"x": "matrix"},
+    doc="log(sum(exp(x), axis, keepdims=True)) -> logsumexp(x, axis, keepdims=True): logsumexp where the sum"
+    " keeps its axes (a DimShuffle between log and sum, which log commutes with)",
+)
+log_softmax_from_logsumexp, log_softmax_from_logsumexp_times_minus_one = negation_twins(
+    "log_softmax_from_logsumexp",
+    lambda negate: (
+        o.add,
+        float_var("x"),
+        negate(
+            (
+                o.DimShuffle.pattern(input_ndim="nd", new_order="order"),
+                (o.LogSumExp.pattern(axis="axes"), "x"),
+            )
+        ),
+    ),
+    (o.LogSoftmax.pattern(axis="axis"), "x"),
+    STABILIZE,
+    ("add(x, {n}logsumexp(x, axis=1, keepdims=True)))", "add(x, {n}logsumexp(x, axis=0, keepdims=True)))"),
+    "x - logsumexp(x, axis, keepdims=True) -> log_softmax(x, axis) for one axis (PyTensor's"
+    " local_log_softmax_from_logsumexp): one op",
+    compute={"axis": Computed(softmax_axis, inverse=softmax_sum)},
     keeps_type=True,
     types={"x": "matrix"},
 )
-softmax_minus_scalar_max, softmax_minus_scalar_max_times_minus_one = negation_twins(
-    "softmax_minus_scalar_max",
-    lambda negate: (
-        o.Softmax.pattern(axis="axis"),
-        (o.add, float_var("x"), negate((o.Max.pattern(axis=None), "x"))),
-    ),
-    (o.Softmax.pattern(axis="axis"), "x"),
-    EVERY_MODE,
-    ("softmax(add(x, {n}max(x))))", "softmax(add(v, {n}max(v))), axis=0)"),
-    "softmax(x - max(x)) -> softmax(x) with the maximum over every axis (a scalar, the same along any"
-    " axis): softmax_minus_max without keepdims",
+vector_log_softmax_from_logsumexp, vector_log_softmax_from_logsumexp_times_minus_one = negation_twins(
+    "vector_log_softmax_from_logsumexp",
+    lambda negate: (o.add, float_var("x"), negate((o.LogSumExp.pattern(axis="axes"), "x"))),
+    (o.LogSoftmax.pattern(axis="axis"), "x"),
+    STABILIZE,
+    ("add(x, {n}logsumexp(x)))",),
+    "x - logsumexp(x) -> log_softmax(x) for a vector x: log_softmax_from_logsumexp where the sum is a scalar",
+    compute={"axis": Computed(vector_softmax_axis, inverse=vector_sum)},
     keeps_type=True,
-    types={"x": "matrix", "v": "vector"},
+    types=VECTOR,
 )
 exp_log_softmax = rule(
     "exp_log_softmax",

