@@ -241,6 +241,7 @@ def rule(
     compute: Mapping[str, Callable[..., Any] | Computed] | None = None,
     idempotent: bool = False,
     screen: Callable[[Any], bool] | None = None,
+    one_way: str | None = None,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
@@ -269,7 +270,10 @@ def rule(
 
     The directions follow from the declaration: backward runs when every
     variable of the left side is bound by the right side or by the declared
-    inverse of a computed value the right side uses.
+    inverse of a computed value the right side uses.  `one_way` (a reason)
+    declares a rule forward only where its backward answers would expand
+    every application of a common op (every exp(x) into a ratio of
+    sigmoids), so that exploration would never saturate.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
@@ -283,7 +287,7 @@ def rule(
         by_var = {v: n.lstrip("*") for n, v in names.items()}
         strays = sorted(by_var.get(v, str(v)) for v in unknown)
         raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
-    backward = _backward(lhs_pattern, rhs_pattern, computed, names)
+    backward = _backward(lhs_pattern, rhs_pattern, computed, names) if one_way is None else one_way
     parsed = [Assumption.parse(a) for a in assumptions]
     unnamed = sorted({a.name for a in parsed} - {n.lstrip("*") for n in names})
     if unnamed:

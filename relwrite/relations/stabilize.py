@@ -245,6 +245,11 @@ sqrt_sqr = rule(
 
 
 # -- sigmoid from exp, and back to exp -------------------------------------------------------------
+SIGMOID_ONE_WAY = (
+    "forward only: backward, every sigmoid(x) would become a ratio or product of exps, which the other"
+    " sigmoid rules turn back and the algebra rules grow without end (exploration would never saturate)"
+)
+
 # On a true_div node the specific numerators come first: exp(x) / (1 + exp(x)) is also y / (1 + exp(x)).
 
 exp_over_one_plus_exp = rule(
@@ -252,26 +257,12 @@ exp_over_one_plus_exp = rule(
     (o.true_div, (o.exp, "x"), (o.add, 1, (o.exp, "x"))),
     (o.sigmoid, "x"),
     STABILIZE,
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     examples=("true_div(exp(x), add(1, exp(x)))",),
     types=VECTOR,
     doc="exp(x) / (1 + exp(x)) -> sigmoid(x) (PyTensor's local_exp_over_1_plus_exp): not NaN where exp(x)"
     " overflows (inf / inf)",
-)
-exp_times_over_one_plus_exp = rule(
-    "exp_times_over_one_plus_exp",
-    (
-        o.true_div,
-        {"pattern": (o.mul, (o.exp, "x"), "*rest"), "constraint": is_float_regroupable},
-        (o.add, 1, (o.exp, "x")),
-    ),
-    (o.mul, (o.sigmoid, "x"), "*rest"),
-    STABILIZE,
-    keeps_type=True,
-    examples=("true_div(mul(y, exp(x)), add(1, exp(x)))",),
-    types={"x": "vector", "y": "vector"},
-    doc="(exp(x) * y) / (1 + exp(x)) -> sigmoid(x) * y: exp_over_one_plus_exp with other factors in the"
-    " numerator (of one float dtype: they are multiplied in another order)",
 )
 one_over_one_plus_exp_neg, one_over_one_plus_exp_neg_times_minus_one = negation_twins(
     "one_over_one_plus_exp_neg",
@@ -280,6 +271,7 @@ one_over_one_plus_exp_neg, one_over_one_plus_exp_neg_times_minus_one = negation_
     STABILIZE,
     ("true_div(1, add(1, exp({n}x))))",),
     "1 / (1 + exp(-x)) -> sigmoid(x): the definition of sigmoid, in one op that does not overflow",
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )
@@ -288,6 +280,7 @@ one_over_one_plus_exp = rule(
     (o.true_div, 1, (o.add, 1, (o.exp, float_var("x")))),
     (o.sigmoid, (o.neg, "x")),
     STABILIZE,
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     examples=("true_div(1, add(1, exp(x)))",),
     types=VECTOR,
@@ -299,6 +292,7 @@ over_one_plus_exp = rule(
     (o.true_div, "y", (o.add, 1, (o.exp, float_var("x")))),
     (o.mul, "y", (o.sigmoid, (o.neg, "x"))),
     STABILIZE,
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     examples=("true_div(y, add(1, exp(x)))",),
     types={"x": "vector", "y": "vector"},
@@ -311,6 +305,7 @@ reciprocal_one_plus_exp_neg, reciprocal_one_plus_exp_neg_times_minus_one = negat
     STABILIZE,
     ("reciprocal(add(1, exp({n}x))))",),
     "reciprocal(1 + exp(-x)) -> sigmoid(x): one_over_one_plus_exp_neg written with reciprocal",
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )
@@ -319,40 +314,44 @@ reciprocal_one_plus_exp = rule(
     (o.reciprocal, (o.add, 1, (o.exp, float_var("x")))),
     (o.sigmoid, (o.neg, "x")),
     STABILIZE,
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     examples=("reciprocal(add(1, exp(x)))",),
     types=VECTOR,
     doc="reciprocal(1 + exp(x)) -> sigmoid(-x) (PyTensor's local_reciprocal_1_plus_exp; floats)",
 )
 
-# exp(x) * sigmoid(-x) is exp(x) / (1 + exp(x)); exp(-x) * sigmoid(x) is exp(-x) / (1 + exp(-x))
+# exp(x) * sigmoid(-x) is exp(x) / (1 + exp(x)); exp(-x) * sigmoid(x) is exp(-x) / (1 + exp(-x)).  Of two
+# factors only: with other factors (*rest) the rules run backward from any product holding a sigmoid and
+# grow it without end in exploration (an e-graph holding exp and sigmoid would never saturate)
 sigmoid_times_exp_neg, sigmoid_times_exp_neg_times_minus_one = negation_twins(
     "sigmoid_times_exp_neg",
-    lambda negate: {
-        "pattern": (o.mul, (o.sigmoid, float_var("x")), (o.exp, negate("x")), "*rest"),
-        "constraint": is_float_regroupable,
-    },
-    (o.mul, (o.sigmoid, (o.neg, "x")), "*rest"),
+    lambda negate: (o.mul, (o.sigmoid, float_var("x")), (o.exp, negate("x"))),
+    (o.sigmoid, (o.neg, "x")),
     STABILIZE,
-    ("mul(sigmoid(x), exp({n}x)))", "mul(exp({n}x)), y, sigmoid(x))"),
-    "sigmoid(x) * exp(-x) -> sigmoid(-x), also among other factors (PyTensor's local_sigm_times_exp):"
-    " not NaN where sigmoid(x) underflows to 0 and exp(-x) overflows",
+    ("mul(sigmoid(x), exp({n}x)))",),
+    "sigmoid(x) * exp(-x) -> sigmoid(-x) (PyTensor's local_sigm_times_exp): not NaN where sigmoid(x)"
+    " underflows to 0 and exp(-x) overflows",
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
-    types={"x": "vector", "y": "vector"},
+    types=VECTOR,
 )
 sigmoid_neg_times_exp, sigmoid_neg_times_exp_times_minus_one = negation_twins(
     "sigmoid_neg_times_exp",
-    lambda negate: {
-        "pattern": (o.mul, (o.sigmoid, negate(float_var("x"))), (o.exp, "x"), "*rest"),
-        "constraint": is_float_regroupable,
-    },
-    (o.mul, (o.sigmoid, "x"), "*rest"),
+    lambda negate: (o.mul, (o.sigmoid, negate(float_var("x"))), (o.exp, "x")),
+    (o.sigmoid, "x"),
     STABILIZE,
-    ("mul(sigmoid({n}x)), exp(x))", "mul(exp(x), y, sigmoid({n}x)))"),
-    "sigmoid(-x) * exp(x) -> sigmoid(x), also among other factors (PyTensor's local_sigm_times_exp):"
-    " not NaN where sigmoid(-x) underflows to 0 and exp(x) overflows",
+    ("mul(sigmoid({n}x)), exp(x))",),
+    "sigmoid(-x) * exp(x) -> sigmoid(x) (PyTensor's local_sigm_times_exp): not NaN where sigmoid(-x)"
+    " underflows to 0 and exp(x) overflows",
+    one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
-    types={"x": "vector", "y": "vector"},
+    types=VECTOR,
+)
+
+ODDS_ONE_WAY = (
+    "forward only: backward, every exp(x) would become a ratio of sigmoids, whose negations and quotients"
+    " the algebra rules grow without end (exploration of any graph holding exp would never saturate)"
 )
 
 # The odds of a sigmoid: 1 - sigmoid(x) as canonicalize leaves it, and as sigmoid(-x) once
@@ -366,6 +365,7 @@ odds_sigmoid, odds_sigmoid_times_minus_one = negation_twins(
     "sigmoid(x) / (1 - sigmoid(x)) -> exp(x) (PyTensor's local_odds_sigmoid): 1 - sigmoid(x) is 0 for"
     " x > 37, where the left side is inf and exp(x) finite up to 709.  With log_exp, the logit of a"
     " sigmoid, log(sigmoid(x) / (1 - sigmoid(x))), is x",
+    one_way=ODDS_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )
@@ -377,6 +377,7 @@ odds_sigmoid_neg, odds_sigmoid_neg_times_minus_one = negation_twins(
     ("true_div(sigmoid(x), sigmoid({n}x)))",),
     "sigmoid(x) / sigmoid(-x) -> exp(x) (floats): odds_sigmoid after one_minus_sigmoid; finite where"
     " sigmoid(-x) underflows",
+    one_way=ODDS_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )
@@ -388,6 +389,7 @@ inverse_odds_sigmoid, inverse_odds_sigmoid_times_minus_one = negation_twins(
     ("true_div(add(1, {n}sigmoid(x))), sigmoid(x))",),
     "(1 - sigmoid(x)) / sigmoid(x) -> exp(-x) (PyTensor's local_inv_odds_sigmoid; floats): not 0 where"
     " 1 - sigmoid(x) rounds to 0",
+    one_way=ODDS_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )
@@ -399,6 +401,7 @@ inverse_odds_sigmoid_neg, inverse_odds_sigmoid_neg_times_minus_one = negation_tw
     ("true_div(sigmoid({n}x)), sigmoid(x))",),
     "sigmoid(-x) / sigmoid(x) -> exp(-x) (floats): inverse_odds_sigmoid after one_minus_sigmoid; finite"
     " where sigmoid(x) underflows",
+    one_way=ODDS_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
 )

@@ -94,7 +94,9 @@ def test_rules_carry_complete_metadata(rule):
     assert "fast_run" in rule.tags
     assert rule.tracks, "stabilize rules name the ops they apply to"
     assert rule.examples and rule.doc
-    assert rule.backward, rule.backward_note
+    # the sigmoid-from-exp rules and the odds are forward only (registry `one_way`): backward they would
+    # expand every exp(x) or sigmoid(x), and exploration would never saturate
+    assert rule.backward or rule.backward_note.startswith("forward only: "), rule.backward_note
     assert rule.semantics in ("stabilizes", "unsafe") and not rule.assumptions
     assert ("unsafe" in rule.tags) == (rule.semantics == "unsafe")
 
@@ -116,6 +118,8 @@ def test_examples_rewrite_and_come_back(name, text):
     inputs, lhs, rhs, back = example(name, text)
     assert rhs.type == lhs.type
     assert pprint(rhs) != pprint(lhs)
+    if not RULES_BY_NAME[name].backward:  # forward only (`one_way`)
+        return
     assert back is not None, f"{name} run backward on {pprint(rhs)} gives nothing"
     assert ac_text(back) == ac_text(lhs)  # the same left side, its sum's terms in any order
 
@@ -140,7 +144,8 @@ def test_both_sides_agree_where_the_left_side_is_accurate(name, text, data):
     values = data.draw(input_values(inputs, elements=elements))
     expected = evaluate(inputs, lhs, values)
     assert_agree(expected, evaluate(inputs, rhs, values))
-    assert_agree(expected, evaluate(inputs, back, values))
+    if back is not None:
+        assert_agree(expected, evaluate(inputs, back, values))
 
 
 # -- accuracy where the left side fails ------------------------------------------------------------
