@@ -1,7 +1,6 @@
 """explore, best_form, prove: forms sound and distinct, stabilizations found, proofs never false."""
 
 import math
-import re
 import sys
 from itertools import islice, pairwise
 
@@ -386,8 +385,9 @@ def test_listings_show_no_folded_or_neutral_constant_factors():
     x, y = scalar("x"), scalar("y")
     expr = x * o.sqr(constant(1.0)) + o.abs(constant(-1.0)) * o.exp(y)
     shown = [pprint(f.expr) for f in explore(expr, limits=SMALL, most=40)]
-    neutral = re.compile(r"sqr\(1\.0\)|abs\(-1\.0\)|(?<![-\d.])1\.0 \*|\* 1\.0(?![\d.])")  # not -1.0 * e
-    assert shown and not any(neutral.search(s) for s in shown), shown
+    assert shown and not any(
+        "sqr(1.0)" in s or "abs(-1.0)" in s or "1.0 *" in s or "* 1.0" in s for s in shown
+    ), shown
     assert len(set(shown)) == len(shown)
 
 
