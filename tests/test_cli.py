@@ -172,7 +172,7 @@ def test_help_returns_0_instead_of_exiting(capsys):
         (["rewrite", "(x"], "cannot parse '(x': '(' was never closed"),
         (["rewrite", "x y"], "cannot parse 'x y': invalid syntax at column 3"),
         (["rewrite", "lambda: 1"], "unsupported syntax 'Lambda'"),
-        (["rewrite", "[x]"], "unsupported syntax 'List'"),
+        (["rewrite", "{x}"], "unsupported syntax 'Set'"),
         (["rewrite", "-x[0]"], "too many indices (1) for 0 dimension(s)"),
         (["rewrite", "__import__('os')"], "unknown function '__import__'"),
         (

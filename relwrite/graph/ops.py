@@ -594,24 +594,35 @@ def stack(tensors: Sequence[Any], axis: int = 0) -> Variable:
     return Join(position)(*(DimShuffle(v.ndim, tuple(order))(v) for v in tensors))
 
 
-def sum(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return Sum(axis)(x)
+def _reduced(op: type[Reduce], x: Any, axis: int | Sequence[int] | None, keepdims: bool) -> Variable:
+    """`op` over `axis` of `x`; with `keepdims` the reduced axes are put back with length 1 (a DimShuffle)."""
+    x = as_variable(x)
+    reduced = op(axis)(x)
+    if not keepdims:
+        return reduced
+    axes = _resolve_axes(reduced.owner.op, [x], reduced.owner.op.axis)
+    kept = iter(range(reduced.ndim))
+    return DimShuffle(reduced.ndim, tuple("x" if i in axes else next(kept) for i in range(x.ndim)))(reduced)
 
 
-def mean(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return Mean(axis)(x)
+def sum(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(Sum, x, axis, keepdims)
 
 
-def max(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return Max(axis)(x)
+def mean(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(Mean, x, axis, keepdims)
 
 
-def min(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return Min(axis)(x)
+def max(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(Max, x, axis, keepdims)
 
 
-def prod(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return Prod(axis)(x)
+def min(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(Min, x, axis, keepdims)
+
+
+def prod(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(Prod, x, axis, keepdims)
 
 
 def argmax(x: Any, axis: int | None = None) -> Variable:
@@ -630,8 +641,8 @@ def log_softmax(x: Any, axis: int = -1) -> Variable:
     return LogSoftmax(axis)(x)
 
 
-def logsumexp(x: Any, axis: int | Sequence[int] | None = None) -> Variable:
-    return LogSumExp(axis)(x)
+def logsumexp(x: Any, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+    return _reduced(LogSumExp, x, axis, keepdims)
 
 
 # -- shape ops ----------------------------------------------------------------------------
@@ -945,20 +956,20 @@ class _VariableMethods:
     def T(self) -> Variable:
         return transpose(self)
 
-    def sum(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return Sum(axis)(self)
+    def sum(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+        return _reduced(Sum, self, axis, keepdims)
 
-    def mean(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return Mean(axis)(self)
+    def mean(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+        return _reduced(Mean, self, axis, keepdims)
 
-    def max(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return Max(axis)(self)
+    def max(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+        return _reduced(Max, self, axis, keepdims)
 
-    def min(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return Min(axis)(self)
+    def min(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+        return _reduced(Min, self, axis, keepdims)
 
-    def prod(self, axis: int | Sequence[int] | None = None) -> Variable:
-        return Prod(axis)(self)
+    def prod(self, axis: int | Sequence[int] | None = None, keepdims: bool = False) -> Variable:
+        return _reduced(Prod, self, axis, keepdims)
 
     def argmax(self, axis: int | None = None) -> Variable:
         return Argmax(axis)(self)

@@ -57,6 +57,7 @@ class Function:
     build: Callable[..., Variable]
     arity: int | None
     takes_axis: bool = False
+    takes_keepdims: bool = False  # a `keepdims=True` keyword (the reductions)
     static: str | None = None
     takes_message: bool = False  # a `message="..."` keyword (assert_op)
 
@@ -78,11 +79,12 @@ FUNCTIONS: dict[str, Function] = {
     "add": Function(ops.add, None),
     "mul": Function(ops.mul, None),
     **{
-        name: Function(getattr(ops, name), 1, takes_axis=True)
+        name: Function(getattr(ops, name), 1, takes_axis=True, takes_keepdims=name[:3] != "arg")
         for name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
     },
     "join": Function(lambda *xs, axis=0: ops.Join(axis)(*xs), None, takes_axis=True),
     "assert_op": Function(ops.assert_op, None, takes_message=True),
+    "logsumexp": Function(ops.logsumexp, 1, takes_axis=True, takes_keepdims=True),
     "softmax": Function(ops.softmax, 1, takes_axis=True),
     "log_softmax": Function(ops.log_softmax, 1, takes_axis=True),
     "reshape": Function(lambda x, shape: ops.Reshape(shape)(x), 1, static="shape"),
@@ -438,6 +440,12 @@ class _Parser:
                 if not (isinstance(value, ast.Constant) and isinstance(value.value, str)):
                     raise self.error(f"{name}: the message must be one string", value)
                 kwargs["message"] = value.value
+                continue
+            if keyword.arg == "keepdims" and function.takes_keepdims:
+                value = keyword.value
+                if not (isinstance(value, ast.Constant) and isinstance(value.value, bool)):
+                    raise self.error(f"{name}: keepdims must be True or False", value)
+                kwargs["keepdims"] = value.value
                 continue
             if keyword.arg != "axis" or not function.takes_axis:
                 raise self.error(f"{name}: unexpected keyword {keyword.arg!r}", keyword.value)

@@ -37,6 +37,7 @@ from unification import reify, var
 from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
+from relwrite.graph import ops
 from relwrite.graph.basic import Op
 from relwrite.relations.budget import metered
 from relwrite.relations.pattern import Pattern
@@ -232,6 +233,7 @@ def rule(
     idempotent: bool = False,
     screen: Callable[[Any], bool] | None = None,
     heads: Sequence[Op | type] | None = None,
+    one_way: str | None = None,
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
@@ -263,7 +265,10 @@ def rule(
 
     The directions follow from the declaration: backward runs when every
     variable of the left side is bound by the right side or by the declared
-    inverse of a computed value the right side uses.
+    inverse of a computed value the right side uses.  `one_way` (a reason)
+    declares a rule forward only where its backward answers would expand
+    every application of a common op (every exp(x) into a ratio of
+    sigmoids), so that exploration would never saturate.
     """
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
@@ -282,7 +287,7 @@ def rule(
         by_var = {v: n.lstrip("*") for n, v in names.items()}
         strays = sorted(by_var.get(v, str(v)) for v in unknown)
         raise ValueError(f"rule {name}: the right side uses {strays}, which the left side does not bind")
-    backward = _backward(lhs_pattern, rhs_pattern, computed, names)
+    backward = _backward(lhs_pattern, rhs_pattern, computed, names) if one_way is None else one_way
     parsed = [Assumption.parse(a) for a in assumptions]
     unnamed = sorted({a.name for a in parsed} - {n.lstrip("*") for n in names})
     if unnamed:
@@ -310,6 +315,40 @@ def rule(
     )
     made.sides = sides
     return made
+
+
+NEGATIONS = (
+    ("", lambda e: (ops.neg, e), "neg("),
+    ("_times_minus_one", lambda e: (ops.mul, -1, e), "mul(-1, "),
+)
+"""The two forms of a negation a rule reads: neg(e), and mul(-1, e), which canonicalize leaves as the
+user wrote it (specialize turns it into neg(e), after stabilize): (name suffix, builder, example opening)."""
+
+
+def negation_twins(
+    name: str,
+    lhs: Callable[[Callable[[Any], tuple]], Any],
+    rhs: Any,
+    tags: Iterable[str],
+    examples: tuple[str, ...],
+    doc: str,
+    **options: Any,
+) -> tuple[Rule, Rule]:
+    """The rule `name` with its left side's negation written neg(e), and `name`_times_minus_one with it
+    written mul(-1, e): `lhs(negate)` builds the left side, `{n}` in an example stands for the negation's
+    opening; `options` go to `rule` (types, keeps_type, semantics, ...)."""
+    return tuple(
+        rule(
+            name + suffix,
+            lhs(negate),
+            rhs,
+            tags,
+            examples=tuple(e.format(n=opening) for e in examples),
+            doc=doc + ("" if not suffix else " (the negation written -1 * e, as canonicalize leaves it)"),
+            **options,
+        )
+        for suffix, negate, opening in NEGATIONS
+    )
 
 
 def _both(first: Callable[[Any], bool], second: Callable[[Any], bool]) -> Callable[[Any], bool]:

@@ -6,7 +6,8 @@
 local_track_shape_i); `shape_i_of_shape`: ``shape(x)[i] -> shape_i(x, i)``
 (local_shape_to_shape_i); `known_shape` and `known_length`: a shape or length
 that static types know is a constant.  A rule's left side has one head, so
-each rule on Shape has its twin on Shape_i.
+each rule on Shape has its twin on Shape_i.  `reshape_lift` moves a reshape
+below a unary elementwise op, toward the inputs.
 """
 
 from __future__ import annotations
@@ -203,4 +204,24 @@ nonpositive_max_length = rule(
     examples=("maximum(0, shape_i(x, 0))",),
     types={"x": "vector"},
     doc="maximum(c, length) -> length for a constant c <= 0: a length is never negative. Exact.",
+)
+
+
+def is_unary_elementwise(op: o.Op) -> bool:
+    """Whether `op` maps each element of its one input to one element (casts and fused loops included)."""
+    return isinstance(op, o.Elemwise) and op.nin == 1 and len(getattr(op, "outputs", (None,))) == 1
+
+
+reshape_lift = rule(
+    "reshape_lift",
+    (o.Reshape.pattern(shape="shape"), ("op", "x")),
+    ("op", (o.Reshape.pattern(shape="shape"), "x")),
+    (*CANON, "specialize"),
+    where=is_unary_elementwise,
+    examples=("reshape(softplus(x), (2, 3))", "reshape(exp(m), (-1,))", "reshape(cast(m, 'float32'), (6,))"),
+    types={"x": "vector", "m": "matrix"},
+    doc="""reshape(f(x), shape) -> f(reshape(x, shape)) for every unary elementwise op f (PyTensor's
+    local_reshape_lift), and back: f of a reshape is the reshape of f.  The reshape moves toward the
+    inputs, where it meets other reshapes and the rules that read f(x) see through it
+    (log(1 - reshape(sigmoid(x))) -> -softplus(reshape(x))).  Exact.""",
 )

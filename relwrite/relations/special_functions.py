@@ -22,7 +22,7 @@ from typing import Any
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable
 from relwrite.relations.predicates import float_var, is_float_regroupable, literal_value, node_inputs
-from relwrite.relations.registry import Rule, rule
+from relwrite.relations.registry import Rule, negation_twins, rule
 
 STABILIZE = ("stabilize", "fast_run")
 VECTOR = {"x": "vector"}
@@ -35,12 +35,6 @@ def _among_terms(*terms: object) -> dict:
     return {"pattern": (o.add, *terms, "*rest"), "constraint": is_float_regroupable}
 
 
-# Canonicalize leaves -1 * e as mul(-1, e) (specialize turns it into neg(e), after stabilize has run),
-# so a rule reading a negation comes in two declarations: one matching neg(e), one mul(-1, e).
-
-NEGATIONS = (("", lambda e: (o.neg, e), "neg("), ("_times_minus_one", lambda e: (o.mul, -1, e), "mul(-1, "))
-
-
 def _negated(
     name: str,
     lhs: Callable[[Callable], Any],
@@ -50,22 +44,8 @@ def _negated(
     keeps_type: bool = True,
     types: dict[str, str] = VECTOR,
 ) -> tuple[Rule, Rule]:
-    """The rule `name` with its left side's negation written neg(e), and `name`_times_minus_one with it
-    written mul(-1, e): `lhs(negate)` builds the left side, `{n}` in an example stands for the negation's
-    opening."""
-    return tuple(
-        rule(
-            name + suffix,
-            lhs(negate),
-            rhs,
-            STABILIZE,
-            keeps_type=keeps_type,
-            examples=tuple(e.format(n=opening) for e in examples),
-            types=types,
-            doc=doc + ("" if not suffix else " (the negation written -1 * e, as canonicalize leaves it)"),
-        )
-        for suffix, negate, opening in NEGATIONS
-    )
+    """`negation_twins` of a stabilization: `name` reads neg(e), `name`_times_minus_one mul(-1, e)."""
+    return negation_twins(name, lhs, rhs, STABILIZE, examples, doc, keeps_type=keeps_type, types=types)
 
 
 # -- log(1 - exp(x)) ------------------------------------------------------------------------------------
@@ -290,6 +270,17 @@ one_minus_sigmoid, one_minus_sigmoid_times_minus_one = _negated(
     (o.add, (o.sigmoid, (o.neg, "x")), "*rest"),
     ("add(1, {n}sigmoid(x)))",),
     "1 - sigmoid(x) -> sigmoid(-x): accurate for large x, where sigmoid(x) rounds to 1",
+)
+sigmoid_minus_one = rule(
+    "sigmoid_minus_one",
+    _among_terms(-1, (o.sigmoid, float_var("x"))),
+    (o.add, (o.neg, (o.sigmoid, (o.neg, "x"))), "*rest"),
+    STABILIZE,
+    keeps_type=True,
+    examples=("add(-1, sigmoid(x))", "add(sigmoid(x), y, -1)"),
+    types=PAIR,
+    doc="sigmoid(x) - 1 -> -sigmoid(-x), also among other terms: accurate for large x, where sigmoid(x)"
+    " rounds to 1 (one_minus_sigmoid negated)",
 )
 log1p_expm1 = rule(
     "log1p_expm1",

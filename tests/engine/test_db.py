@@ -337,9 +337,14 @@ def test_modes_select_the_pipeline(mode, steps):
     assert [step.name for step in optdb.query(mode_query(mode)).rewriters] == steps
 
 
-def test_fast_compile_stabilizes_only_what_would_overflow():
+def test_fast_compile_stabilizes_only_what_would_overflow_and_what_pytensor_canonicalizes():
+    """What overflows (log of softmax, log of a sum of exp, exp over its sum) and PyTensor's canonicalize
+    rewrites of sigmoids (odds, sigmoid of a logit), with their mul(-1, .) twins."""
     stabilize = optdb.query(mode_query("fast_compile")).rewriters[-1]
-    assert sorted(r.name for r in stabilize.node_rewriters) == ["log_softmax", "logsumexp"]
+    names = {r.name.removesuffix("_times_minus_one") for r in stabilize.node_rewriters}
+    overflowing = {"log_softmax", "logsumexp", "logsumexp_keepdims", "softmax", "vector_softmax"}
+    sigmoids = {"odds_sigmoid", "odds_sigmoid_neg", "inverse_odds_sigmoid", "inverse_odds_sigmoid_neg"}
+    assert names == overflowing | sigmoids | {"sigmoid_logit"}
 
 
 def test_mode_query():

@@ -12,7 +12,10 @@ integer minima and maxima...).  Where the two differ:
   the left side, or where even that overflows and the inputs the position reads are not NaN,
   or where the left side rounds to an infinity and the right side is NaN even in extended
   precision (the exact value is undefined), or where the left side is NaN after an intermediate
-  became infinite and the right side is infinite (inputs not NaN: the limit);
+  became infinite and the right side is infinite (inputs not NaN: the limit), or where the left side
+  is NaN, its inputs are not, and the right side is finite and the left side's value over the reals
+  (the exact backend, where nothing overflows or underflows; an infinite input taken as the largest
+  float of its sign: the limit), as exp(x) / (1 + exp(x)) -> sigmoid(x) at x = 1e308;
 - unsafe: anywhere an assumption fails, an input is not finite or the left side is not finite;
   elsewhere as `reassociates`.  So do the rules tagged explore (identities over the reals that
   only exploration uses), whatever their semantics.
@@ -32,6 +35,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from relwrite.backends.exact import NoReferenceError
+from relwrite.backends.exact import evaluate as exact_evaluate
 from relwrite.backends.numpy.function import numpy_function
 from relwrite.compile.function import function as compiled_function
 from relwrite.engine import rewrite_graph
@@ -206,6 +211,24 @@ def overflows(graph: Variable, values: dict[str, np.ndarray]) -> bool:
     return any(np.asarray(r).dtype.kind == "f" and bool(np.isinf(r).any()) for r in results)
 
 
+def exact_limit(graph: Variable, values: dict[str, np.ndarray]) -> np.ndarray:
+    """`graph`'s value over the reals (the exact backend: no intermediate overflows), each infinite float
+    input replaced by the largest finite float of its sign; NaN where there is no reference."""
+    inputs = by_name(graph)
+    points = []
+    for v in inputs:
+        value = values[v.name]
+        if value.dtype.kind == "f":
+            value = np.where(np.isinf(value), np.copysign(np.finfo(value.dtype).max, value), value)
+        points.append(value[np.newaxis])
+    try:
+        (found,) = exact_evaluate(inputs, [graph], points, 2200)  # past float64's exponents and digits
+    except NoReferenceError:
+        return np.full(np.shape(values[inputs[0].name]) if inputs else (), np.nan)
+    with np.errstate(all="ignore"):  # a value past the float range rounds to an infinity
+        return np.vectorize(float, otypes=[np.float64])(found[0])
+
+
 def assumptions_hold(r: Rule, values: dict[str, np.ndarray]) -> bool:
     """Whether every input element meets the rule's assumptions."""
     return all(bool(np.all(a.holds(values[a.name]))) for a in r.assumptions if a.name in values)
@@ -259,6 +282,15 @@ def violation(r: Rule, before: Variable, after: Variable, values: dict[str, np.n
         # log(exp(x) - exp(y)) at x = y = 800), the right side may give the infinite limit
         if overflows(before, values):
             agree |= np.isnan(lv) & np.isinf(rv) & trusted(r, before, values, infinite=True)
+        # where the left side makes a NaN of an intermediate past the float range (inf / inf in exp(x) /
+        # (1 + exp(x)) at x = 1e308, 0 / 0 in exp(x) / sum(exp(x)) at x = -1e308), the right side may give
+        # its finite value over the reals (the exact backend: nothing overflows or underflows), an
+        # infinite input taken as the largest float of its sign (the limit)
+        floats = any(v.dtype.kind == "f" for v in values.values())  # integers are never NaN
+        unresolved = np.isnan(lv) & np.isfinite(rv) & ~(agree | same)
+        unresolved &= trusted(r, before, values, infinite=True) if floats else True
+        if unresolved.any():
+            agree |= unresolved & close(rv, exact_limit(before, values), eps, left_scale)
         problem = "the right side is not the finite extended-precision value of the left side"
     if bool(np.all(agree | same)):
         return None

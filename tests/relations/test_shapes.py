@@ -1,6 +1,6 @@
 """Shape rules: each rewrites its examples, and on generated shape reads of elementwise, reduced and
-transposed graphs every answer keeps the values it replaces, forward and (shape_i_of_shape) backward; the
-known_* rules answer exactly where the static type knows the value."""
+transposed graphs every answer keeps the values it replaces, forward and (shape_i_of_shape,
+reshape_lift) backward; the known_* rules answer exactly where the static type knows the value."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from relwrite.relations import Rule, shapes
 from tests.relations.rule_checks import assert_answers_keep_values
 
 RULES = {r.name: r for r in vars(shapes).values() if isinstance(r, Rule)}
-BACKWARD = {"shape_i_of_shape"}
+BACKWARD = {"shape_i_of_shape", "reshape_lift"}
 
 
 @st.composite
@@ -45,7 +45,7 @@ def shape_reads(draw):
     return Subtensor((INT,))(Shape()(v), constant(i, dtype=draw(st.sampled_from(["int64", "int32"]))))
 
 
-def test_only_shape_i_of_shape_runs_backward():
+def test_only_shape_i_of_shape_and_reshape_lift_run_backward():
     assert {name for name, r in RULES.items() if r.backward} == BACKWARD
 
 

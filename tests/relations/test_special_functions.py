@@ -162,6 +162,12 @@ ACCURACY = [
         {"x": 40.0},
         exact(lambda x: 1 / (1 + mpmath.exp(x)), 40.0),
     ),
+    (
+        "sigmoid_minus_one",
+        "add(-1, sigmoid(x))",
+        {"x": 40.0},
+        -exact(lambda x: 1 / (1 + mpmath.exp(x)), 40.0),
+    ),
     ("log1p_expm1", "log1p(expm1(x))", {"x": 1000.0}, 1000.0),
     ("exp_times_exp", "mul(exp(a), exp(b))", {"a": 800.0, "b": -750.0}, exact(mpmath.exp, 50.0)),
 ]

@@ -627,9 +627,15 @@ def _argmax(op: ops.Argmax, node: Apply) -> Impl:
 
 
 def _shifted(x: np.ndarray, dtype: np.dtype, axis: int) -> np.ndarray:
-    """x - max(x) along axis, as a fresh array of `dtype` (so exp of it never overflows)."""
+    """x - max(x) along axis, as a fresh array of `dtype` (so exp of it never overflows).  In a slice
+    holding +inf (and no NaN) the +infs are 0 and the rest -inf: the limit, softmax 1/k at the k infinities
+    and 0 elsewhere; a slice of -inf or holding NaN is not shifted (NaN throughout, as exp(x) / sum(exp(x))
+    gives); an empty axis has nothing to shift."""
     x = x.astype(dtype, copy=False)
-    return np.subtract(x, x.max(axis=axis, keepdims=True))
+    top = x.max(axis=axis, keepdims=True, initial=-np.inf)
+    with np.errstate(invalid="ignore"):
+        shifted = np.subtract(x, np.where(np.isfinite(top), top, 0))
+    return np.where(top == np.inf, np.where(x == np.inf, 0, -np.inf), shifted).astype(dtype, copy=False)
 
 
 def _log_sum_exp_shifted(shifted: np.ndarray, axis: Any) -> np.ndarray:
@@ -659,7 +665,7 @@ def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
 
     def run(x: np.ndarray) -> np.ndarray:
         result = _shifted(x, dtype, axis)
-        with np.errstate(invalid="ignore"):  # a slice holding NaN or an infinity: NaN, as before
+        with np.errstate(invalid="ignore", divide="ignore"):  # a slice of -inf or holding NaN: NaN
             result -= _log_sum_exp_shifted(result, axis).astype(dtype, copy=False)
         return result
 
