@@ -11,9 +11,8 @@ from typing import Any
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import CANON, rule
 
-CANON = ("canonicalize", "fast_run", "fast_compile")
 CHECKED = {"x": "vector", "c": "vector"}  # a condition holds where it is nonzero
 
 

@@ -77,12 +77,8 @@ from relwrite.relations.predicates import (
     same_dtype_at,
     signed_var,
 )
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import CANON, UNSAFE, rule
 from relwrite.relations.runtime import Computed
-
-CANON = ("canonicalize", "fast_run", "fast_compile")
-UNSAFE = (*CANON, "unsafe")
-
 
 # -- neutral elements (first: dropping an operand is cheaper than sorting it) ---------------------
 

@@ -29,10 +29,9 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
 from relwrite.graph.subtensor import INT, NEWAXIS, IncSubtensor, Subtensor
 from relwrite.graph.types import TensorType
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import CANON, rule
 from relwrite.relations.runtime import Computed
 
-CANON = ("canonicalize", "fast_run", "fast_compile")
 SUBTENSOR = (*CANON, "specialize")  # the phases PyTensor runs its indexing rewrites in
 FULL = ("slice", False, False, False)
 

@@ -45,10 +45,7 @@ from relwrite.relations.operands import (
     variadic_applied,
 )
 from relwrite.relations.predicates import node_inputs
-from relwrite.relations.registry import rule
-
-CANON = ("canonicalize", "fast_run", "fast_compile")
-UNSAFE = (*CANON, "unsafe")
+from relwrite.relations.registry import CANON, UNSAFE, rule
 
 QUOTIENT_BUDGET = 256
 """How many nodes `quotient_parts` looks through before it gives up (keeps the rules linear)."""

@@ -44,6 +44,14 @@ from relwrite.relations.pattern import Pattern
 from relwrite.relations.runtime import Answer, Computed, Sides, Where, _Compute, answers, pattern_relation
 
 PHASES = ("canonicalize", "stabilize", "specialize")
+CANON = ("canonicalize", "fast_run", "fast_compile")
+"""The tags of a canonicalize rule: in every mode."""
+UNSAFE = (*CANON, "unsafe")
+"""The tags of an unsafe canonicalize rule (opt-in)."""
+STABILIZE = ("stabilize", "fast_run")
+"""The tags of a stabilize rule."""
+SPECIALIZE = ("specialize", "fast_run")
+"""The tags of a specialize rule."""
 OPT_IN_TAGS = frozenset({"unsafe", "explore", "accuracy"})
 SEMANTICS = ("exact", "reassociates", "stabilizes", "unsafe")
 """How a rule's right side computes its left side's values (docs/rule-safety.md):

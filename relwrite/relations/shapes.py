@@ -19,10 +19,9 @@ from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.shape import Shape, Shape_i
 from relwrite.graph.shape_inference import promoted_length, promoted_shape
 from relwrite.graph.subtensor import INT, Subtensor
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import CANON, rule
 from relwrite.relations.runtime import Computed
 
-CANON = ("canonicalize", "fast_run", "fast_compile")
 PROMOTION_TYPES = {"x": "vector", "y": "vector", "m": "matrix"}
 
 # shape inference reads the graph below var (its lengths come from its inputs', at any depth): the

@@ -23,10 +23,8 @@ from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.types import broadcast_shapes
 from relwrite.relations.operands import same_graph, shaped_within
 from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
-from relwrite.relations.registry import Rule, rule
+from relwrite.relations.registry import CANON, UNSAFE, Rule, rule
 
-CANON = ("canonicalize", "fast_run", "fast_compile")
-UNSAFE = (*CANON, "unsafe")
 VECTOR = {"x": "vector"}
 PAIR = {"x": "vector", "y": "vector"}
 TRUE, FALSE = constant(np.True_), constant(np.False_)

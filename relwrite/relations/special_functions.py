@@ -22,9 +22,8 @@ from typing import Any
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable
 from relwrite.relations.predicates import float_var, is_float_regroupable, literal_value, node_inputs
-from relwrite.relations.registry import Rule, negation_twins, rule
+from relwrite.relations.registry import STABILIZE, Rule, negation_twins, rule
 
-STABILIZE = ("stabilize", "fast_run")
 VECTOR = {"x": "vector"}
 PAIR = {"x": "vector", "y": "vector"}
 NAN = float("nan")

@@ -31,10 +31,8 @@ from relwrite.relations.predicates import (
     is_zero_dimensional,
     regroupable,
 )
-from relwrite.relations.registry import rule
+from relwrite.relations.registry import SPECIALIZE, rule
 from relwrite.relations.runtime import Computed
-
-SPECIALIZE = ("specialize", "fast_run")
 
 
 def is_number(value: Any) -> bool:

@@ -30,10 +30,9 @@ from relwrite.relations.predicates import (
     operands_regroupable,
     same_dtype_at,
 )
-from relwrite.relations.registry import negation_twins, rule
+from relwrite.relations.registry import STABILIZE, negation_twins, rule
 from relwrite.relations.runtime import Computed
 
-STABILIZE = ("stabilize", "fast_run")
 EVERY_MODE = (*STABILIZE, "fast_compile")
 """Stabilizations without which a common expression overflows: they run in fast_compile too."""
 VECTOR = {"x": "vector"}
