@@ -36,9 +36,10 @@ NEWAXIS = "newaxis"
 Pattern = tuple[Any, ...]
 
 
-def index_of(pattern: Pattern) -> Callable[[Sequence[Any]], tuple]:
+def index_of(pattern: Pattern, scalar: Callable[[Any], Any] = int) -> Callable[[Sequence[Any]], tuple]:
     """A function from the index inputs' values (ints, or integer arrays for ARRAY entries) to the
-    Python index `pattern` stands for: what every backend indexes with."""
+    Python index `pattern` stands for: what every backend indexes with (`scalar` reads an int or a
+    slice bound: a bridge passes its symbolic ones through)."""
 
     def build(values: Sequence[Any]) -> tuple:
         items, given = [], iter(values)
@@ -46,11 +47,11 @@ def index_of(pattern: Pattern) -> Callable[[Sequence[Any]], tuple]:
             if entry == NEWAXIS:
                 items.append(None)
             elif entry == INT:
-                items.append(int(next(given)))
+                items.append(scalar(next(given)))
             elif entry == ARRAY:
                 items.append(next(given))
             else:
-                items.append(slice(*(int(next(given)) if has else None for has in entry[1:])))
+                items.append(slice(*(scalar(next(given)) if has else None for has in entry[1:])))
         return tuple(items)
 
     return build

@@ -27,7 +27,7 @@ from relwrite.graph import ops
 from relwrite.graph.basic import Apply
 from relwrite.graph.shape import Shape as RwShape
 from relwrite.graph.shape import Shape_i as RwShape_i
-from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS, AdvancedSubtensor, IncSubtensor, Subtensor
+from relwrite.graph.subtensor import AdvancedSubtensor, IncSubtensor, Subtensor, index_of
 from relwrite.interop.pytensor.opaque import OpaqueOp, RelwriteOp
 from relwrite.interop.pytensor.table import TO_PYTENSOR
 from relwrite.interop.pytensor.types import as_type, pytensor_constant
@@ -82,18 +82,8 @@ def _constant_or(var: PtVariable) -> Any:
 
 
 def _key(pattern: Sequence[Any], index: Sequence[PtVariable]) -> tuple:
-    items = iter(index)
-    key: list[Any] = []
-    for entry in pattern:
-        if entry == NEWAXIS:
-            key.append(None)
-        elif entry == INT:
-            key.append(_constant_or(next(items)))
-        elif entry == ARRAY:
-            key.append(next(items))
-        else:
-            key.append(slice(*(_constant_or(next(items)) if has else None for has in entry[1:])))
-    return tuple(key)
+    """The Python index of an indexing op over PyTensor index variables (constants read as ints)."""
+    return index_of(tuple(pattern), _constant_or)(index)
 
 
 def _subtensor(op: Any, node: Apply, args: list[PtVariable]) -> list[PtVariable]:
