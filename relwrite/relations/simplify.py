@@ -863,6 +863,28 @@ def alloc_needless(op: Any, shape: tuple[int, ...], x: Variable, others: Sequenc
     return None not in with_alloc and with_alloc == without
 
 
+def _operand_screen(accepts: Callable[[Variable], bool], position: int | None) -> Callable[[Any], bool]:
+    """A screen: the node's operand at `position` (None: any operand) is one `accepts` takes."""
+
+    def screen(value: Any) -> bool:
+        node = value.owner if isinstance(value, Variable) else None
+        if node is None:
+            return True
+        if position is None:
+            return any(accepts(i) for i in node.inputs)
+        return len(node.inputs) > position and accepts(node.inputs[position])
+
+    return screen
+
+
+def _an_alloc(v: Variable) -> bool:
+    return v.owner is not None and isinstance(v.owner.op, o.Alloc)
+
+
+def _an_array_constant(v: Variable) -> bool:
+    return isinstance(v, Constant) and v.ndim > 0
+
+
 def _alloc_dropped(position: int) -> Rule:
     """f(..., alloc(x, shape), ...) -> f(..., x, ...) for the alloc at `position` of a fixed-arity
     elementwise op f of two or more operands, where the others already give f's result its shape."""
@@ -891,6 +913,7 @@ def _alloc_dropped(position: int) -> Rule:
         doc=f"""f(..., alloc(x, shape), ...) -> f(..., x, ...), the alloc at operand {position} of an
         elementwise op f of several operands, where the others broadcast x to f's result anyway (static
         shapes prove it: PyTensor's local_elemwise_alloc).  Exact: the same values, one array fewer.""",
+        screen=_operand_screen(_an_alloc, position),
         heads=(o.Elemwise,),
     )
 
@@ -913,6 +936,7 @@ def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
         doc=f"""{op}(alloc(x, shape), ...) -> {op}(x, ...) where the other operands
         broadcast x to the result anyway (static shapes prove it: PyTensor's local_elemwise_alloc).
         Exact: the same values, one array fewer.""",
+        screen=_operand_screen(_an_alloc, None),
     )
 
 
@@ -959,6 +983,7 @@ def _uniform_dropped(position: int) -> Rule:
         doc=f"""f(..., c, ...) -> f(..., c0, ...) for an array constant c at operand {position} whose every
         element is c0, where the other operands give f's result its shape (PyTensor's uniform constants
         as scalars): rules that read numbers see a number, and no array is stored.  Exact.""",
+        screen=_operand_screen(_an_array_constant, position),
         heads=(o.Elemwise,),
     )
 
@@ -973,7 +998,7 @@ def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
 
     return rule(
         f"{op}_uniform_constant_operand",
-        (op, "c", "*rest"),
+        (op, {"pattern": "c", "constraint": _an_array_constant}, "*rest"),
         (op, "scalar", "*rest"),
         CANON,
         compute={"scalar": scalar},
@@ -982,6 +1007,7 @@ def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
         types={"m": "(2, 3)"},
         doc=f"""{op}(c, ...) -> {op}(c0, ...) for an array constant c whose every element is c0, where
         the other operands give the result its shape.  Exact.""",
+        screen=_operand_screen(_an_array_constant, None),
     )
 
 
