@@ -172,7 +172,8 @@ def test_json_with_profile_includes_the_profile(capsys):
     def shape(lines):  # the lines with their numbers (times) blanked
         return [re.sub(r"\d+(\.\d+)?", "#", line) for line in lines]
 
-    assert shape(profile) == shape(text[text.index("SequentialRewriter") :].splitlines())
+    # the same lines (rules that never applied are listed by their time, which differs between runs)
+    assert sorted(shape(profile)) == sorted(shape(text[text.index("SequentialRewriter") :].splitlines()))
     assert main([*STABILIZED, "--json"]) == 0
     assert "profile" not in strict_json(capsys.readouterr().out)
 

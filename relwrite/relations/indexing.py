@@ -27,7 +27,7 @@ import numpy as np
 
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Op, Variable
-from relwrite.graph.subtensor import INT, NEWAXIS, IncSubtensor, Subtensor
+from relwrite.graph.subtensor import ARRAY, INT, NEWAXIS, IncSubtensor, Subtensor
 from relwrite.graph.types import TensorType
 from relwrite.relations.registry import CANON, rule
 from relwrite.relations.runtime import Computed
@@ -99,7 +99,10 @@ def _canonical_slice(bounds: list[Variable | None], n: int | None) -> list[Varia
 
 def _canonical_index(idx: tuple, shape: tuple, index: tuple) -> tuple[tuple, list[Variable]] | None:
     """The index `idx` (inputs `index`, over an array of static `shape`) with every slice bound that
-    changes nothing omitted and trailing whole slices dropped; None when that changes nothing."""
+    changes nothing omitted and trailing whole slices dropped; None when that changes nothing (or the
+    index holds an integer array: advanced indexing, whose slices are not read here)."""
+    if ARRAY in idx:
+        return None
     values = iter(index)
     entries: list[tuple[Any, list[Variable]]] = []
     axis = 0

@@ -302,7 +302,7 @@ def rule(
         raise ValueError(f"rule {name}: assumptions about {unnamed}, which the rule does not name")
     guards = tuple(_where(name, fn, names) for fn in ([where] if callable(where) else where))
     sides = Sides(lhs_pattern, rhs_pattern, guards, computed, keeps_type)
-    relation = pattern_relation(name, sides, tuple(a.name for a in parsed))
+    relation = pattern_relation(name, sides, tuple(a.name for a in parsed), backward=one_way is None)
     if examples is None:
         examples = () if lhs_pattern.guards() or guards or computed else (lhs_pattern.text,)
     made = Rule(

@@ -273,11 +273,13 @@ def completions(rule: Any, s: dict, direction: str, target: Any = GRAPHS) -> Ite
     return sides.forward(s, target) if direction == "forward" else sides.backward(s, target)
 
 
-def pattern_relation(name: str, sides: Sides, named: tuple[str, ...] = ()) -> Callable:
+def pattern_relation(name: str, sides: Sides, named: tuple[str, ...] = (), backward: bool = True) -> Callable:
     """The kanren relation of a rule declared by `sides` (see the module docstring).
 
     `named` lists variable names whose values each answer records in the
     state, bound to logic variables with those prefixes (`bindings_of`).
+    `backward=False` (a rule declared one way) answers nothing for a bound
+    right side and an unbound left side.
     """
     lhs, rhs, keeps_type = sides.lhs, sides.rhs, sides.keeps_type
     named_vars = [(lhs.names[n], n) for n in named if n in lhs.names]
@@ -293,6 +295,8 @@ def pattern_relation(name: str, sides: Sides, named: tuple[str, ...] = ()) -> Ca
                 for s, built in forward_matches(sides, a_):
                     yield from _finish(state, None, b_, rhs, s, (), built)
             elif not isvar(b_) and is_ground(b_):
+                if not backward:
+                    return
                 for s in rhs.matches(b_):
                     charge()
                     for found in sides.backward(s, GRAPHS, partial=True):

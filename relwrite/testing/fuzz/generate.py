@@ -653,7 +653,20 @@ class _Drawer:
                 return self._ref(self.add(RecipeStep("call", "reshape", (obj,), {"shape": tuple(rest)})))
             return None
         name = node.func.id if isinstance(node.func, ast.Name) else ""
-        if name in ("sum", "mean", "max", "min", "prod", "argmax", "argmin", "softmax", "log_softmax"):
+        if keywords.get("keepdims"):
+            return None  # the recipe's reductions drop the axes they reduce
+        if name in (
+            "sum",
+            "mean",
+            "max",
+            "min",
+            "prod",
+            "argmax",
+            "argmin",
+            "logsumexp",
+            "softmax",
+            "log_softmax",
+        ):
             default = -1 if "softmax" in name else None
             return self._ref(
                 self.add(RecipeStep("call", name, tuple(args), {"axis": keywords.get("axis", default)}))

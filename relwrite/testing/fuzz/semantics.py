@@ -137,10 +137,18 @@ def _ref_fill(model: Any, value: Any) -> Any:
 
 
 def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
+    """Softmax (log-softmax) along `axis`; in a slice holding +inf and no NaN, the limit: the k
+    infinities share the whole mass (1/k each, log: -log k) and the rest get 0 (log: -inf)."""
     xf = np.asarray(x).astype(_float_dtype_of(x))
-    shifted = xf - np.max(xf, axis=axis, keepdims=True)
-    total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
-    return shifted - np.log(total) if log else np.exp(shifted) / total
+    top = np.max(xf, axis=axis, keepdims=True)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        shifted = xf - np.where(np.isposinf(top), 0, top)
+        total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
+        plain = shifted - np.log(total) if log else np.exp(shifted) / total
+        infinite = np.isposinf(xf)
+        k = np.sum(infinite, axis=axis, keepdims=True)
+        limit = np.where(infinite, -np.log(k), -np.inf) if log else np.where(infinite, 1.0 / k, 0.0)
+    return np.where(np.isposinf(top), limit.astype(xf.dtype), plain)
 
 
 def _ref_logsumexp(x: Any, axis: Any) -> Any:
