@@ -77,7 +77,10 @@ def interrupted(argv: list[str], ready: Path, cwd: Path, env: dict[str, str] | N
 
     `script` runs before the command (it may patch something to create `ready`).
     """
-    code = f"{script}\nfrom relwrite.cli import main\nraise SystemExit(main({argv!r}))\n"
+    # Ctrl-C as a terminal delivers it, whatever disposition or mask the test process passes on
+    reset = "import signal\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    reset += "signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})\n"
+    code = f"{reset}{script}\nfrom relwrite.cli import main\nraise SystemExit(main({argv!r}))\n"
     process = subprocess.Popen(
         [sys.executable, "-c", code],
         cwd=cwd,
@@ -94,7 +97,7 @@ def interrupted(argv: list[str], ready: Path, cwd: Path, env: dict[str, str] | N
             time.sleep(0.05)
         time.sleep(0.2)
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=30)  # a guard: the bug held on until the compile timeout
+        out, err = process.communicate(timeout=90)  # a guard: the bug held on until the compile timeout
     finally:
         if process.poll() is None:
             process.kill()
