@@ -259,6 +259,7 @@ mul_div_canonical = rule(
     compute={"canonical": quotient_of},
     keeps_type=True,
     idempotent=True,
+    screen=lambda value: _may_regroup_quotient(value),
     doc="""x / y / z -> x / (y * z), (2 * x) / (4 * y) -> x / (2 * y), 2 * x / 2 -> x: a quotient read as
     one numerator and one denominator (products, quotients and reciprocals at any depth, floats of one
     dtype) and written as one division of two products, the 0-d constants combined into one on the side
@@ -280,8 +281,38 @@ mul_of_quotients = rule(
     doc="""(a / b) * (c / d) -> (a * c) / (b * d), 2 * (x / 4) -> x / 2: a product of quotients and
     reciprocals written as one division of two products, the 0-d constants combined (as
     mul_div_canonical), where that takes fewer divisions or constants.  Reassociates.""",
-    screen=lambda value: _reads_quotient(value),
+    screen=lambda value: _may_regroup_product(value),
 )
+
+
+def _may_regroup_quotient(value: Any) -> bool:
+    """A screen of mul_div_canonical: x / y of two other operands can only lose a 0-d constant divisor
+    of magnitude at most 1 (x / 1 -> x, x / 0.5 -> 2 * x); a larger one, or a constant numerator
+    other than 1, is in canonical form already.  Either operand a product, quotient or reciprocal
+    passes."""
+    node = value.owner if isinstance(value, Variable) else None
+    if node is None or len(node.inputs) != 2 or _reads_quotient(value, o.mul):
+        return True
+    numerator, denominator = node.inputs
+    if isinstance(numerator, Constant) and isinstance(denominator, Constant):
+        return True
+    if _is_scalar_constant(numerator):  # c / y: written again as it is, c = 1 included
+        return bool(np.all(numerator.data == 1))
+    if not _is_scalar_constant(denominator):
+        return False
+    try:
+        return not abs(complex(denominator.data)) > 1
+    except (TypeError, ValueError):
+        return True
+
+
+def _may_regroup_product(value: Any) -> bool:
+    """A screen of mul_of_quotients: a product with no quotient or reciprocal among its factors can only
+    lose 0-d constants (two or more combined, or a 1 dropped: mul(x, -1, -1) -> x)."""
+    if _reads_quotient(value):
+        return True
+    constants = [g for g in value.owner.inputs if _is_scalar_constant(g)]
+    return len(constants) > 1 or any(np.all(c.data == 1) for c in constants)
 
 
 def _reads_quotient(value: Any, *also: Any) -> bool:
