@@ -4,7 +4,7 @@ import functools
 
 import numpy as np
 import pytest
-from hypothesis import find, given
+from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import InvalidArgument
 
@@ -118,9 +118,18 @@ def test_expression_graphs_share_subexpressions_and_use_constants():
         nodes = _nodes(graph)
         return any(sum(v is out for n in nodes for v in n.inputs) > 1 for n in nodes for out in n.outputs)
 
-    assert find(expression_graphs(), shares)
-    assert find(expression_graphs(), lambda g: any(isinstance(v, Constant) for v in ancestors([g[1]])))
-    assert find(expression_graphs(ops=(ops.add,)), lambda g: any(len(n.inputs) == 3 for n in _nodes(g)))
+    first = settings(phases=[Phase.generate], database=None)  # found is enough: shrinking took 9 s
+    assert find(expression_graphs(), shares, settings=first)
+    constants = find(
+        expression_graphs(), lambda g: any(isinstance(v, Constant) for v in ancestors([g[1]])), settings=first
+    )
+    assert constants
+    wide = find(
+        expression_graphs(ops=(ops.add,)),
+        lambda g: any(len(n.inputs) == 3 for n in _nodes(g)),
+        settings=first,
+    )
+    assert wide
 
 
 @pytest.mark.parametrize(

@@ -232,14 +232,26 @@ for text in ("(x*y)*(z*x) + (y*x)*z", "log(1 + exp(x)) - log(sigmoid(x)) * (y - 
 
 def test_runs_without_time_limits_are_deterministic():
     """Same input, same e-graph and forms, whatever the string hashing (as on another machine)."""
-    outputs = set()
-    for seed in ("1", "2"):
-        env = {**os.environ, "PYTHONHASHSEED": seed}
-        done = subprocess.run(
-            [sys.executable, "-c", DETERMINISM], capture_output=True, text=True, env=env, timeout=600
+    runs = [  # side by side: each is a process of its own
+        subprocess.Popen(
+            [sys.executable, "-c", DETERMINISM],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={**os.environ, "PYTHONHASHSEED": seed},
         )
-        assert done.returncode == 0, done.stderr
-        outputs.add(done.stdout)
+        for seed in ("1", "2")
+    ]
+    outputs = set()
+    try:
+        for run in runs:
+            stdout, stderr = run.communicate(timeout=600)
+            assert run.returncode == 0, stderr
+            outputs.add(stdout)
+    finally:
+        for run in runs:
+            run.kill()
+            run.wait()
     assert len(outputs) == 1
 
 
