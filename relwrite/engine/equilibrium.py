@@ -298,6 +298,7 @@ class EquilibriumRewriter(GraphRewriter):
                     fgraph.attach_feature(merger)
                 self._run(run, stats, names, graph_names)
             finally:
+                _count_refusals(run, stats)
                 log.max_nodes, log.over_budget = outer_limit
                 for feature in (watch, merger):
                     if feature in fgraph.features:
@@ -363,8 +364,9 @@ class EquilibriumRewriter(GraphRewriter):
             banned = state.banned.get(node, ())
             candidates, refused = self.index.for_node(node)
             input_owners = None  # what every failed attempt here read besides `node` (made at the first)
-            for k in refused:  # screened out by the node's signature: counted, nothing to watch
-                stats[k].attempts += 1
+            if refused:  # screened out by the node's signature: counted at the end, nothing to watch
+                seen_before = run.refusals.get(id(refused))
+                run.refusals[id(refused)] = (refused, 1 if seen_before is None else seen_before[1] + 1)
             for k in candidates:
                 if k in failed or k in banned:
                     continue
@@ -374,6 +376,14 @@ class EquilibriumRewriter(GraphRewriter):
                 if screen is not None and k not in decided and not screen(node):
                     # it read only what cannot change without `node` changing: nothing to watch
                     state.failed.setdefault(node, set()).add(k)
+                    failed = state.failed[node]
+                    continue
+                operand_screen = rewriter.operand_screen
+                if operand_screen is not None and not operand_screen(node):
+                    # it read the operands' nodes: watched, as a failed attempt's reads are
+                    if input_owners is None:
+                        input_owners = [v.owner for v in node.inputs if v.owner is not None]
+                    state.fail(k, node, set(input_owners))
                     failed = state.failed[node]
                     continue
                 t0 = clock()
@@ -550,12 +560,23 @@ class EquilibriumRewriter(GraphRewriter):
         return self.name or "EquilibriumRewriter"
 
 
+def _count_refusals(run: _Run, stats: _RuleTable) -> None:
+    """Add the attempts the signature screens refused (`_Run.refusals`) to the rules' statistics."""
+    for refused, visits in run.refusals.values():
+        for k in refused:
+            stats[k].attempts += visits
+    run.refusals.clear()
+
+
 class _Run:
     """What one equilibrium run works with."""
 
-    __slots__ = ("fgraph", "log", "max_use", "merger", "profile", "rejected", "state", "watch")
+    __slots__ = ("fgraph", "log", "max_use", "merger", "profile", "refusals", "rejected", "state", "watch")
 
     def __init__(self, fgraph, state, watch, merger, log, rejected, profile, max_use):
+        self.refusals: dict[int, tuple[tuple[int, ...], int]] = {}
+        """id -> (a tuple of rewriters the signature screen refused, the visits it refused them at): each
+        an attempt, counted into the profile when the run ends (`_count_refusals`)."""
         self.fgraph: FunctionGraph = fgraph
         self.state: _RunState = state
         self.watch: _Watch = watch

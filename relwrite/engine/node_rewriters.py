@@ -27,7 +27,8 @@ from relwrite.graph.terms import remove_identical
 from relwrite.relations.budget import (
     DEFAULT_MAX_SECONDS,
     DEFAULT_MAX_STEPS,
-    BudgetExceeded,  # noqa: F401  (engines and users import it from here)
+    BudgetExceeded,
+    Meter,
     check_limits,
     metered,
     relation_budget,
@@ -124,6 +125,9 @@ class NodeRewriter:
     """Whether `screen` reads no more than the node's op and output count and, per operand, a
     constant's value or its owner's op and output count (a pattern's screen): engines may then
     decide it once per such signature (`TracksIndex.for_node`)."""
+    operand_screen: Callable[[Apply], bool] | None = None
+    """A necessary condition, tested after `screen`, that reads the nodes computing the node's operands
+    (their ops, operand counts and operands' heads): engines watch those nodes when it refuses."""
     idempotent: bool = False
     """Whether the nodes this rewriter builds never match it again while their inputs stay (a sorted
     sum is sorted): engines then skip trying it on them."""
@@ -138,6 +142,10 @@ class NodeRewriter:
     def _screen_output(self, node: Apply) -> bool:
         """`screen` for rewriters whose test reads a single-output node's output (`_output_screen`)."""
         return len(node.outputs) != 1 or self._output_screen(node.outputs[0])
+
+    def _screen_operands(self, node: Apply) -> bool:
+        """`operand_screen` for rewriters whose test reads a single-output node's output."""
+        return len(node.outputs) != 1 or self._output_operand_screen(node.outputs[0])
 
     def __str__(self) -> str:
         return self.name or type(self).__name__
@@ -257,6 +265,9 @@ class PatternSub(NodeRewriter):
         self._output_screen = self.in_pattern.screen
         self.screen = self._screen_output
         self.screen_reads_heads = True
+        if self.in_pattern.screens_operands:
+            self._output_operand_screen = self.in_pattern.operand_screen
+            self.operand_screen = self._screen_operands
         self.name = name or f"{self.in_pattern.text} -> {self.out_pattern.text}"
 
     def tracks(self) -> Tracks:
@@ -340,6 +351,9 @@ class KanrenRelationSub(NodeRewriter):
             self.screen_reads_heads = isinstance(relation, Rule) or isinstance(
                 getattr(self._output_screen, "__self__", None), Pattern
             )
+        self._output_operand_screen = getattr(relation, "operand_screen", None)
+        if self._output_operand_screen is not None:
+            self.operand_screen = self._screen_operands
 
     def tracks(self) -> Tracks:
         return self._tracks
@@ -355,9 +369,10 @@ class KanrenRelationSub(NodeRewriter):
         planned, plan = self._forward_plan
         if planned is not self.relation:  # made at the first run, and again if `relation` is reassigned
             # the engine tests `screen` (the relation's) before calling transform
-            plan = forward_plan(self.relation, screened=self.screen is not None)
+            plan = forward_plan(self.relation, screened=self.screen is not None, as_graphs=True)
             self._forward_plan = self.relation, plan
-        with relation_budget(lambda: f"rule {self} at {node}", self.max_steps, self.max_seconds) as meter:
+        what = lambda: f"rule {self} at {node}"  # noqa: E731  (the limits were checked at __init__)
+        with Meter(what, self.max_steps, self.max_seconds, BudgetExceeded) as meter:
             direct = plain_values(plan(term))
             if type(direct) is tuple and not direct:  # refused, or no answer
                 return False

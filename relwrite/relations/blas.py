@@ -215,6 +215,22 @@ class _Update:
         return found
 
 
+def _may_hold_product(value: Variable) -> bool:
+    """An operand screen of the updates: some term is a dot, or a neg or mul of a dot, neg or mul (what
+    `_holds_product` reads, seen no deeper than the terms' operands' ops)."""
+    for term in value.owner.inputs:
+        owner = term.owner
+        if owner is None:
+            continue
+        if owner.op in (o.dot, o.dot22):
+            return True
+        if owner.op in (o.neg, o.mul) and any(
+            i.owner is not None and i.owner.op in (o.dot, o.dot22, o.neg, o.mul) for i in owner.inputs
+        ):
+            return True
+    return False
+
+
 def _holds_product(term: Variable) -> bool:
     """Whether a dot sits in `term` under at most a neg and a mul (what an update can absorb)."""
     for _ in range(3):
@@ -306,6 +322,7 @@ add_to_ger = rule(
     BLAS,
     semantics="reassociates",
     compute={"result": Computed(_GER.absorbed, inverse=_GER.expansions)},
+    operand_screen=_may_hold_product,
     keeps_type=True,
     examples=["A + dot(u, v)", "A + a * dot(u, v)", "C + A + neg(a * dot(u, v))"],
     types=_GER_TYPES,
@@ -320,6 +337,7 @@ add_to_gemm = rule(
     BLAS,
     semantics="reassociates",
     compute={"result": Computed(_GEMM.absorbed, inverse=_GEMM.expansions)},
+    operand_screen=_may_hold_product,
     keeps_type=True,
     examples=[
         "a * dot(X, Y) + b * Z",
@@ -342,6 +360,7 @@ add_to_gemv = rule(
     BLAS,
     semantics="reassociates",
     compute={"result": Computed(_GEMV.absorbed, inverse=_GEMV.expansions)},
+    operand_screen=_may_hold_product,
     keeps_type=True,
     examples=["a * dot(A, x) + b * y", "dot(A, x) + y", "w + dot(z, A) + neg(x)"],
     types=_GEMV_TYPES,

@@ -434,6 +434,39 @@ class Pattern:
         """
         return self._screen is None or not isinstance(value, Variable) or self._screen.admits(value)
 
+    @property
+    def whole_operands(self) -> tuple[Op, Var] | None:
+        """(op, sequence variable) when the pattern is ``(op, "*terms")``, an op applied to operands one
+        sequence variable takes whole (its only match binds them all); else None."""
+        root = self.root
+        if (
+            isinstance(root, _Apply)
+            and isinstance(root.op, Op)
+            and len(root.args) == 1
+            and isinstance(root.args[0], _Sequence)
+        ):
+            return root.op, root.args[0].var
+        return None
+
+    @property
+    def named(self) -> Var | None:
+        """The variable the pattern is, when it is one name (a right side that is a computed value)."""
+        return self.root.var if isinstance(self.root, _Named) else None
+
+    @property
+    def screens_operands(self) -> bool:
+        """Whether `operand_screen` tests anything: some operand of the pattern is an application, or
+        one name takes several operands."""
+        return self._screen is not None and bool(self._screen.inner or self._screen.equal)
+
+    def operand_screen(self, value: Any) -> bool:
+        """A necessary condition one level below `screen`, for a `value` that passed it: each operand
+        the pattern writes as an application must be computed by that op with the operand count and
+        operand heads it requires, and operands one name takes must be nodes of one op.  It reads the
+        nodes computing the operands, which may change while the node computing `value` stays, so an
+        engine that caches refusals watches those nodes."""
+        return self._screen is None or not isinstance(value, Variable) or self._screen.admits_operands(value)
+
     # -- building
 
     def term(self, s: Mapping) -> Any:
@@ -604,16 +637,21 @@ class _Screen:
     arity: int
     exact: bool  # the operand count is `arity`; else at least `arity` (a sequence variable takes the rest)
     tests: tuple[tuple[int | None, Any], ...]
+    inner: tuple[tuple[int | None, _Screen], ...] = ()
+    """The screens of the operands written as applications, placed as `tests` are (`admits_operands`)."""
+    equal: tuple[tuple[int, int], ...] = ()
+    """Operand positions one name takes (`_Apply.equal`; every pair for `all_equal`): their nodes must
+    agree in op and operand count (`admits_operands`)."""
 
     @staticmethod
-    def compile(root: Any) -> _Screen | None:
+    def compile(root: Any, levels: int = 2) -> _Screen | None:
         while isinstance(root, _Guarded):
             root = root.inner
         if not isinstance(root, _Apply) or root.op_is_var:
             return None
         fixed = [a for a in root.args if not isinstance(a, _Sequence)]
         split = next((i for i, a in enumerate(root.args) if isinstance(a, _Sequence)), None)
-        tests = []
+        tests, inner = [], []
         for i, arg in enumerate(root.args):
             heads = None
             while isinstance(arg, _Guarded):
@@ -635,7 +673,13 @@ class _Screen:
             else:
                 position = i - len(root.args)  # counted from the end, past the sequence
             tests.append((position, test))
-        return _Screen(root.op, len(fixed), split is None, tuple(tests))
+            below = _Screen.compile(arg, levels - 1) if levels > 1 and isinstance(arg, _Apply) else None
+            if below is not None:  # patterns are a few levels deep: recursion over the pattern
+                inner.append((position, below))
+        equal = root.equal
+        if root.all_equal:
+            equal = tuple((0, k) for k in range(1, len(root.args)))
+        return _Screen(root.op, len(fixed), split is None, tuple(tests), tuple(inner), equal)
 
     def admits(self, value: Variable) -> bool:
         node = value.owner
@@ -649,6 +693,33 @@ class _Screen:
             if not any(_passes(operand, test) for operand in candidates):
                 return False
         return True
+
+    def admits_operands(self, value: Variable) -> bool:
+        """Whether the operands `inner` screens admit them, and the operands `equal` pairs may be one
+        expression (`value` passed `admits`)."""
+        operands = value.owner.inputs
+        if self.equal and len(operands) == self.arity:
+            for i, j in self.equal:
+                if not _may_be_same(operands[i], operands[j]):
+                    return False
+        for position, below in self.inner:
+            candidates = operands if position is None else (operands[position],)
+            if not any(below.admits(operand) for operand in candidates):
+                return False
+        return True
+
+
+def _may_be_same(a: Variable, b: Variable) -> bool:
+    """A necessary condition for `same_expression(a, b)`: one atom, equal constants, or nodes of one op
+    and operand count."""
+    if a is b:
+        return True
+    node_a, node_b = a.owner, b.owner  # the nodes whose terms they denote (None: an atom)
+    node_a = node_a if node_a is not None and len(node_a.outputs) == 1 else None
+    node_b = node_b if node_b is not None and len(node_b.outputs) == 1 else None
+    if node_a is None or node_b is None:
+        return node_a is node_b and a == b
+    return node_a.op == node_b.op and len(node_a.inputs) == len(node_b.inputs)
 
 
 def _is_op(op: Op, test: Op | _OpTemplate) -> bool:

@@ -120,6 +120,11 @@ class Rule:
       stays), so an engine may decide it once per such signature and skip a
       screened-out attempt's bookkeeping; a pattern rule's is its left side's
       (`Pattern.screen`);
+    - `operand_screen`: a necessary condition one level further down (the
+      operands' nodes: their ops, operand counts and their operands' heads),
+      tested on a node the screen admits; a pattern rule's holds its left
+      side's (`Pattern.operand_screen`).  The operands' nodes may change while
+      the node stays, so an engine watches them when it refuses;
     - `idempotent`: the graphs its forward run builds never match it again
       while their operands stay the same (sorting, flattening), so an engine
       need not try it on them.
@@ -142,6 +147,7 @@ class Rule:
         semantics: str | None = None,
         screen: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
+        operand_screen: Callable[[Any], bool] | None = None,
     ):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"rule name must be an identifier, got {name!r}")
@@ -159,11 +165,12 @@ class Rule:
         self.types = dict(types or {})
         self.doc = " ".join(doc.split())
         self.lhs, self.rhs = lhs, rhs
-        for what, test in (("guard", guard), ("screen", screen)):
+        for what, test in (("guard", guard), ("screen", screen), ("operand_screen", operand_screen)):
             if test is not None and not callable(test):
                 raise TypeError(f"rule {name}: a {what} must be callable, got {test!r}")
         self.guard = guard
         self.screen = screen
+        self.operand_screen = operand_screen
         self.idempotent = bool(idempotent)
         self.home: tuple[str, str] | None = None
         """(module, attribute) holding a catalogue rule, set when the catalogue lists it (pickling)."""
@@ -240,6 +247,7 @@ def rule(
     compute: Mapping[str, Callable[..., Any] | Computed] | None = None,
     idempotent: bool = False,
     screen: Callable[[Any], bool] | None = None,
+    operand_screen: Callable[[Any], bool] | None = None,
     heads: Sequence[Op | type] | None = None,
     one_way: str | None = None,
 ) -> Rule:
@@ -267,6 +275,8 @@ def rule(
     `screen` adds a necessary condition to the left pattern's own screen,
     reading only the heads of the node's operands (see `Rule`): for a rule
     reading a whole operand list, which its pattern cannot narrow.
+    `operand_screen` adds one to the left pattern's operand screen, reading
+    no deeper than the ops of the operands' operands (see `Rule`).
     `heads` (ops or op classes) are what a left side headed by an op
     variable, ``("op", (fill, "m", "v"))``, may match at its root: its
     tracks (a `where` guard on the op narrows it further).
@@ -318,6 +328,9 @@ def rule(
         lhs=lhs_pattern,
         rhs=rhs_pattern,
         screen=lhs_pattern.screen if screen is None else _both(lhs_pattern.screen, screen),
+        operand_screen=_both_or_either(
+            lhs_pattern.operand_screen if lhs_pattern.screens_operands else None, operand_screen
+        ),
         semantics=semantics,
         idempotent=idempotent,
     )
@@ -357,6 +370,15 @@ def negation_twins(
         )
         for suffix, negate, opening in NEGATIONS
     )
+
+
+def _both_or_either(
+    first: Callable[[Any], bool] | None, second: Callable[[Any], bool] | None
+) -> Callable[[Any], bool] | None:
+    """`_both` of the two tests, or the one given, or None."""
+    if first is None or second is None:
+        return first if second is None else second
+    return _both(first, second)
 
 
 def _both(first: Callable[[Any], bool], second: Callable[[Any], bool]) -> Callable[[Any], bool]:

@@ -30,6 +30,7 @@ from unification.utils import transitive_get as walk
 from unification.variable import Var, isvar
 
 from relwrite.graph.basic import Variable
+from relwrite.graph.terms import note_read
 from relwrite.relations.budget import charge, metered
 from relwrite.relations.guards import is_ground, with_guard
 from relwrite.relations.pattern import (
@@ -220,6 +221,15 @@ class Sides:
         self.lhs, self.rhs, self.where, self.computed, self.keeps_type = lhs, rhs, where, computed, keeps_type
         self.lhs_variables = frozenset(lhs.variables())
         self._constraints = lhs.guards()
+        whole = lhs.whole_operands
+        self.operand_list: tuple[Any, Var, _Compute] | None = None
+        """(op, its operands' variable, the computed value that is the right side) for a rule of a whole
+        operand list computed into one graph, ``(add, *terms) -> f(terms)``: its one match on a graph
+        is the node's operand list (`forward_matches` reads it directly)."""
+        if whole is not None and not where and len(computed) == 1:
+            (only,) = computed
+            if only.params == (whole[1],) and rhs.named is only.var:
+                self.operand_list = (whole[0], whole[1], only)
 
     def forward(self, s: dict, t: Any = GRAPHS) -> Iterator[dict]:
         """`s` (a match of the left side) with its guards decided and computed values bound."""
@@ -360,14 +370,36 @@ class _Agrees:
         return image is not None and same_value(image, value)
 
 
-def forward_matches(sides: Sides, given: Any) -> Iterator[tuple[dict, Any]]:
-    """(substitution, right side) for each match of the left pattern on ground `given`."""
+def forward_matches(sides: Sides, given: Any, as_graphs: bool = False) -> Iterator[tuple[dict, Any]]:
+    """(substitution, right side) for each match of the left pattern on ground `given`; the right side
+    an etuple, or with `as_graphs` the graph it evaluates to (what an engine replaces with)."""
+    if sides.operand_list is not None and isinstance(given, Variable):
+        yield from _operand_list_matches(sides, given)
+        return
+    build = _graph if as_graphs else _term
     for s in sides.lhs.matches(given):
         charge()  # a match, used or refused, is a step of the run's budget
         for done in sides.forward(s):
-            built = _term(sides.rhs, done)
+            built = build(sides.rhs, done)
             if built is not None and (not sides.keeps_type or _replaceable(given, built)):
                 yield done, built
+
+
+def _operand_list_matches(sides: Sides, given: Variable) -> Iterator[tuple[dict, Any]]:
+    """`forward_matches` of an operand-list rule (`Sides.operand_list`) on graph variable `given`: the
+    node's operands are the one match, read as the matcher reads them, the computed value the answer."""
+    op, operands_var, compute = sides.operand_list
+    node = given.owner
+    if node is None or len(node.outputs) != 1 or node.op != op:
+        return
+    note_read(node)
+    charge()
+    s = {operands_var: tuple(node.inputs)}
+    value = compute.value(s, GRAPHS)
+    if value is None:
+        return
+    if not sides.keeps_type or _replaceable(given, value):
+        yield {**s, compute.var: value}, value
 
 
 def _term(side: Pattern, s: Mapping) -> Any:
@@ -376,6 +408,19 @@ def _term(side: Pattern, s: Mapping) -> Any:
         return side.term(s)
     except Unbuildable:
         return None
+
+
+def _graph(side: Pattern, s: Mapping) -> Any:
+    """`_term`, evaluated as it is built: each application made by calling its op (what evaluating the
+    etuple does, without the etuple); None where it cannot be built or an op refuses its operands."""
+    try:
+        return side.instantiate(s, _applied)
+    except (Unbuildable, TypeError, ValueError):
+        return None
+
+
+def _applied(op: Any, operands: list) -> Any:
+    return op(*operands)
 
 
 def _replaceable(given: Any, built: Any) -> bool:
@@ -447,18 +492,21 @@ def plain_values(found: tuple | None) -> Iterable[Any] | None:
     return (built for _, built in matches) if matches is not None else values
 
 
-def forward_plan(rule: Rule | Callable, screened: bool = False) -> Callable[[Any], tuple | None]:
+def forward_plan(
+    rule: Rule | Callable, screened: bool = False, as_graphs: bool = False
+) -> Callable[[Any], tuple | None]:
     """A function of a term giving (the relation's variable names, its matcher's (substitution, built)
     pairs or None, values) where plain function calls answer forward (no values when a screen or
     guard refuses), None when kanren must run; the rule's attributes are read here, once, so a caller
-    running one rule on many terms (the engine) keeps the plan."""
+    running one rule on many terms (the engine) keeps the plan.  `as_graphs`: the matcher's right
+    sides are graphs (`forward_matches`)."""
     guards = tuple(
         g
         for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None))
         if g is not None
     )
     sides = getattr(rule, "sides", None)
-    matches = partial(forward_matches, sides) if sides is not None else None
+    matches = partial(forward_matches, sides, as_graphs=as_graphs) if sides is not None else None
     names = {v: n for n, v in sides.lhs.names.items() if not n.startswith("*")} if sides is not None else None
 
     def plan(term: Any) -> tuple | None:

@@ -645,3 +645,25 @@ def test_a_confluent_rule_set_gives_the_same_graph_in_any_order(graph, permutati
     permuted = FunctionGraph(inputs, [output])
     EquilibriumRewriter([EXACT_RULES[k] for k in permutation], order=order).rewrite(permuted)
     assert permuted.fingerprint() == reference.fingerprint()
+
+
+def test_a_node_an_operand_screen_refused_is_retried_when_an_operand_node_changes():
+    """add(1, neg(tanh(x))) is refused by one_minus_erf's operand screen (neg holds no erf); once a
+    rule turns tanh(x) into erf(x) under it, the sum is tried again and becomes erfc(x)."""
+    from relwrite import pprint, vector
+    from relwrite.engine import KanrenRelationSub
+    from relwrite.graph import ops as o
+    from relwrite.graph.fg import FunctionGraph
+    from relwrite.relations import get_rule, rule
+
+    x = vector("x")
+    tanh_to_erf = rule("tanh_to_erf", (o.tanh, "x"), (o.erf, "x"))  # not sound: it only changes a node
+    one_minus_erf = get_rule("one_minus_erf")
+    fgraph = FunctionGraph([x], [o.add(1.0, o.neg(o.tanh(x)))])
+    rewriter = EquilibriumRewriter(
+        [KanrenRelationSub(one_minus_erf), KanrenRelationSub(tanh_to_erf)], order="out_to_in"
+    )
+    assert rewriter.node_rewriters[0].operand_screen is not None
+    profile = rewriter.rewrite(fgraph)
+    assert pprint(fgraph.outputs[0]) == "erfc(x)"
+    assert profile.rules["one_minus_erf"].attempts >= 2  # refused first, retried after the change

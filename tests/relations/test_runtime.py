@@ -270,6 +270,43 @@ def test_a_screen_never_refuses_what_its_rule_matches(data):
                     assert found is None, f"{rule_.name} screened out {pprint(term)}"
 
 
+OPERAND_SCREENED_RULES = [r for r in CATALOGUE if r.operand_screen is not None]
+
+
+@given(st.data())
+def test_an_operand_screen_never_refuses_what_its_rule_matches(data):
+    """`Rule.operand_screen` is a necessary condition too: a node it refuses (its screen admitted)
+    has no match."""
+    from relwrite.testing.strategies import expression_graphs
+
+    _, out = data.draw(expression_graphs(ops=RANDOM_OPS, max_nodes=8))
+    for term in _subterms(out):
+        for rule_ in OPERAND_SCREENED_RULES:
+            if rule_.screen(term) and not rule_.operand_screen(term):
+                found = next(forward_matches(rule_.sides, term), None)
+                assert found is None, f"{rule_.name} screened out {pprint(term)} by its operands"
+
+
+@pytest.mark.parametrize("rule_", OPERAND_SCREENED_RULES, ids=lambda r: r.name)
+def test_an_operand_screen_admits_every_example(rule_):
+    for text in rule_.examples:
+        term = parse(text, types=rule_.types)
+        assert rule_.operand_screen(term), f"{rule_.name} screens out its example {text}"
+
+
+def test_an_operand_screen_reads_the_operands_operands():
+    """1 - erf(x) written with mul(-1, .): a sum holding 1 and some product passes the heads screen;
+    only a product of -1 and an erf passes the operands'."""
+    rule_ = next(r for r in CATALOGUE if r.name == "one_minus_erf_times_minus_one")
+    types = {"x": "vector", "y": "vector"}
+    refused = parse("add(1, mul(2, exp(x)), y)", types=types)
+    admitted = parse("add(y, mul(-1, erf(x)), 1)", types=types)
+    assert rule_.screen(refused) and not rule_.operand_screen(refused)
+    assert rule_.screen(admitted) and rule_.operand_screen(admitted)
+    gemm = next(r for r in CATALOGUE if r.name == "add_to_gemm")  # a declared operand screen
+    assert gemm.screen(refused) and not gemm.operand_screen(refused)
+
+
 def test_a_constraint_decides_a_constant_operand_in_the_screen():
     """add_zeros_like's operand constraint accepts fills and constants: of constants, only zeros."""
     x = vector("x")
