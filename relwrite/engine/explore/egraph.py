@@ -343,12 +343,12 @@ class EGraph:
             return found
         i = self._new(op, children, None, type_, kind)
         exact[key] = i
-        find = self.find
-        classes = tuple([find(c) for c in children])
+        find, uf = self.find, self._uf
+        classes = tuple([c if uf[c] == c else find(c) for c in children])
         canon = (kind, tuple(sorted(classes)) if kind < 0 else classes)  # `_canonical(i)`
         existing = self._memo.get(canon)
         if existing is not None:
-            root = self._uf[i] = find(existing)
+            root = uf[i] = find(existing)
             self.classes[root].terms.append(i)
             self._link(i, existing, CONGRUENCE)
             return i
@@ -356,9 +356,13 @@ class EGraph:
         eclasses = self.classes
         eclasses[i] = EClass(i, type_, None)
         self._touch_new(i, canon)
-        for c in set(canon[1]):
-            eclasses[c].parents.append((canon, i))
-        self._fold(i)
+        constant = True
+        for c in set(classes):
+            here = eclasses[c]
+            here.parents.append((canon, i))
+            constant = constant and type(here.leaf) is Constant
+        if constant:
+            self._fold(i)
         return i
 
     def intern(
