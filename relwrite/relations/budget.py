@@ -111,8 +111,10 @@ class Meter:
         self.owner: tuple[int, Any] = (0, None)
 
     def __enter__(self) -> Meter:
-        frame = _block_frame(sys._getframe(1))  # by identity: a reference would keep it alive
-        self.owner = (id(frame), frame.f_code)
+        frame = sys._getframe(1)
+        if frame.f_code.co_flags & _SUSPENDABLE or frame.f_globals.get("__name__") == "contextlib":
+            frame = _block_frame(frame)  # else the caller's own frame is the block's (the usual case)
+        self.owner = (id(frame), frame.f_code)  # by identity: a reference would keep the frame alive
         if self.max_seconds is not None and math.isfinite(self.max_seconds):  # math.inf: no time limit
             self.deadline = time.perf_counter() + self.max_seconds
         _meters().append(self)
@@ -274,6 +276,9 @@ def _meters() -> list[Meter]:
 
 def _remove(meter: Meter) -> None:
     meters = _meters()
+    if meters and meters[-1] is meter:  # the innermost, as blocks end
+        meters.pop()
+        return
     for k in range(len(meters) - 1, -1, -1):
         if meters[k] is meter:
             del meters[k]
@@ -326,8 +331,10 @@ class _Clock:
     def held(self) -> bool:
         """Whether a `budget_clock` block holds the installation (one whose exit an interrupt cut short is
         gone with its frame: it holds nothing)."""
-        self.holders = [ref for ref in self.holders if ref() is not None]
-        return bool(self.holders)
+        if any(ref() is not None for ref in self.holders):
+            return True
+        self.holders = []
+        return False
 
     def active(self) -> bool:
         """Whether the handler is installed and still SIGALRM's: someone may have set theirs since, and an

@@ -222,14 +222,12 @@ class Sides:
         self.lhs_variables = frozenset(lhs.variables())
         self._constraints = lhs.guards()
         whole = lhs.whole_operands
-        self.operand_list: tuple[Any, Var, _Compute] | None = None
-        """(op, its operands' variable, the computed value that is the right side) for a rule of a whole
-        operand list computed into one graph, ``(add, *terms) -> f(terms)``: its one match on a graph
+        self.operand_list: tuple[Any, Var] | None = None
+        """(op, its operands' variable) for a rule of a whole operand list whose right side is a value
+        computed from it, ``(add, *terms) -> f(terms)``, with no `where` guard: its one match on a graph
         is the node's operand list (`forward_matches` reads it directly)."""
-        if whole is not None and not where and len(computed) == 1:
-            (only,) = computed
-            if only.params == (whole[1],) and rhs.named is only.var:
-                self.operand_list = (whole[0], whole[1], only)
+        if whole is not None and not where and rhs.named in {c.var for c in computed}:
+            self.operand_list = whole
 
     def forward(self, s: dict, t: Any = GRAPHS) -> Iterator[dict]:
         """`s` (a match of the left side) with its guards decided and computed values bound."""
@@ -388,18 +386,21 @@ def forward_matches(sides: Sides, given: Any, as_graphs: bool = False) -> Iterat
 def _operand_list_matches(sides: Sides, given: Variable) -> Iterator[tuple[dict, Any]]:
     """`forward_matches` of an operand-list rule (`Sides.operand_list`) on graph variable `given`: the
     node's operands are the one match, read as the matcher reads them, the computed value the answer."""
-    op, operands_var, compute = sides.operand_list
+    op, operands_var = sides.operand_list
     node = given.owner
     if node is None or len(node.outputs) != 1 or node.op != op:
         return
     note_read(node)
     charge()
     s = {operands_var: tuple(node.inputs)}
-    value = compute.value(s, GRAPHS)
-    if value is None:
-        return
-    if not sides.keeps_type or _replaceable(given, value):
-        yield {**s, compute.var: value}, value
+    for c in sides.computed:  # as `Sides.forward` binds them
+        value = c.value(s, GRAPHS)
+        if value is None:
+            return
+        s[c.var] = value
+    built = s[sides.rhs.named]
+    if not sides.keeps_type or _replaceable(given, built):
+        yield s, built
 
 
 def _term(side: Pattern, s: Mapping) -> Any:
