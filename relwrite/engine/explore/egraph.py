@@ -35,6 +35,7 @@ from __future__ import annotations
 import warnings
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -78,12 +79,11 @@ class Lookup:
     operands: tuple[int | None, ...]
 
 
-@dataclass(frozen=True)
-class Applied:
+class Applied(NamedTuple):
     """A union made by a rule: run `direction` on the term node `source`, it answered `result`.
 
     `bindings` pairs the names of the rule's assumption variables with the
-    term nodes they were bound to.
+    term nodes they were bound to.  (A named tuple: one is made per union.)
     """
 
     rule: Rule
@@ -578,8 +578,8 @@ class EGraph:
         here.nodes = list(unique.values())
 
     def _repair(self, cls: int, dirty: set[int]) -> None:
-        memo, find, canonical = self._memo, self.find, self._canonical
-        here = self.classes[find(cls)]
+        memo, find, canonical, eclasses = self._memo, self.find, self._canonical, self.classes
+        here = eclasses[find(cls)]
         parents, here.parents = here.parents, []
         kept: dict[tuple, int] = {}
         for key, node in parents:
@@ -593,7 +593,12 @@ class EGraph:
                 self.union(other, node, CONGRUENCE)
             kept[canon] = other
             dirty.add(node)
-            self._fold(other)
+            for c in canon[1]:  # an operand class holding no constant: nothing folds (`_fold` decides)
+                operand = eclasses.get(c)  # None: merged by the union above, so `_fold` looks
+                if operand is not None and type(operand.leaf) is not Constant:
+                    break
+            else:
+                self._fold(other)
         self.classes[find(cls)].parents.extend(kept.items())
 
     def _fold(self, node: int) -> None:

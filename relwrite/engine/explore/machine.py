@@ -915,26 +915,29 @@ class EClasses:
             found.append(p if p is not None else proxy(c))
         return found
 
-    def add_at(self, steps: tuple, types: list[TensorType], proxies: list[Variable]) -> int:
-        """The term node of placed `steps` over the values' `proxies` (typed `types`), as `add` adds
-        the plan `instantiate` built."""
+    def proxy_terms(self, proxies: list[Variable]) -> list[int]:
+        """The term node each of a match's `proxies` stands for in a side built over them (`add`'s), once
+        for both sides of the match: the two then hold one term node for each variable."""
         egraph, placeholder_classes = self.egraph, self._classes
-        add_node, find, leaves = egraph.add_node, egraph.find, egraph.leaf_node
+        find, leaves = egraph.find, egraph.leaf_node
+        terms: list[int] = []
+        for v in proxies:
+            cls = placeholder_classes.get(v)
+            if cls is None:
+                cls = leaves(v)
+                terms.append(self._add_variable(v) if cls is None else cls)
+            else:
+                terms.append(find(cls))
+        return terms
+
+    def add_at(self, steps: tuple, types: list[TensorType], terms: list[int]) -> int:
+        """The term node of placed `steps` (typed `types`) over the term nodes of a match's values
+        (`proxy_terms`), as `add` adds the plan `instantiate` built."""
+        add_node = self.egraph.add_node
         nodes: list[int] = []
         for (op, spec), type_ in zip(steps, types):
-            children = []
-            for kind, x in spec:
-                if kind:
-                    children.append(nodes[x])
-                    continue
-                v = proxies[x]
-                cls = placeholder_classes.get(v)
-                if cls is None:
-                    cls = leaves(v)
-                    children.append(self._add_variable(v) if cls is None else cls)
-                else:
-                    children.append(find(cls))
-            nodes.append(add_node(op, tuple(children), type_))
+            children = tuple([nodes[x] if kind else terms[x] for kind, x in spec])
+            nodes.append(add_node(op, children, type_))
         return nodes[-1]
 
     def type_of(self, built: Any, like: int) -> TensorType:

@@ -788,8 +788,9 @@ class Runner:
         class_type = egraph.classes[target].type
         if class_type is not write_types[-1] and not class_type.is_compatible(write_types[-1]):
             return False
-        source = machine.add_at(read, read_types, proxies)
-        result = machine.add_at(write, write_types, proxies)
+        terms = machine.proxy_terms(proxies)
+        source = machine.add_at(read, read_types, terms)
+        result = machine.add_at(write, write_types, terms)
         bound = tuple([(name, find(values[k])) for name, k in bindings])
         if bound and self._contradicted(m.rule, bound):
             return False
