@@ -307,9 +307,9 @@ def _may_regroup_quotient(value: Any) -> bool:
 
 
 def _may_regroup_product(value: Any) -> bool:
-    """A screen of mul_of_quotients: a product with no quotient or reciprocal among its factors can only
-    lose 0-d constants (two or more combined, or a 1 dropped: mul(x, -1, -1) -> x)."""
-    if _reads_quotient(value):
+    """A screen of mul_of_quotients: a product with no quotient, reciprocal or product among its factors
+    can only lose 0-d constants (two or more combined, or a 1 dropped: mul(x, -1, -1) -> x)."""
+    if _reads_quotient(value, o.mul):
         return True
     constants = [g for g in value.owner.inputs if _is_scalar_constant(g)]
     return len(constants) > 1 or any(np.all(c.data == 1) for c in constants)
