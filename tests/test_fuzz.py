@@ -482,6 +482,23 @@ def test_the_reference_log1mexp_is_undefined_above_zero_as_the_op_is():
     assert got[3] == pytest.approx(np.log(1e-300))
 
 
+@pytest.mark.parametrize("log", [False, True])
+def test_the_reference_softmax_of_an_empty_axis_is_empty_as_the_ops_is(log):
+    """softmax over an axis of length 0 normalizes nothing: the backends give an empty array, and so
+    does the reference (its maximum of the axis raised ValueError; seed 12 found it)."""
+    from relwrite.backends.numpy import numpy_function
+    from relwrite.graph.basic import tensor
+
+    x = tensor("x", dtype="float64", shape=(3, 0))
+    op = ops.log_softmax if log else ops.softmax
+    values = np.zeros((3, 0))
+    reference = semantics._ref_softmax(values, 1, log)
+    got = numpy_function([x], op(x, axis=1))(values)
+    assert reference.shape == got.shape == (3, 0)
+    row = semantics._ref_softmax(np.array([[0.0, np.log(3.0)]]), 1, log)  # the rest of the op as before
+    np.testing.assert_allclose(row, np.log([[0.25, 0.75]]) if log else [[0.25, 0.75]])
+
+
 def test_the_fuzzers_fma_rounds_once_and_is_drawn():
     """The reference's fma (fractions, apart from the backend's) is the NumPy backend's bit for bit, in
     float64, float32 and float16 (hypot's dtype of int8 operands); the drawer makes fma calls."""

@@ -22,7 +22,14 @@ from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, Variable, constant
 from relwrite.graph.types import broadcast_shapes
 from relwrite.relations.operands import same_graph, shaped_within
-from relwrite.relations.predicates import fits, float_var, literal_value, operands_regroupable
+from relwrite.relations.predicates import (
+    fits,
+    float_var,
+    literal_value,
+    node_inputs,
+    operands_regroupable,
+    regroupable,
+)
 from relwrite.relations.registry import CANON, UNSAFE, Rule, rule
 
 VECTOR = {"x": "vector"}
@@ -918,6 +925,14 @@ def _alloc_dropped(position: int) -> Rule:
     )
 
 
+def _reorderable(value: Any) -> bool:
+    """A constraint: the operands of the add (mul) computing `value` may take another order: two of
+    them (their sum is the same either way round), or any number of one dtype (`regroupable`); an
+    operand moved first among three of mixed dtypes changes what the left-to-right fold computes."""
+    inputs = node_inputs(value) if isinstance(value, Variable) else None
+    return inputs is not None and (len(inputs) == 2 or regroupable(inputs))
+
+
 def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
     """add/mul(alloc(x, shape), *rest) -> add/mul(x, *rest) where the other operands give the shape."""
 
@@ -926,7 +941,7 @@ def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
 
     return rule(
         f"{op}_alloc_operand",
-        (op, (o.Alloc.pattern(shape="shape"), "x"), "*rest"),
+        {"pattern": (op, (o.Alloc.pattern(shape="shape"), "x"), "*rest"), "constraint": _reorderable},
         (op, "x", "*rest"),
         CANON,
         where=needless,
@@ -934,8 +949,9 @@ def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
         examples=(f"{op}(alloc(s, 2, 3), m, v)",),
         types={"s": "scalar", "v": "(3,)", "m": "(2, 3)"},
         doc=f"""{op}(alloc(x, shape), ...) -> {op}(x, ...) where the other operands
-        broadcast x to the result anyway (static shapes prove it: PyTensor's local_elemwise_alloc).
-        Exact: the same values, one array fewer.""",
+        broadcast x to the result anyway (static shapes prove it: PyTensor's local_elemwise_alloc), of
+        two operands or of one dtype (x moves first, and mixed dtypes fold left to right).  Exact: the same
+        values, one array fewer.""",
         screen=_operand_screen(_an_alloc, None),
     )
 
@@ -998,7 +1014,10 @@ def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
 
     return rule(
         f"{op}_uniform_constant_operand",
-        (op, {"pattern": "c", "constraint": _an_array_constant}, "*rest"),
+        {
+            "pattern": (op, {"pattern": "c", "constraint": _an_array_constant}, "*rest"),
+            "constraint": _reorderable,
+        },
         (op, "scalar", "*rest"),
         CANON,
         compute={"scalar": scalar},
@@ -1006,7 +1025,8 @@ def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
         examples=(f"{op}([2.0, 2.0, 2.0], m)",),
         types={"m": "(2, 3)"},
         doc=f"""{op}(c, ...) -> {op}(c0, ...) for an array constant c whose every element is c0, where
-        the other operands give the result its shape.  Exact.""",
+        the other operands give the result its shape, of two operands or of one dtype (c0 moves first,
+        and mixed dtypes fold left to right: add(x, True, True) is x + 2).  Exact.""",
         screen=_operand_screen(_an_array_constant, None),
     )
 

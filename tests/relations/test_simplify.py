@@ -566,3 +566,18 @@ def test_a_uniform_array_constant_is_its_number_where_the_others_give_the_shape(
         for d in v.type.shape[:1]
     ]
     np.testing.assert_allclose(compiled(*values), numpy_function(inputs, graph)(*values))
+
+
+@pytest.mark.parametrize("dropped", ["uniform", "alloc"])
+def test_an_operand_moved_first_never_changes_a_mixed_dtype_fold(dropped):
+    """add(x, c, c) with boolean c of ones is x + 2 (the fold runs left to right, promoting as it goes);
+    made add(True, True, x) by moving the constants first it was x + 1 (True + True is True).  The
+    fuzzer found it; between two operands, or among one dtype, moving one first is exact."""
+    x = tensor("x", dtype="float64", shape=(2, 2))
+    ones = rw.constant(np.ones((2, 2), dtype=bool))
+    c = ones if dropped == "uniform" else o.alloc(np.bool_(True), 2, 2)
+    graph = o.add(x, c, c)
+    value = np.zeros((2, 2))
+    for mode in ("fast_compile", "fast_run"):
+        got = compile_in_mode([x], graph, mode=mode)(value)
+        np.testing.assert_array_equal(got[0] if isinstance(got, list) else got, np.full((2, 2), 2.0))

@@ -138,9 +138,10 @@ def _ref_fill(model: Any, value: Any) -> Any:
 
 def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
     """Softmax (log-softmax) along `axis`; in a slice holding +inf and no NaN, the limit: the k
-    infinities share the whole mass (1/k each, log: -log k) and the rest get 0 (log: -inf)."""
+    infinities share the whole mass (1/k each, log: -log k) and the rest get 0 (log: -inf).  Along an
+    axis of length 0 there is nothing to normalize: an empty array, as logsumexp's sum is empty."""
     xf = np.asarray(x).astype(_float_dtype_of(x))
-    top = np.max(xf, axis=axis, keepdims=True)
+    top = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
         shifted = xf - np.where(np.isposinf(top), 0, top)
         total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
