@@ -402,6 +402,8 @@ def _reduce_max(x: np.ndarray, axis: tuple[int, ...] | None, keepdims: bool = Fa
 
 
 def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
+    if np.shape(x)[axis] == 0:  # nothing to normalize: empty, as the backends give it
+        return np.asarray(x, dtype=object).copy()
     shifted = x - _reduce_max(x, (axis,), keepdims=True)
     exps = _map(_ELEMENTWISE[ops.Exp], shifted)
     total = np.sum(exps, axis=axis, keepdims=True)

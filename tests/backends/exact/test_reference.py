@@ -304,6 +304,16 @@ def test_a_graph_with_non_elementwise_ops_is_evaluated_point_by_point():
     assert [[float(v) for v in row] for row in value] == [[6.0, 14.0], [14.0, 10.0]]
 
 
+@pytest.mark.parametrize("op", [ops.softmax, ops.log_softmax])
+def test_softmax_of_an_axis_of_length_zero_is_empty(op):
+    """Nothing to normalize: an empty array, as the backends give (its maximum raised ValueError)."""
+    from relwrite.graph.basic import tensor
+
+    x = tensor("x", dtype="float64", shape=(2, 0))
+    (value,) = exact.evaluate([x], [op(x, axis=1)], [np.zeros((3, 2, 0))], 128)
+    assert value.shape == (3, 2, 0)
+
+
 def test_a_graph_without_a_reference_or_with_missing_inputs_is_refused():
     x, y = scalar("x"), scalar("y")
     points = [np.array([1.0])]
