@@ -450,12 +450,14 @@ def relation(
     semantics: str | None = None,
     screen: Callable[[Any], bool] | None = None,
     idempotent: bool = False,
+    operand_screen: Callable[[Any], bool] | None = None,
 ) -> Callable[[Callable], Rule]:
     """Decorate a goal constructor `fn(lhs, rhs)` into a Rule (its docstring is the rule's doc).
 
-    Tracks not given are derived with `derive_tracks`; `guard` and `screen`
-    are cheap necessary conditions on a graph for the rule to match, the
-    screen reading only heads; `idempotent` says its results never match it
+    Tracks not given are derived with `derive_tracks`; `guard`, `screen` and
+    `operand_screen` are cheap necessary conditions on a graph for the rule
+    to match, the screen reading only heads and the operand screen no deeper
+    than the operands' operands' heads; `idempotent` says its results never match it
     again (see Rule).  A goal written in Python answers once a side is
     bound; with both sides unbound it answers nothing (declare the rule with
     `rule` to have it answer with patterns).
@@ -476,6 +478,7 @@ def relation(
             semantics=semantics,
             screen=screen,
             idempotent=idempotent,
+            operand_screen=operand_screen,
         )
 
     return decorate

@@ -667,3 +667,29 @@ def test_a_node_an_operand_screen_refused_is_retried_when_an_operand_node_change
     profile = rewriter.rewrite(fgraph)
     assert pprint(fgraph.outputs[0]) == "erfc(x)"
     assert profile.rules["one_minus_erf"].attempts >= 2  # refused first, retried after the change
+
+
+def test_a_declared_operand_screen_keeps_the_goal_from_running_where_it_refuses():
+    """@relation(..., operand_screen=): the engine tests it before the goal, on every node of the op."""
+    from relwrite import pprint, vector
+    from relwrite.graph import ops as o
+    from relwrite.graph.fg import FunctionGraph
+    from relwrite.relations.registry import relation
+
+    runs = []
+
+    def reads_a_log(value):
+        operand = value.owner.inputs[0]
+        return operand.owner is not None and operand.owner.op == o.log
+
+    @relation(("canonicalize",), tracks=(o.exp,), operand_screen=reads_a_log)
+    def exp_of_log(lhs, rhs):
+        runs.append(lhs)
+        x = var()
+        return lall(eq(lhs, etuple(o.exp, etuple(o.log, x))), eq(rhs, x))
+
+    x = vector("x")
+    fgraph = FunctionGraph([x], [o.exp(o.sin(x)) + o.exp(o.log(x))])
+    EquilibriumRewriter([KanrenRelationSub(exp_of_log)]).rewrite(fgraph)
+    assert pprint(fgraph.outputs[0]) == "(exp(sin(x)) + x)"
+    assert len(runs) == 1  # exp(sin(x)) was refused without running the goal
