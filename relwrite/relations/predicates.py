@@ -149,6 +149,16 @@ def operands_regroupable(value: Any) -> bool:
     return inputs is not None and regroupable(inputs)
 
 
+def operands_reorderable(value: Any) -> bool:
+    """Whether the operands of the add or mul computing `value` may take another order (a constraint):
+    two of them (their sum is the same either way round), or any number that are `regroupable`; one
+    moved first among three of mixed dtypes changes what the left-to-right fold computes."""
+    inputs = (
+        node_inputs(value, ops.add) or node_inputs(value, ops.mul) if isinstance(value, Variable) else None
+    )
+    return inputs is not None and (len(inputs) == 2 or regroupable(inputs))
+
+
 def node_inputs(
     value: Variable, op: Op | None = None, kind: type | None = None
 ) -> tuple[Variable, ...] | None:

@@ -288,6 +288,9 @@ def rule(
     every application of a common op (every exp(x) into a ratio of
     sigmoids), so that exploration would never saturate.
     """
+    for what, test in (("screen", screen), ("operand_screen", operand_screen)):
+        if test is not None and not callable(test):  # before it is combined with the pattern's own
+            raise TypeError(f"rule {name}: a {what} must be callable, got {test!r}")
     names: dict[str, Var] = {}
     lhs_pattern = Pattern(lhs, names)
     if lhs_pattern.head is None and not heads:

@@ -392,15 +392,10 @@ def _operand_list_matches(sides: Sides, given: Variable) -> Iterator[tuple[dict,
         return
     note_read(node)
     charge()
-    s = {operands_var: tuple(node.inputs)}
-    for c in sides.computed:  # as `Sides.forward` binds them
-        value = c.value(s, GRAPHS)
-        if value is None:
-            return
-        s[c.var] = value
-    built = s[sides.rhs.named]
-    if not sides.keeps_type or _replaceable(given, built):
-        yield s, built
+    for done in sides.forward({operands_var: tuple(node.inputs)}):
+        built = done[sides.rhs.named]
+        if not sides.keeps_type or _replaceable(given, built):
+            yield done, built
 
 
 def _term(side: Pattern, s: Mapping) -> Any:

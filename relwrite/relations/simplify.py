@@ -26,9 +26,8 @@ from relwrite.relations.predicates import (
     fits,
     float_var,
     literal_value,
-    node_inputs,
     operands_regroupable,
-    regroupable,
+    operands_reorderable,
 )
 from relwrite.relations.registry import CANON, UNSAFE, Rule, rule
 
@@ -925,14 +924,6 @@ def _alloc_dropped(position: int) -> Rule:
     )
 
 
-def _reorderable(value: Any) -> bool:
-    """A constraint: the operands of the add (mul) computing `value` may take another order: two of
-    them (their sum is the same either way round), or any number of one dtype (`regroupable`); an
-    operand moved first among three of mixed dtypes changes what the left-to-right fold computes."""
-    inputs = node_inputs(value) if isinstance(value, Variable) else None
-    return inputs is not None and (len(inputs) == 2 or regroupable(inputs))
-
-
 def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
     """add/mul(alloc(x, shape), *rest) -> add/mul(x, *rest) where the other operands give the shape."""
 
@@ -941,7 +932,7 @@ def _variadic_alloc_dropped(op: o.Elemwise) -> Rule:
 
     return rule(
         f"{op}_alloc_operand",
-        {"pattern": (op, (o.Alloc.pattern(shape="shape"), "x"), "*rest"), "constraint": _reorderable},
+        {"pattern": (op, (o.Alloc.pattern(shape="shape"), "x"), "*rest"), "constraint": operands_reorderable},
         (op, "x", "*rest"),
         CANON,
         where=needless,
@@ -1016,7 +1007,7 @@ def _variadic_uniform_dropped(op: o.Elemwise) -> Rule:
         f"{op}_uniform_constant_operand",
         {
             "pattern": (op, {"pattern": "c", "constraint": _an_array_constant}, "*rest"),
-            "constraint": _reorderable,
+            "constraint": operands_reorderable,
         },
         (op, "scalar", "*rest"),
         CANON,

@@ -385,7 +385,15 @@ def test_a_constraint_declaring_its_heads_lets_the_screen_refuse_without_calling
     assert [pprint(v) for v in drop_exp.forward(a + o.exp(b))] == ["a"]
 
 
-@pytest.mark.parametrize("what", ["screen", "guard"])
+@pytest.mark.parametrize("what", ["screen", "operand_screen"])
+def test_a_declared_rules_screen_that_is_not_callable_is_refused_by_name(what):
+    """rule() combines a screen with its pattern's own: a number given is refused there, naming the rule,
+    not called (and failing) on the first node it meets."""
+    with pytest.raises(TypeError, match=rf"rule my_rule: a {what} must be callable, got 3"):
+        rule("my_rule", (o.exp, (o.log, "x")), "x", **{what: 3})
+
+
+@pytest.mark.parametrize("what", ["screen", "guard", "operand_screen"])
 def test_a_screen_or_guard_that_is_not_callable_is_refused_by_name(what):
     from relwrite.relations import relation
 
