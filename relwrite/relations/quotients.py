@@ -40,6 +40,7 @@ from relwrite.relations.operands import (
     neutral_like,
     same_graph,
     shaped_within,
+    sorted_terms,
     typed_constant,
     uniform_graphs,
     variadic_applied,
@@ -166,8 +167,13 @@ def built_quotient(num: list[Variable], den: list[Variable], dtype: str) -> Vari
     numerator (None without either)."""
     if not num and not den:
         return None
-    top = variadic_applied(o.mul, num) if num else typed_constant(1, dtype)
-    return top if not den else o.true_div(top, variadic_applied(o.mul, den))
+    top = _sorted_product(num) if num else typed_constant(1, dtype)
+    return top if not den else o.true_div(top, _sorted_product(den))
+
+
+def _sorted_product(factors: list[Variable]) -> Variable | None:
+    """The product of `factors` in sort_mul's order, so the canonical quotient is not sorted again."""
+    return variadic_applied(o.mul, sorted_terms(factors) or factors)
 
 
 def canonical_quotient(parts: Parts, cancelled: list[Variable]) -> Variable | None:
