@@ -44,7 +44,7 @@ from relwrite.relations.pattern import (
 )
 from relwrite.relations.predicates import is_logic_variable
 from relwrite.relations.registry import Rule, derive_tracks
-from relwrite.relations.runtime import answers, forward_plan, plain_values
+from relwrite.relations.runtime import answers, direct_answer, forward_plan, plain_values
 
 Tracks = Sequence[Op | type] | None
 
@@ -330,7 +330,11 @@ class KanrenRelationSub(NodeRewriter):
         if max_answers < 1:
             raise ValueError(f"max_answers must be at least 1, got {max_answers}")
         self.relation = relation
-        self._forward_plan: tuple[Any, Callable[[Any], tuple | None] | None] = (None, None)
+        self._forward_plan: tuple[Any, Callable[[Any], tuple | None] | None, Callable[[Any], Any] | None] = (
+            None,
+            None,
+            None,
+        )
         self.max_answers = max_answers
         self.results_filter = results_filter
         self.node_filter = node_filter
@@ -366,12 +370,20 @@ class KanrenRelationSub(NodeRewriter):
         if self.node_filter is not None and not self.node_filter(node):
             return False
         term = node.outputs[0] if len(node.outputs) == 1 else list(node.outputs)
-        planned, plan = self._forward_plan
+        planned, plan, answer = self._forward_plan
         if planned is not self.relation:  # made at the first run, and again if `relation` is reassigned
             # the engine tests `screen` (the relation's) before calling transform
-            plan = forward_plan(self.relation, screened=self.screen is not None, as_graphs=True)
-            self._forward_plan = self.relation, plan
+            screened = self.screen is not None
+            plan = forward_plan(self.relation, screened=screened, as_graphs=True)
+            answer = direct_answer(self.relation, screened=screened)
+            self._forward_plan = self.relation, plan, answer
         what = lambda: f"rule {self} at {node}"  # noqa: E731  (the limits were checked at __init__)
+        if answer is not None:  # one answer at most, computed by a plain call
+            with Meter(what, self.max_steps, self.max_seconds, BudgetExceeded) as meter:
+                built = answer(term)
+            if meter.error is not None:
+                raise meter.fresh_error()
+            return False if built is None else self._first_replacement(fgraph, node, (built,))
         with Meter(what, self.max_steps, self.max_seconds, BudgetExceeded) as meter:
             direct = plain_values(plan(term))
             if type(direct) is tuple and not direct:  # refused, or no answer

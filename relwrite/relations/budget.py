@@ -131,7 +131,7 @@ class Meter:
         if self.installed:
             self.installed = False
             _clock.uninstall()
-        elif _clock.installed and not _clock.held() and not _meters():
+        elif _clock.installed and not _meters() and not _clock.held():
             _clock.uninstall()  # left installed by an exit an interrupt cut short: nothing holds it now
 
     def tick(self) -> None:
@@ -331,8 +331,9 @@ class _Clock:
     def held(self) -> bool:
         """Whether a `budget_clock` block holds the installation (one whose exit an interrupt cut short is
         gone with its frame: it holds nothing)."""
-        if any(ref() is not None for ref in self.holders):
-            return True
+        for ref in self.holders:  # a loop, not any(): this runs at every timed rule attempt
+            if ref() is not None:
+                return True
         self.holders = []
         return False
 

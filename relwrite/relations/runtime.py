@@ -230,15 +230,23 @@ class Sides:
             self.operand_list = whole
 
     def forward(self, s: dict, t: Any = GRAPHS) -> Iterator[dict]:
-        """`s` (a match of the left side) with its guards decided and computed values bound."""
-        if not all(w.holds(s, t) for w in self.where):
-            return
+        """`s` (a match of the left side) with its guards decided and computed values bound (`completed`),
+        as the one substitution of a stream (backward ones may give several)."""
+        done = self.completed(s, t)
+        if done is not None:
+            yield done
+
+    def completed(self, s: dict, t: Any = GRAPHS) -> dict | None:
+        """`s` (a match of the left side) with its guards decided and computed values bound, or None
+        where a guard or a computed value refuses."""
+        if self.where and not all(w.holds(s, t) for w in self.where):
+            return None
         for c in self.computed:
             value = c.value(s, t)
             if value is None:
-                return
+                return None
             s = {**s, c.var: value}
-        yield s
+        return s
 
     def backward(self, s: dict, t: Any = GRAPHS, partial: bool = False) -> Iterator[dict]:
         """`s` (a match of the right side) extended to the left side's variables through the inverses
@@ -372,7 +380,9 @@ def forward_matches(sides: Sides, given: Any, as_graphs: bool = False) -> Iterat
     """(substitution, right side) for each match of the left pattern on ground `given`; the right side
     an etuple, or with `as_graphs` the graph it evaluates to (what an engine replaces with)."""
     if sides.operand_list is not None and isinstance(given, Variable):
-        yield from _operand_list_matches(sides, given)
+        done = _operand_list_match(sides, given)
+        if done is not None:
+            yield done, done[sides.rhs.named]
         return
     build = _graph if as_graphs else _term
     for s in sides.lhs.matches(given):
@@ -383,19 +393,20 @@ def forward_matches(sides: Sides, given: Any, as_graphs: bool = False) -> Iterat
                 yield done, built
 
 
-def _operand_list_matches(sides: Sides, given: Variable) -> Iterator[tuple[dict, Any]]:
-    """`forward_matches` of an operand-list rule (`Sides.operand_list`) on graph variable `given`: the
-    node's operands are the one match, read as the matcher reads them, the computed value the answer."""
+def _operand_list_match(sides: Sides, given: Variable) -> dict | None:
+    """The one match of an operand-list rule (`Sides.operand_list`) on graph variable `given`, completed
+    by `Sides.forward` (its right side bound): the node's operands, read as the matcher reads them; None
+    where the node is not the rule's op or the computed value refuses."""
     op, operands_var = sides.operand_list
     node = given.owner
     if node is None or len(node.outputs) != 1 or node.op != op:
-        return
+        return None
     note_read(node)
     charge()
-    for done in sides.forward({operands_var: tuple(node.inputs)}):
-        built = done[sides.rhs.named]
-        if not sides.keeps_type or _replaceable(given, built):
-            yield done, built
+    done = sides.completed({operands_var: tuple(node.inputs)})
+    if done is None or (sides.keeps_type and not _replaceable(given, done[sides.rhs.named])):
+        return None
+    return done
 
 
 def _term(side: Pattern, s: Mapping) -> Any:
@@ -496,11 +507,7 @@ def forward_plan(
     guard refuses), None when kanren must run; the rule's attributes are read here, once, so a caller
     running one rule on many terms (the engine) keeps the plan.  `as_graphs`: the matcher's right
     sides are graphs (`forward_matches`)."""
-    guards = tuple(
-        g
-        for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None))
-        if g is not None
-    )
+    guards = _guards(rule, screened)
     sides = getattr(rule, "sides", None)
     matches = partial(forward_matches, sides, as_graphs=as_graphs) if sides is not None else None
     names = {v: n for n, v in sides.lhs.names.items() if not n.startswith("*")} if sides is not None else None
@@ -515,6 +522,35 @@ def forward_plan(
         return None
 
     return plan
+
+
+def direct_answer(rule: Rule | Callable, screened: bool = False) -> Callable[[Any], Any] | None:
+    """For a rule of a whole operand list (`Sides.operand_list`), a function of a graph variable giving
+    its one forward answer, a graph, or None: `forward_plan` without the streams, for the engine, which
+    tries such rules on most nodes.  None for any other rule."""
+    sides = getattr(rule, "sides", None)
+    if sides is None or sides.operand_list is None:
+        return None
+    guards = _guards(rule, screened)
+    named = sides.rhs.named
+
+    def answer(given: Any) -> Any:
+        if not isinstance(given, Variable) or (guards and not all(guard(given) for guard in guards)):
+            return None
+        done = _operand_list_match(sides, given)
+        return None if done is None else done[named]
+
+    return answer
+
+
+def _guards(rule: Rule | Callable, screened: bool) -> tuple[Callable[[Any], bool], ...]:
+    """The rule's own tests of a term run before it: its guard, and its screen unless the caller
+    (`screened`) tested that already."""
+    return tuple(
+        g
+        for g in (None if screened else getattr(rule, "screen", None), getattr(rule, "guard", None))
+        if g is not None
+    )
 
 
 def bindings_of(state: Any) -> dict[str, Any]:
