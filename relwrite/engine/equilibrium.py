@@ -191,9 +191,14 @@ class _RunState:
 
     def fail(self, rule: int, node: Apply, footprint: set[Apply]) -> None:
         self.failed.setdefault(node, set()).add(rule)
+        watch, watchers = (rule, node), self.watchers  # a failure's footprint is often dozens of nodes
         for seen in footprint:
             if seen is not node:
-                self.watchers.setdefault(seen, set()).add((rule, node))
+                watching = watchers.get(seen)
+                if watching is None:
+                    watchers[seen] = {watch}
+                else:
+                    watching.add(watch)
 
 
 class _RuleTable(dict):

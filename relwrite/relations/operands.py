@@ -505,10 +505,16 @@ def _one(dtype: str) -> np.ndarray:
 
 def _signature(value: Variable) -> Any:
     """A hashable summary, equal for structurally equal graphs: an atom, or its op and inputs' ops."""
-    inputs = node_inputs(value)
-    if inputs is None:
+    node = value.owner
+    if node is None or len(node.outputs) != 1:
         return value
-    return (value.owner.op, tuple(i if node_inputs(i) is None else i.owner.op for i in inputs))
+    return (note_read(node).op, tuple(_head(i) for i in node.inputs))
+
+
+def _head(value: Variable) -> Any:
+    """The op computing `value` (an expression's head, its read noted), or `value` itself for an atom."""
+    node = value.owner
+    return value if node is None or len(node.outputs) != 1 else note_read(node).op
 
 
 def _groups(keys: Sequence[tuple[Variable, ...] | None]) -> list[list[int]]:
