@@ -576,9 +576,11 @@ def _loop_body(op: ops.Composite, inputs: list[Value]) -> tuple[list[_Statement]
     return lines, [_value(top.values, v) for v in op.outputs]
 
 
-def composite_kernel(op: ops.Composite, name: str) -> Kernel:
+def composite_kernel(op: ops.Composite, name: str, scalars: Sequence[bool] = ()) -> Kernel:
     """The C kernel of a `Composite`: outputs (fresh, C-contiguous, of the broadcast shape) then inputs.
 
+    The inputs `scalars` marks hold one value for every element (typed 0-d): they are read once per
+    block, and what the loop computes from them alone is computed there too (`_hoisted`).
     Raises Unsupported when an inner op or dtype has no C form.
     """
     in_dtypes = [v.dtype for v in op.inputs]
@@ -587,10 +589,14 @@ def composite_kernel(op: ops.Composite, name: str) -> Kernel:
     statements, results = _loop_body(op, inputs)
     if len(statements) > LOOP_STATEMENTS:
         return _chunked_kernel(name, statements, results, in_dtypes, out_dtypes)
+    once, statements = _hoisted(statements, scalars)
     body = [st.line for st in statements]
     params = [f"{_ctype(d)} *restrict o{k}" for k, d in enumerate(out_dtypes)]
     params += [f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes)]
-    loads = [f"const {_ctype(d)} v{k} = i{k}[j];" for k, d in enumerate(in_dtypes)]
+    scalar = [k < len(scalars) and scalars[k] for k in range(len(in_dtypes))]
+    before = [f"const {_ctype(d)} v{k} = i{k}[0];" for k, d in enumerate(in_dtypes) if scalar[k]]
+    before += [st.line for st in once]
+    loads = [f"const {_ctype(d)} v{k} = i{k}[j];" for k, d in enumerate(in_dtypes) if not scalar[k]]
     stores = [f"o{k}[j] = {_as(r, d)};" for k, (r, d) in enumerate(zip(results, out_dtypes))]
     n_ops = len(out_dtypes) + len(in_dtypes)
     casts = [f"({_ctype(d)} *)p[{k}]" for k, d in enumerate(out_dtypes)]
@@ -600,7 +606,7 @@ def composite_kernel(op: ops.Composite, name: str) -> Kernel:
     indent = "\n        "
     source = f"""
 static inline void {name}_loop(ptrdiff_t n, {", ".join(params)}) {{
-    for (ptrdiff_t j = 0; j < n; j++) {{
+    {"".join(f"{line}{chr(10)}    " for line in before)}for (ptrdiff_t j = 0; j < n; j++) {{
         {indent.join(loads + body + stores)}
     }}
 }}
@@ -614,6 +620,26 @@ int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
 }}
 """
     return Kernel(name, source, n_ops)
+
+
+def _hoisted(
+    statements: list[_Statement], scalars: Sequence[bool]
+) -> tuple[list[_Statement], list[_Statement]]:
+    """(the statements computed from the `scalars` inputs and constants alone, the others), each in order.
+
+    The first are the same for every element, computed once before the loop: besides the work saved,
+    each value is then one value, where a vectorized loop would compute it with the vector math library
+    in its SIMD lanes and with libm in its scalar tail, which may differ in the last bit (an argmax of
+    equal values then picks a late one)."""
+    invariant = {f"v{k}" for k, scalar in enumerate(scalars) if scalar}
+    once, rest = [], []
+    for st in statements:
+        if all(name in invariant for name in st.reads):
+            invariant.add(st.name)
+            once.append(st)
+        else:
+            rest.append(st)
+    return once, rest
 
 
 LOOP_STATEMENTS = 1024
@@ -834,18 +860,20 @@ def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> K
     statements, (result,) = _loop_body(op, [Value(f"v{k}", d) for k, d in enumerate(in_dtypes)])
     if len(statements) > LOOP_STATEMENTS:  # fused, the loop would compile superlinearly (`_chunked_kernel`)
         raise Unsupported(f"a fused sum of {len(statements)} statements")
-    body = [st.line for st in statements]
     params = ", ".join(f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes))
     args = ", ".join(f"i{k}" for k in range(len(in_dtypes)))
+    once, statements = _hoisted(statements, scalars)
+    body = [st.line for st in statements]
+    before = [f"const {_ctype(d)} v{k} = i{k}[0];" for k, (d, s) in enumerate(zip(in_dtypes, scalars)) if s]
+    before += [st.line for st in once]
     loads = [
-        f"const {_ctype(d)} v{k} = i{k}[{'0' if scalar else 'j'}];"
-        for k, (d, scalar) in enumerate(zip(in_dtypes, scalars))
+        f"const {_ctype(d)} v{k} = i{k}[j];" for k, (d, s) in enumerate(zip(in_dtypes, scalars)) if not s
     ]
     casts = ", ".join(f"(const {_ctype(d)} *)a{k}" for k, d in enumerate(in_dtypes))
     indent = "\n        "
     source = f"""
 static void {name}_fill({t} *restrict buf, ptrdiff_t start, ptrdiff_t n, {params}) {{
-    for (ptrdiff_t m = 0; m < n; m++) {{
+    {"".join(f"{line}{chr(10)}    " for line in before)}for (ptrdiff_t m = 0; m < n; m++) {{
         const ptrdiff_t j = start + m;
         {indent.join(loads + body)}
         buf[m] = {_as(result, out.dtype)};

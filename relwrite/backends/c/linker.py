@@ -368,29 +368,30 @@ def _blas_impl(node: Apply, kernel: Callable[..., int], reference: Impl) -> Impl
 # -- the linker ---------------------------------------------------------------------------------------
 
 
-_SumKey = tuple[ops.Composite, tuple[bool, ...]]  # a fused sum's loop and which of its inputs are scalars
+_LoopKey = tuple[ops.Composite, tuple[bool, ...]]  # a loop and which of its inputs are scalars
 
 
 def _graph_kernels(
     nodes: Sequence[Apply], fusable: dict[int, int]
-) -> tuple[dict[ops.Composite, Kernel], list[int], dict[_SumKey, Kernel], dict[int, _SumKey]]:
-    """The kernels of a graph's own module: one per Composite op with a C form (and the positions of the
-    nodes running them), one per loop summed as it is computed among `fusable` (and, by the reduction's
-    position, which one it runs)."""
-    kernels: dict[ops.Composite, Kernel] = {}
+) -> tuple[dict[_LoopKey, Kernel], list[int], dict[_LoopKey, Kernel], dict[int, _LoopKey]]:
+    """The kernels of a graph's own module: one per Composite op with a C form and pattern of 0-d inputs
+    (and the positions of the nodes running them), one per loop summed as it is computed among
+    `fusable` (and, by the reduction's position, which one it runs)."""
+    kernels: dict[_LoopKey, Kernel] = {}
     chosen: list[int] = []
     for index, node in enumerate(nodes):
         op = node.op
         if not isinstance(op, ops.Composite):
             continue
-        if op not in kernels:
+        key = (op, scalar_inputs(node))
+        if key not in kernels:
             try:
-                kernels[op] = composite_kernel(op, f"rw_k{len(kernels)}")
+                kernels[key] = composite_kernel(op, f"rw_k{len(kernels)}", key[1])
             except Unsupported:
                 continue
         chosen.append(index)
-    summing: dict[_SumKey, Kernel] = {}
-    fused: dict[int, _SumKey] = {}
+    summing: dict[_LoopKey, Kernel] = {}
+    fused: dict[int, _LoopKey] = {}
     for r, c in fusable.items():
         key = (loop_composite(nodes[c]), scalar_inputs(nodes[c]))
         if key not in summing:
@@ -541,8 +542,11 @@ class CLinker(NumpyLinker):
             )
             return {}, {}
         module.rw_set_driver(ctypes.c_void_p(driver))
-        functions = {op: _function(module, k.name, k.n_args) for op, k in kernels.items()}
-        composites = {i: _composite_impl(nodes[i], functions[nodes[i].op], impls[i]) for i in chosen}
+        functions = {key: _function(module, k.name, k.n_args) for key, k in kernels.items()}
+        composites = {
+            i: _composite_impl(nodes[i], functions[nodes[i].op, scalar_inputs(nodes[i])], impls[i])
+            for i in chosen
+        }
         sums = {key: kernel_function(module, k.name, len(key[1])) for key, k in summing.items()}
         return composites, {r: sums[key] for r, key in fused.items()}
 

@@ -678,3 +678,20 @@ def test_generated_sources_are_the_modules_the_linker_loads():
         assert cache.key(source, keys[name]) in cache._loaded, name  # the very source that was compiled
     assert "int rw_s0(" in sources["graph"]  # the sum computed with the loop
     assert generated_sources(FunctionGraph([x], [ops.exp(x)])) == {}  # a lone exp runs NumPy's
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_what_0d_inputs_alone_compute_is_one_value_for_every_element(dtype):
+    """log1p of a 0-d input across a vector is computed once: a vectorized loop would take it from the
+    vector math library in its SIMD lanes and from libm in its tail, which may differ in the last bit
+    (an argmax of the equal values then picked a late element: fuzzer seed 19, graph 690)."""
+    si, vi = scalar("s", dtype), scalar("v", dtype)
+    op = ops.Composite([si, vi], [ops.log1p(ops.exp(si)) + vi * 0.0])
+    s, v = tensor("s", dtype, ()), vector("v", dtype)
+    c_linker, _ = link([s, v], [op(s, v)])
+    assert [n.op for n in c_linker.c_nodes] == [op]
+    zeros = np.zeros(37, dtype=dtype)
+    for value in np.linspace(-3.0, 3.0, 97, dtype=dtype):
+        (out,) = c_linker(np.array(value, dtype=dtype), zeros)
+        assert np.all(out == out[0]) and np.argmax(out) == 0
+        np.testing.assert_allclose(out[0], np.log1p(np.exp(np.float64(value))), rtol=1e-6)
