@@ -401,7 +401,8 @@ class SequentialRewriter(GraphRewriter):
         profile = SequenceProfile(str(self), nodes_before=len(fgraph.apply_nodes))
         start = time.perf_counter()
         steps = Progress(len(self.rewriters), f"rewriting {profile.nodes_before} nodes", unit="step")
-        with steps as bar, undo_log(fgraph):  # one log for every step (each would attach its own)
+        # one log and one budget clock for every step (each would attach and install its own)
+        with steps as bar, undo_log(fgraph), budget_clock():
             for index, r in enumerate(self.rewriters):
                 bar.update(index, step=str(r), nodes=len(fgraph.apply_nodes))
                 t0 = time.perf_counter()
