@@ -8,6 +8,7 @@ the long version.
 from __future__ import annotations
 
 import inspect
+import math
 import runpy
 from pathlib import Path
 
@@ -497,6 +498,26 @@ def test_the_reference_softmax_of_an_empty_axis_is_empty_as_the_ops_is(log):
     assert reference.shape == got.shape == (3, 0)
     row = semantics._ref_softmax(np.array([[0.0, np.log(3.0)]]), 1, log)  # the rest of the op as before
     np.testing.assert_allclose(row, np.log([[0.25, 0.75]]) if log else [[0.25, 0.75]])
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_the_reference_sigmoid_is_rounded_once_where_the_plain_formula_overflows(dtype):
+    """1 / (1 + exp(-x)) in float16 overflows exp below -11 and gave 0 for sigmoid(-17), whose value
+    4.1e-8 rounds to the float16 6e-8 as the backends give it (seed 21, graph 1919: log of it is -16.6,
+    not -inf).  The reference is the sigmoid rounded once, at both ends and at NaN."""
+    values = np.array(
+        [-np.inf, -800.0, -90.0, -17.0, -11.5, -1.0, 0.0, 2.5, 40.0, np.inf, np.nan], dtype=dtype
+    )
+    exact = np.array(
+        [0.0 if v == -np.inf else 1.0 / (1.0 + math.exp(-v)) if v > -700 else 0.0 for v in values]
+    )
+    exact[-1] = np.nan
+    reference = semantics._ref_sigmoid(values)
+    assert reference.dtype == values.dtype
+    np.testing.assert_array_equal(reference, exact.astype(dtype))
+    got = numpy_function([x := tensor("x", dtype=dtype, shape=(None,))], ops.sigmoid(x))(values)
+    np.testing.assert_allclose(got, reference, rtol=np.finfo(dtype).eps * 4, atol=0)
+    assert reference[3] > 0
 
 
 def test_the_fuzzers_fma_rounds_once_and_is_drawn():

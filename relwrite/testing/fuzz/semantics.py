@@ -53,8 +53,14 @@ def _ref_fold(ufunc: np.ufunc, args: Sequence[Any]) -> Any:
 
 
 def _ref_sigmoid(x: Any) -> Any:
-    xf = np.asarray(x).astype(_float_dtype_of(x))
-    return np.true_divide(1, np.add(1, np.exp(np.negative(xf))))
+    """sigmoid in numpy's float dtype of `x`, computed wider and rounded once: 1 / (1 + exp(-x)) in the
+    dtype itself overflows exp below -11 in float16 (-88 in float32), giving 0 where sigmoid(-17) is
+    the float16 4.1e-8 rounds to (6e-8)."""
+    dtype = _float_dtype_of(x)
+    wide = np.longdouble if dtype == np.longdouble else np.float64
+    xf = np.asarray(x).astype(wide)
+    small = np.exp(np.negative(np.abs(xf)))  # exp(-|x|) never overflows
+    return np.asarray(np.where(xf >= 0, 1, small) / np.add(1, small)).astype(dtype)
 
 
 def _ref_softplus(x: Any) -> Any:
