@@ -143,10 +143,13 @@ def _ref_fill(model: Any, value: Any) -> Any:
 
 
 def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
-    """Softmax (log-softmax) along `axis`; in a slice holding +inf and no NaN, the limit: the k
-    infinities share the whole mass (1/k each, log: -log k) and the rest get 0 (log: -inf).  Along an
-    axis of length 0 there is nothing to normalize: an empty array, as logsumexp's sum is empty."""
-    xf = np.asarray(x).astype(_float_dtype_of(x))
+    """Softmax (log-softmax) along `axis`, computed in long double and rounded once to numpy's float
+    dtype of `x` (in float16 log(1 + exp(-10)) is log(1) = 0, so log_softmax([0, -10]) lost its -4.5e-5);
+    in a slice holding +inf and no NaN, the limit: the k infinities share the whole mass (1/k each,
+    log: -log k) and the rest get 0 (log: -inf).  Along an axis of length 0 there is nothing to
+    normalize: an empty array, as logsumexp's sum is empty."""
+    dtype = _float_dtype_of(x)
+    xf = np.asarray(x).astype(np.longdouble)
     top = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
         shifted = xf - np.where(np.isposinf(top), 0, top)
@@ -155,17 +158,19 @@ def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
         infinite = np.isposinf(xf)
         k = np.sum(infinite, axis=axis, keepdims=True)
         limit = np.where(infinite, -np.log(k), -np.inf) if log else np.where(infinite, 1.0 / k, 0.0)
-    return np.where(np.isposinf(top), limit.astype(xf.dtype), plain)
+    return np.where(np.isposinf(top), limit, plain).astype(dtype)
 
 
 def _ref_logsumexp(x: Any, axis: Any) -> Any:
-    """log(sum(exp(x))) over `axis`, shifted by the finite maximum so that no exp overflows."""
-    xf = np.asarray(x).astype(_float_dtype_of(x))
+    """log(sum(exp(x))) over `axis`, shifted by the finite maximum so that no exp overflows; computed in
+    long double and rounded once to numpy's float dtype of `x` (as `_ref_softmax`)."""
+    dtype = _float_dtype_of(x)
+    xf = np.asarray(x).astype(np.longdouble)
     axes = tuple(range(xf.ndim)) if axis is None else axis
     finite = np.where(np.isfinite(xf), xf, -np.inf)
     m = np.max(finite, axis=axes, keepdims=True, initial=-np.inf)
-    m = np.where(np.isfinite(m), m, 0).astype(xf.dtype)
-    return np.squeeze(m, axis=axes) + np.log(np.sum(np.exp(xf - m), axis=axes))
+    m = np.where(np.isfinite(m), m, 0)
+    return np.asarray(np.squeeze(m, axis=axes) + np.log(np.sum(np.exp(xf - m), axis=axes))).astype(dtype)
 
 
 def _ref_dimshuffle(x: Any, order: Sequence[Any]) -> Any:
