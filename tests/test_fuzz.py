@@ -500,6 +500,18 @@ def test_the_reference_softmax_of_an_empty_axis_is_empty_as_the_ops_is(log):
     np.testing.assert_allclose(row, np.log([[0.25, 0.75]]) if log else [[0.25, 0.75]])
 
 
+def test_the_exact_walk_rounds_what_the_exact_reference_computes_wider():
+    """exp(1.2e214) came from the exact reference with its guard bits while -1 * exp(x) was rounded to
+    the walk's 128 bits, so exp(x) + -1 * exp(x) did not cancel and log of it was x, not -inf; the
+    stabilized x + log1mexp(0) = -inf was judged wrong (seed 22, graph 1783)."""
+    from relwrite.testing.fuzz.walks import _wide_walk
+
+    x = tensor("x", dtype="float64", shape=(None,))
+    graph = ops.log(ops.add(ops.exp(x), ops.mul(-1, ops.exp(x))))
+    (value,) = _wide_walk([x], [graph], [np.array([0.0, 1.2418049327851728e214])], 128)
+    assert [float(v) for v in value] == [-math.inf, -math.inf]
+
+
 def test_the_reference_log_softmax_and_logsumexp_are_rounded_once():
     """In float16 log(1 + exp(-10)) is log(1) = 0: log_softmax([71, 113, 123]) lost the -4.5e-5 of its
     maximum, which the backends keep (seed 22, graph 174).  The references compute in long double and
