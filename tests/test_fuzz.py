@@ -522,6 +522,10 @@ def test_the_reference_log_softmax_and_logsumexp_are_rounded_once():
     assert semantics._ref_softmax(x, 1, True)[0, 2] < 0
     total = semantics._ref_logsumexp(x, (1,))
     assert total.dtype == np.float16 and total[0] == np.float16(123 + math.log1p(math.exp(-10)))
+    # integers become the op's float dtype first: 2**63 - 1 and 2**63 - 2 are one float64 (seed 22, 999)
+    big = np.array([[2**63 - 1], [0], [2**63 - 2]], dtype=np.int64)
+    np.testing.assert_array_equal(semantics._ref_softmax(big, 0, True)[[0, 2], 0], [-math.log(2)] * 2)
+    assert semantics._ref_sigmoid(np.array([2**63 - 1])).dtype == np.float64
 
 
 @pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])

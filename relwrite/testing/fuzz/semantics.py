@@ -58,7 +58,7 @@ def _ref_sigmoid(x: Any) -> Any:
     the float16 4.1e-8 rounds to (6e-8)."""
     dtype = _float_dtype_of(x)
     wide = np.longdouble if dtype == np.longdouble else np.float64
-    xf = np.asarray(x).astype(wide)
+    xf = np.asarray(x).astype(dtype).astype(wide)  # the op's dtype first: an int64 rounds to float64
     small = np.exp(np.negative(np.abs(xf)))  # exp(-|x|) never overflows
     return np.asarray(np.where(xf >= 0, 1, small) / np.add(1, small)).astype(dtype)
 
@@ -149,7 +149,7 @@ def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
     log: -log k) and the rest get 0 (log: -inf).  Along an axis of length 0 there is nothing to
     normalize: an empty array, as logsumexp's sum is empty."""
     dtype = _float_dtype_of(x)
-    xf = np.asarray(x).astype(np.longdouble)
+    xf = np.asarray(x).astype(dtype).astype(np.longdouble)  # the op's dtype first: int64 rounds
     top = np.max(xf, axis=axis, keepdims=True, initial=-np.inf)
     with np.errstate(invalid="ignore", divide="ignore"):
         shifted = xf - np.where(np.isposinf(top), 0, top)
@@ -165,7 +165,7 @@ def _ref_logsumexp(x: Any, axis: Any) -> Any:
     """log(sum(exp(x))) over `axis`, shifted by the finite maximum so that no exp overflows; computed in
     long double and rounded once to numpy's float dtype of `x` (as `_ref_softmax`)."""
     dtype = _float_dtype_of(x)
-    xf = np.asarray(x).astype(np.longdouble)
+    xf = np.asarray(x).astype(dtype).astype(np.longdouble)  # the op's dtype first: int64 rounds
     axes = tuple(range(xf.ndim)) if axis is None else axis
     finite = np.where(np.isfinite(xf), xf, -np.inf)
     m = np.max(finite, axis=axes, keepdims=True, initial=-np.inf)
