@@ -141,8 +141,13 @@ def test_a_stabilization_is_an_improvement_not_a_bug():
 
 
 def test_the_exact_walk_takes_the_minimum_of_a_scalar():
-    """min(log1mexp(x)) at x = -110.66: NumPy's reference rounds to 0, relwrite's stable log1mexp gives
-    -8.7e-49; the mpmath walk decides (it used to fail on a 0-d minimum: an improvement, not a bug)."""
+    """min(log1mexp(x)) at x = -110.66 is -8.7e-49: the mpmath walk takes a 0-d minimum (it used to
+    fail on one), and the reference, rounded once, agrees with relwrite's stable log1mexp."""
+    from relwrite.testing.fuzz.walks import _wide_walk
+
+    x = tensor("x", dtype="float64", shape=())
+    (value,) = _wide_walk([x], [ops.min(ops.log1mexp(x), axis=None)], [np.array(-110.66049791935373)], 128)
+    assert float(value) == pytest.approx(-math.exp(-110.66049791935373))
     recipe = _recipe(
         fuzz.RecipeStep("input", params={"name": "x", "dtype": "float64", "shape": ()}),
         fuzz.RecipeStep("call", "log1mexp", (fuzz.Ref(0),)),
@@ -150,7 +155,7 @@ def test_the_exact_walk_takes_the_minimum_of_a_scalar():
         outputs=[2],
     )
     values = [{0: np.array(-110.66049791935373)}]
-    assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode("fast_run"))] == ["improvement"]
+    assert fuzz.check(recipe, values, fuzz.parse_mode("fast_run")) == []
 
 
 def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
@@ -164,7 +169,10 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
     )
     values = [{0: np.array([-1.679894869741554e237, -1e-300, -0.5])}]
     for mode in ("fast_compile", "fast_run"):
-        assert all(f.category == "improvement" for f in fuzz.check(recipe, values, fuzz.parse_mode(mode)))
+        assert fuzz.check(recipe, values, fuzz.parse_mode(mode)) == []
+    # the reference rounds once: log1mexp of int8 -62 is float16 -0.0, not log(1 - 0) = +0.0 (seed 25, 1120)
+    tiny = semantics._ref_log1mexp(np.array(-62, dtype=np.int8))
+    assert tiny.dtype == np.float16 and tiny == 0 and np.signbit(tiny)
 
 
 @pytest.mark.parametrize(
@@ -173,7 +181,8 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
         # n * v < v, v = x + 2 + log1p(expm1(x)) at x = -1e253: log1p(expm1(x)) is -inf at any precision,
         # x once stabilized; the comparison hides the infinity, the exact rewritten walk confirms True
         ((37, 740), "fast_run", ["improvement"]),
-        ((41, 728), "fast_compile", ["improvement"]),  # 1 / log1mexp(-1.7e237): -0.0, so -inf
+        # 1 / log1mexp(-1.7e237): -0.0, so -inf, as the reference rounds it (once judged an improvement)
+        ((41, 728), "fast_compile", []),
         ((43, 1401), "fast_compile", []),  # add(int32 a, int64 0, int32 b): the zero stays, no wrap-around
         ((47, 675), "fast_run", []),  # float16 x ** 0.5 at -inf: +inf, as NumPy's float16 power gives
         ((53, 748), "fast_compile", ["improvement"]),  # log_softmax of a dominant maximum, to the last digit
@@ -181,10 +190,9 @@ def test_the_exact_log1mexp_keeps_the_sign_of_a_vanishing_value():
         # as the reference does since it computes wide and rounds once (seed 22, graph 174 alike)
         ((61, 1292), "fast_compile", []),
         ((97, 445), "fast_compile", []),  # 2 * (int8 x * x * y * y): the coefficient no longer widens x * x
-        ((103, 1062), "fast_compile", ["improvement"]),  # x / log1mexp(-inf): -0.0, the limit from below
-        # float16 log1mexp(-10) is a subnormal: its rounding moves what follows by 4e-4, which the walks'
-        # slack (two ulps up or down, never a draw near 0) allows
-        ((103, 1456), "fast_compile", ["improvement"]),
+        ((103, 1062), "fast_compile", []),  # x / log1mexp(-inf): -0.0, the limit from below, as the reference
+        # float16 log1mexp(-10) is a subnormal, rounded once by the reference as by the backends
+        ((103, 1456), "fast_compile", []),
     ],
 )
 def test_graphs_the_fuzzer_once_flagged_are_judged_right(case, mode, categories):

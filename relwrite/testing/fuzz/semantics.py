@@ -120,12 +120,17 @@ def _ref_fma(a: Any, b: Any, c: Any) -> Any:
 
 
 def _ref_log1mexp(x: Any) -> Any:
-    """The plain formula (the wide walks arbitrate its rounding), NaN for x > 0 where it is undefined:
-    1 - exp(x) is negative there even where exp(x) rounds to 1 (x = 1e-300)."""
-    xf = np.asarray(x).astype(_float_dtype_of(x))
+    """log(1 - exp(x)) in numpy's float dtype of `x`, computed in long double by the forms accurate on
+    each side of -log 2 (log(-expm1(x)) above, log1p(-exp(x)) below) and rounded once: the plain formula
+    in float16 gave +0.0 for log1mexp(-62) (1 - exp(-62) is 1), whose value -1.2e-27 rounds to -0.0, so
+    1 / log1mexp(-62) changed sign.  NaN for x > 0, where it is undefined."""
+    dtype = _float_dtype_of(x)
+    xf = np.asarray(x).astype(dtype).astype(np.longdouble)  # the op's dtype first: an int64 rounds
     with np.errstate(invalid="ignore", divide="ignore"):
-        values = np.log(np.subtract(xf.dtype.type(1), np.exp(xf)))
-    return np.where(xf > 0, xf.dtype.type(np.nan), values)
+        near = np.log(np.negative(np.expm1(np.minimum(xf, 0))))
+        far = np.log1p(np.negative(np.exp(xf)))
+        values = np.where(xf > -np.log(np.longdouble(2)), near, far)
+    return np.where(xf > 0, np.nan, values).astype(dtype)
 
 
 def _ref_assert(value: Any, *conditions: Any) -> Any:
