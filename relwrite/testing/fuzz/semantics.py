@@ -4,6 +4,11 @@
 They are written apart from `relwrite.backends.numpy` on purpose (a reference
 that shared the implementation it checks could not catch its mistakes), and
 a dot product can be summed in each order BLAS may use (`SUMMATION_ORDERS`).
+The ops whose formula overflows or cancels in a narrow dtype where the value
+itself does not (sigmoid, log1mexp, softmax, log-softmax, logsumexp) are
+computed in long double and rounded once to the op's dtype: that rounding is
+what an op of that dtype can best give, and where the backends give it, they
+are right.
 """
 
 from __future__ import annotations
