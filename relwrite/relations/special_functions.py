@@ -27,6 +27,7 @@ from relwrite.relations.registry import STABILIZE, Rule, negation_twins, rule
 VECTOR = {"x": "vector"}
 PAIR = {"x": "vector", "y": "vector"}
 NAN = float("nan")
+NEG_INF = float("-inf")
 
 
 def _among_terms(*terms: object) -> dict:
@@ -97,13 +98,14 @@ logdiffexp, logdiffexp_times_minus_one = _negated(
             "constraint": is_float_regroupable,
         },
     ),
-    (o.add, "x", (o.log1mexp, (o.add, "y", (o.neg, "x")))),
+    (o.switch, (o.eq, "y", NEG_INF), "x", (o.add, "x", (o.log1mexp, (o.add, "y", (o.neg, "x"))))),
     ("log(add(exp(x), {n}exp(y))))",),
-    "log(exp(x) - exp(y)) -> x + log1mexp(y - x): finite where exp(x) overflows (log(exp(1000) -"
-    " exp(999)) is NaN, the right side 999.54) or both exps underflow.  Both sides are NaN where x < y"
-    " and -inf where x == y (floats: y - x of integers wraps around).  Where exp(y) overflows too the"
-    " left side is NaN (inf - inf) and the right side the limit: -inf at x == y, +inf at x = +inf; at"
-    " x = y = -inf the left side is log(0 - 0) = -inf and the right side NaN (-inf - -inf)",
+    "log(exp(x) - exp(y)) -> switch(y == -inf, x, x + log1mexp(y - x)): finite where exp(x) overflows"
+    " (log(exp(1000) - exp(999)) is NaN, the right side 999.54) or both exps underflow.  Both sides are"
+    " NaN where x < y and -inf where x == y; at y = -inf both are x (exp(y) is 0; y - x alone is NaN at"
+    " x = y = -inf).  Where exp(y) overflows too the left side is NaN (inf - inf) and the right side"
+    " the limit: -inf at finite x == y, +inf at x = +inf > y.  Floats only: y - x of integers wraps"
+    " around",
     keeps_type=False,
     types=PAIR,
 )
