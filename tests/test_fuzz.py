@@ -508,6 +508,22 @@ def test_the_reference_softmax_of_an_empty_axis_is_empty_as_the_ops_is(log):
     np.testing.assert_allclose(row, np.log([[0.25, 0.75]]) if log else [[0.25, 0.75]])
 
 
+def test_the_walks_give_a_fused_composites_outputs_their_own_shapes():
+    """Fusion makes Composites whose outputs have the shapes of the inputs they are made of: the walks
+    broadcast every output to all the inputs, so an output beside an empty one came out empty and the
+    rewritten graph could not be walked (seed 27, graph 1355)."""
+    from relwrite.graph.basic import scalar
+    from relwrite.testing.fuzz.walks import _walk, _wide_walk
+
+    ai, bi = scalar("a"), scalar("b")
+    fused = ops.Composite([ai, bi], [ai * 2.0, ai + bi], own_shapes=True)
+    a, b = tensor("a", dtype="float64", shape=(None, 1)), tensor("b", dtype="float64", shape=(None,))
+    args = [np.ones((2, 1)), np.zeros(0)]
+    for values in (_walk([a, b], fused(a, b), args, "native"), _wide_walk([a, b], fused(a, b), args, 128)):
+        assert [np.shape(v) for v in values] == [(2, 1), (2, 0)]
+    assert float(_walk([a, b], fused(a, b), args, "native")[0][1, 0]) == 2.0
+
+
 def test_the_exact_walk_rounds_what_the_exact_reference_computes_wider():
     """exp(1.2e214) came from the exact reference with its guard bits while -1 * exp(x) was rounded to
     the walk's 128 bits, so exp(x) + -1 * exp(x) did not cancel and log of it was x, not -inf; the

@@ -250,7 +250,8 @@ def _ref_ger(mat: Any, a: Any, x: Any, y: Any) -> Any:
 
 
 def _broadcast_to_all(value: Any, args: Sequence[Any]) -> np.ndarray:
-    """A Composite's output has the broadcast shape of all its inputs, used or not (a fresh array)."""
+    """`value` as a Composite output made of the inputs `args` gives it: their broadcast shape, used or
+    not (a fresh array)."""
     return np.array(np.broadcast_to(value, np.broadcast_shapes(*(np.shape(a) for a in args))))
 
 

@@ -53,7 +53,9 @@ def _node_value(
     op = node.op
     if isinstance(op, ops.Composite):  # its inner nodes widen as they compute: integer steps still wrap
         outs = _walk(op.inputs, op.outputs, args, precision)
-        return [_broadcast_to_all(v, args) for v in outs]
+        # each output has the shape of the inputs it is made of (`Composite.output_inputs`: all of them
+        # unless fusion made the Composite with its outputs' own shapes)
+        return [_broadcast_to_all(v, [args[i] for i in read]) for v, read in zip(outs, op.output_inputs)]
     wide = precision != "native" and node.outputs[0].dtype.startswith("float")
     if wide and isinstance(op, (ops.Add, ops.Mul)):
         ufunc = np.add if isinstance(op, ops.Add) else np.multiply
