@@ -508,6 +508,22 @@ def test_the_reference_softmax_of_an_empty_axis_is_empty_as_the_ops_is(log):
     np.testing.assert_allclose(row, np.log([[0.25, 0.75]]) if log else [[0.25, 0.75]])
 
 
+def test_the_wide_walks_round_integers_to_the_float_dtype_an_op_computes_them_in():
+    """sin of an int64 is sin of the integer rounded to float64, as NumPy computes it; the wide walks
+    took the integer exactly (sin(2**62 + 1) is not sin(2**62)), so a rewritten graph's wide value
+    disagreed with the backend's, and a stabilization was judged wrong (seed 27, graph 2058).  Sums
+    round their integer operands alike."""
+    from relwrite.testing.fuzz.walks import _wide_walk
+
+    x = tensor("x", dtype="int64", shape=(None,))
+    y = tensor("y", dtype="float64", shape=(None,))
+    values = [np.array([2**62 + 1, -6726214007537046300]), np.array([0.0, 0.0])]
+    for precision in ("long", 128):
+        sines, sums = _wide_walk([x, y], [ops.sin(x), ops.add(x, y)], values, precision)
+        assert [float(v) for v in sines] == pytest.approx([math.sin(float(v)) for v in values[0]], rel=1e-12)
+        assert [float(v) for v in sums] == [float(v) for v in values[0]]
+
+
 def test_the_walks_give_a_fused_composites_outputs_their_own_shapes():
     """Fusion makes Composites whose outputs have the shapes of the inputs they are made of: the walks
     broadcast every output to all the inputs, so an output beside an empty one came out empty and the

@@ -42,6 +42,16 @@ def _widen(value: np.ndarray, precision: str) -> np.ndarray:
     return np.asarray(convert(value.astype(np.float64) if value.dtype.kind == "f" else value), dtype=object)
 
 
+def _floated(value: Any, dtype: np.dtype | None) -> Any:
+    """`value`, an integer or boolean array an op computes in the float `dtype`, converted to it as NumPy
+    converts it (an int64 near 2**63 rounds to a multiple of 1024 in float64: sin of it is sin of that,
+    not of the integer); anything else as it is."""
+    value = np.asarray(value)
+    if dtype is None or dtype.kind != "f" or value.dtype.kind not in "biu":
+        return value
+    return value.astype(dtype)
+
+
 def _node_value(
     node: Apply, args: list[Any], precision: str, noise: np.random.Generator | None = None
 ) -> list[Any]:
@@ -62,7 +72,9 @@ def _node_value(
         return [_wide_fold(ufunc, args, [v.type.numpy_dtype for v in node.inputs], precision, noise)]
     if wide and not isinstance(op, (ops.Cast, ops.Fill)):
         first = 1 if isinstance(op, ops.Switch) else 0
-        args = [a if k < first else _widen(a, precision) for k, a in enumerate(args)]
+        # an elementwise op computes integers in its float dtype: they round to it first
+        dtype = node.outputs[0].type.numpy_dtype if isinstance(op, ops.Elemwise) else None
+        args = [a if k < first else _widen(_floated(a, dtype), precision) for k, a in enumerate(args)]
     kind = type(op)
     if precision == "mp" and any(a.dtype == object for a in args if isinstance(a, np.ndarray)):
         result = _mp_node_value(op, args)
@@ -111,7 +123,9 @@ def _wide_fold(
     for arg, dtype in zip(args[1:], dtypes[1:]):
         arg, native = np.asarray(arg), np.result_type(native, dtype)
         if "f" in (acc.dtype.kind, arg.dtype.kind) or object in (acc.dtype, arg.dtype):
-            acc = np.asarray(ufunc(_widen(acc, precision), _widen(arg, precision)))
+            acc = np.asarray(
+                ufunc(_widen(_floated(acc, native), precision), _widen(_floated(arg, native), precision))
+            )
             if noise is not None and native.kind == "f" and native.itemsize < result.itemsize:
                 acc = _rounding_noise(acc, native, noise)
         else:
