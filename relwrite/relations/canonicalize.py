@@ -559,7 +559,29 @@ collect_terms_cancelling = rule(
     inf - inf is NaN where 2 * inf is not, so valid where the terms are finite; a sum that cancels leaves
     zeros shaped like the terms.""",
     screen=holds_variables,
+    operand_screen=lambda value: _may_cancel(value),
 )
+
+
+def _may_cancel(value: Variable) -> bool:
+    """An operand screen of collect_terms_cancelling: a float sum some term of which may have a negative,
+    zero or non-finite coefficient (what a cancelling group needs: `like_terms` takes the others as
+    exact), that is a negation or a product with a constant factor not finite and positive."""
+    node = value.owner
+    if node.outputs[0].type.numpy_dtype.kind != "f":
+        return False
+    for term in node.inputs:
+        owner = term.owner
+        if owner is None:
+            continue
+        if owner.op == o.neg:
+            return True
+        if owner.op == o.mul and any(
+            isinstance(f, Constant) and not np.all(np.isfinite(f.data) & (f.data > 0)) for f in owner.inputs
+        ):
+            return True
+    return False
+
 
 # like factors are found by structure among all the factors, each group gathered where it first stood: code
 collect_factors = rule(

@@ -40,6 +40,7 @@ from relwrite.graph.printing import graph_repr, pprint
 from relwrite.relations import canonicalize as c
 from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
+from relwrite.relations.runtime import forward_matches
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.rule_checks import assert_answers_keep_values
 from tests.relations.test_semantics import evaluate
@@ -987,3 +988,48 @@ def test_a_reshape_that_regroups_lengths_stays_a_reshape():
     for shape, target in [((2, 3), (6,)), ((2, 3), (3, 2)), ((6,), (2, 3))]:
         assert list(c.reshape_to_dimshuffle.forward(o.Reshape(target)(tensor("x", "float64", shape)))) == []
     assert list(c.reshape_to_dimshuffle.forward(o.Reshape((3, 1))(tensor("u", "float64", (None,))))) == []
+
+
+CANCELLING_CONSTANTS = [2.0, 0.5, -1.0, -3.0, 0.0, -0.0, np.inf, -np.inf, np.nan]
+
+
+@st.composite
+def sums_of_like_terms(draw: st.DrawFn) -> Variable:
+    """A float sum of 2-5 terms c * v, -(c * v), -v or v over a few shared v, with constants of every sign
+    and non-finite ones, as canonicalize leaves products (the constant anywhere among the factors)."""
+    x, y = vector("x"), vector("y")
+    cores = [x, y, o.exp(x), o.mul(x, y)]
+    terms = []
+    for _ in range(draw(st.integers(2, 5))):
+        core = draw(st.sampled_from(cores))
+        shape = draw(st.sampled_from(["plain", "scaled", "negated", "negated scaled", "scaled last"]))
+        c = constant(draw(st.sampled_from(CANCELLING_CONSTANTS)))
+        term = {
+            "plain": core,
+            "scaled": o.mul(c, core),
+            "scaled last": o.mul(core, c),
+            "negated": o.neg(core),
+            "negated scaled": o.neg(o.mul(c, core)),
+        }[shape]
+        terms.append(term)
+    return o.add(*terms)
+
+
+@given(sums_of_like_terms())
+def test_collect_terms_cancelling_is_screened_out_only_where_it_has_no_answer(total):
+    """Its operand screen (a negated term, or a product with a constant not finite and positive) is a
+    necessary condition on the sums where it may apply: it refuses none it rewrites."""
+    rule_ = get_rule("collect_terms_cancelling")
+    if rule_.operand_screen(total):
+        return
+    assert next(forward_matches(rule_.sides, total), None) is None, pprint(total)
+
+
+def test_collect_terms_cancelling_screens_out_sums_of_positive_coefficients():
+    x, y = vector("x"), vector("y")
+    rule_ = get_rule("collect_terms_cancelling")
+    assert not rule_.operand_screen(o.add(o.mul(2.0, x), x, o.exp(y)))
+    assert rule_.operand_screen(o.add(o.mul(2.0, x), o.neg(x)))
+    assert rule_.operand_screen(o.add(o.mul(x, -1.0), x))
+    assert rule_.operand_screen(o.add(o.mul(np.nan, x), x))
+    assert not rule_.operand_screen(o.add(o.neg(vector("i", "int64")), vector("j", "int64")))
