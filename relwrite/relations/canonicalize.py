@@ -54,6 +54,7 @@ from relwrite.relations.operands import (
     is_neutral_of,
     like_factors,
     like_terms,
+    may_gather_factors,
     nestings,
     neutral_drops,
     operand_candidates,
@@ -600,6 +601,7 @@ collect_factors = rule(
     products round each time.  Exact for integers, where the collected exponent fits the dtype: an
     exponent counts, it does not wrap around (int8 x ** 127 * x stays; x ** -128 is another power).""",
     screen=holds_variables,
+    operand_screen=may_gather_factors(False),
 )
 
 # like factors are found by structure among all the factors, each group gathered where it first stood: code
@@ -616,6 +618,7 @@ collect_factors_general = rule(
     Unsafe, valid for x > 0: at x = 0, 0 ** -1 * 0 is NaN while 0 ** 0 is 1; for x < 0 a fractional power
     is NaN.""",
     screen=holds_variables,
+    operand_screen=may_gather_factors(True),
 )
 
 

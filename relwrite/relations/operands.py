@@ -694,6 +694,25 @@ def like_factors(general: bool, factors: Any) -> tuple[Variable, ...] | None:
     return _regrouped(graphs, replacements, built) if built else None
 
 
+def may_gather_factors(general: bool) -> Callable[[Variable], bool]:
+    """An operand screen of the rules gathering like factors (`like_factors`): the product has a power
+    among its factors, one whose exponent is not a positive integer constant with `general`; else
+    (exact gathering) all its factors may be alike (no constant, one head): x * x."""
+
+    def screen(value: Variable) -> bool:
+        factors = value.owner.inputs
+        powers = [f.owner.inputs[1] for f in factors if f.owner is not None and f.owner.op == ops.pow]
+        if general:
+            return value.dtype.startswith("float") and not all(map(_positive_integer, powers))
+        if powers:
+            return True
+        heads = {f if f.owner is None else (f.owner.op, len(f.owner.outputs)) for f in factors}
+        return len(heads) == 1 and not any(isinstance(f, Constant) for f in factors)
+
+    screen.__name__ = f"may_gather_{'any' if general else 'integer'}_powers"
+    return screen
+
+
 def _total_exponent(exponents: Sequence[Variable | None], dtype: str) -> Variable | None:
     """The sum of the exponents (None standing for 1): a constant when all are (None when it does not
     fit `dtype`: see `constant_result`), else an add."""

@@ -1033,3 +1033,44 @@ def test_collect_terms_cancelling_screens_out_sums_of_positive_coefficients():
     assert rule_.operand_screen(o.add(o.mul(x, -1.0), x))
     assert rule_.operand_screen(o.add(o.mul(np.nan, x), x))
     assert not rule_.operand_screen(o.add(o.neg(vector("i", "int64")), vector("j", "int64")))
+
+
+@st.composite
+def products_of_like_factors(draw: st.DrawFn) -> Variable:
+    """A float product of 2-4 factors v or v ** e over a few shared v, exponents integer or not, constant
+    or not, with a constant factor now and then."""
+    x, y = vector("x"), vector("y")
+    bases = [x, y, o.exp(x)]
+    factors = []
+    for _ in range(draw(st.integers(2, 4))):
+        base = draw(st.sampled_from(bases))
+        exponent = draw(st.sampled_from([None, 2.0, 3.0, 0.5, -1.0, 0.0, "y"]))
+        if exponent is None:
+            factors.append(base)
+        else:
+            factors.append(o.pow(base, y if exponent == "y" else constant(exponent)))
+    if draw(st.booleans()):
+        factors.insert(draw(st.integers(0, len(factors))), constant(draw(st.sampled_from([2.0, -1.0]))))
+    return o.mul(*factors)
+
+
+@pytest.mark.parametrize("name", ["collect_factors", "collect_factors_general"])
+@given(product=products_of_like_factors())
+def test_the_gathering_of_factors_is_screened_out_only_where_it_has_no_answer(name, product):
+    """Their operand screens (a power among the factors, one with an exponent not a positive integer for
+    the general rule; or factors all alike) are necessary conditions: they refuse none they rewrite."""
+    rule_ = get_rule(name)
+    if rule_.operand_screen(product):
+        return
+    assert next(forward_matches(rule_.sides, product), None) is None, pprint(product)
+
+
+def test_the_gathering_of_factors_screens_out_products_without_powers():
+    x, y = vector("x"), vector("y")
+    exact, general = get_rule("collect_factors"), get_rule("collect_factors_general")
+    assert exact.operand_screen(o.mul(x, x)) and not exact.operand_screen(o.mul(x, y))
+    assert not exact.operand_screen(o.mul(2.0, x, x)) and exact.operand_screen(o.mul(2.0, o.pow(x, 2.0), x))
+    assert not general.operand_screen(o.mul(o.pow(x, 2.0), x)) and general.operand_screen(
+        o.mul(o.pow(x, 0.5), x)
+    )
+    assert general.operand_screen(o.mul(o.pow(x, y), x))
