@@ -462,7 +462,23 @@ greedy_distributor = rule(
     so it fires only where some division goes; (a + b) * x stays.  Floats; unsafe: where a cancelled
     factor x is 0 or infinite the left side is NaN, so valid for finite x != 0.""",
     screen=lambda value: _reads_sum(value),
+    operand_screen=lambda value: _sums_a_quotient(value),
 )
+
+
+def _sums_a_quotient(value: Variable) -> bool:
+    """An operand screen of greedy_distributor: some factor is a sum with a term that is a quotient, a
+    reciprocal or a negation (of one, `_divides` reads: deeper than this screen may look)."""
+    heads = (o.true_div, o.reciprocal, o.neg)
+    for factor in value.owner.inputs:
+        owner = factor.owner
+        if (
+            owner is not None
+            and owner.op == o.add
+            and any(t.owner is not None and any(t.owner.op == h for h in heads) for t in owner.inputs)
+        ):
+            return True
+    return False
 
 
 def _reads_sum(value: Any) -> bool:

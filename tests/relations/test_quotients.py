@@ -216,6 +216,23 @@ def test_the_greedy_distributor_leaves_sums_it_would_only_lengthen():
         assert next(rule.forward(graph), None) is None, pprint(graph)
 
 
+@given(st.data())
+def test_the_greedy_distributor_is_screened_out_only_where_it_has_no_answer(data):
+    """Its operand screen (a sum among the factors with a quotient, reciprocal or negation among its
+    terms) is a necessary condition: it refuses no product the rule rewrites."""
+    a, b, x, z = vectors("abxz")
+    term_forms = [a, b, a / x, b / z, o.neg(a / x), o.reciprocal(x), a * b, o.neg(b), a / (x * z)]
+    terms = data.draw(st.lists(st.sampled_from(term_forms), min_size=2, max_size=3))
+    factors = [
+        o.add(*terms),
+        *data.draw(st.lists(st.sampled_from([x, z, a, constant(2.0)]), min_size=1, max_size=3)),
+    ]
+    product = o.mul(*data.draw(st.permutations(factors)))
+    rule = get_rule("greedy_distributor")
+    if not rule.operand_screen(product):
+        assert next(rule.forward(product), None) is None, pprint(product)
+
+
 # -- the fill sink -----------------------------------------------------------------------------------------
 
 
