@@ -768,18 +768,36 @@ def sinks_fill_at(position: int) -> Callable[[Any], bool]:
     return screen
 
 
+def evaluates_anywhere(op: Any, operands: Sequence[Any]) -> bool:
+    """Whether `op` computes a value from any elements of these operands, so that it may run on other
+    ones than the graph ran it on: numpy's power of integers raises on a negative exponent, and the fill
+    sink would run it on a fill's value where the graph ran it on no element (an empty model)."""
+    floats = ("float", "complex")
+    return not (op == o.pow and all(not str(getattr(v, "dtype", "")).startswith(floats) for v in operands))
+
+
 def _fill_sink(position: int) -> Rule:
     """f(..., fill(model, value), ...) -> fill(model, f(..., value, ...)) for the fill at `position` of any
     fixed-arity elementwise op f."""
     before = [f"x{i}" for i in range(position)]
     args = (*before, (o.fill, "model", "value"), "*rest")
     example = ("exp(fill(m, x))", "y ** fill(m, x)", "switch(c, y, fill(m, x))")[position]
+
+    def sinks(op: Any, value: Any, rest: Sequence[Any], **others: Any) -> bool:
+        operands = [*(others[name] for name in before), value, *rest]
+        return broadcasting_elementwise(op) and op.nin > position and evaluates_anywhere(op, operands)
+
+    where = {
+        0: lambda op, value, rest: sinks(op, value, rest),
+        1: lambda op, x0, value, rest: sinks(op, value, rest, x0=x0),
+        2: lambda op, x0, x1, value, rest: sinks(op, value, rest, x0=x0, x1=x1),
+    }[position]
     return rule(
         f"fill_sink_{position}",
         ("op", *args),
         (o.fill, "model", ("op", *before, "value", "*rest")),
         CANON,
-        where=lambda op: broadcasting_elementwise(op) and op.nin > position,
+        where=where,
         keeps_type=True,
         examples=(example,),
         types={"m": "(2, 3)", "x": "(3,)", "y": "(3,)", "c": "(3,):bool"},

@@ -236,6 +236,20 @@ def test_the_greedy_distributor_is_screened_out_only_where_it_has_no_answer(data
 # -- the fill sink -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("mode", ["fast_compile", "fast_run"])
+def test_the_fill_sink_leaves_an_integer_power_on_the_filled_array(mode):
+    """numpy's power of integers raises on a negative exponent, for the elements it computes: of an
+    empty filled array none, of the fill's value one.  (x > x) ** -2 of an empty int64 x gave [] and
+    raised once the fill of False was sunk (fuzzer seed 28, graph 2115); float powers sink."""
+    x = tensor("x", "int64", (None,))
+    compiled = compile_in_mode([x], o.gt(x, x) ** -2, mode=mode)
+    assert compiled(np.array([], dtype=np.int64)).shape == (0,)
+    rule = get_rule("fill_sink_0")
+    m, y = tensor("m", "float64", (2, 3)), tensor("y", "float64", (3,))
+    assert next(rule.forward(o.fill(m, y) ** 2.0), None) is not None
+    assert next(rule.forward(o.fill(x, o.gt(x, x)) ** -2), None) is None
+
+
 @pytest.mark.parametrize("mode", ["fast_run", "o2"])
 def test_log_of_a_sum_with_filled_ones_reaches_log1p(mode):
     x, y = tensor("x", "float64", (3,)), tensor("y", "float64", (2, 3))
