@@ -805,7 +805,8 @@ def _fill_sink(position: int) -> Rule:
         fixed-arity elementwise op f (Aesara's local_fill_sink): f runs on b's elements, then the
         result is broadcast to a's shape, so f(fill(a, b), fill(c, d), e) becomes
         fill(a, fill(c, f(b, d, e))) and the rules on f's operands see b (log(x + fill(y, 1)) reaches
-        log1p).  Exact: fill(a, b) has b's dtype, and the shapes broadcast to the same.""",
+        log1p).  Exact: fill(a, b) has b's dtype, and the shapes broadcast to the same.  A power of integers
+        stays: numpy raises on a negative exponent for each element it computes, none of an empty a.""",
         screen=sinks_fill_at(position),
         heads=(o.Elemwise,),
     )
