@@ -54,6 +54,7 @@ from relwrite.relations.operands import (
     is_neutral_of,
     like_factors,
     like_terms,
+    may_collect_terms,
     may_gather_factors,
     nestings,
     neutral_drops,
@@ -545,6 +546,7 @@ collect_terms = rule(
     remaining terms are added in another order.  Floats only when the coefficients are finite and
     nonzero with one sign, so infinities and NaN come out the same; integers always (exactly).""",
     screen=holds_variables,
+    operand_screen=may_collect_terms,
 )
 
 # like terms are found by structure among all the terms, each group gathered where it first stood: code
@@ -560,7 +562,7 @@ collect_terms_cancelling = rule(
     inf - inf is NaN where 2 * inf is not, so valid where the terms are finite; a sum that cancels leaves
     zeros shaped like the terms.""",
     screen=holds_variables,
-    operand_screen=lambda value: _may_cancel(value),
+    operand_screen=lambda value: _may_cancel(value) and may_collect_terms(value),
 )
 
 

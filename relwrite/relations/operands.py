@@ -573,6 +573,47 @@ def _regrouped(graphs: Sequence[Variable], replacements: dict[int, list[int]], b
     return tuple(built.get(i, g) for i, g in enumerate(graphs) if i not in gone)
 
 
+def may_collect_terms(value: Variable) -> bool:
+    """An operand screen of the rules gathering like terms (`like_terms`): two of the sum's terms may
+    have structurally equal factors (`_coefficient`'s), their heads compared as far as an operand screen
+    reads (a negated product's factors lie deeper: it may match any term)."""
+    node = value.owner
+    terms = [t for t in node.inputs if not isinstance(t, Constant)]
+    if len(terms) < 2:
+        return False
+    dtype = node.inputs[0].dtype
+    seen: set[tuple] = set()
+    for term in terms:
+        key = _factor_heads(term, dtype)
+        if key is None or key in seen:
+            return True
+        seen.add(key)
+    return False
+
+
+def _factor_heads(term: Variable, dtype: str) -> tuple | None:
+    """The heads of the factors `_coefficient` reads in `term` (None where they lie below a negation)."""
+    owner = term.owner
+    if owner is not None and owner.op == ops.neg and len(owner.outputs) == 1:
+        term = owner.inputs[0]
+        owner = term.owner
+        if owner is not None and owner.op == ops.mul and len(owner.outputs) == 1:
+            return None
+    if owner is None or owner.op != ops.mul or len(owner.outputs) != 1 or not regroupable(owner.inputs):
+        return (_operand_head(term),)
+    factors = list(owner.inputs)
+    constants = [k for k, f in enumerate(factors) if isinstance(f, Constant) and f.dtype == dtype]
+    if len(factors) > 1 and len(constants) == 1:
+        del factors[constants[0]]
+    return tuple(map(_operand_head, factors))
+
+
+def _operand_head(value: Variable) -> Any:
+    """An atom itself (a constant by value), else its node's op and output count."""
+    owner = value.owner
+    return value if owner is None else (owner.op, len(owner.outputs))
+
+
 def like_terms(cancelling: bool, terms: Any) -> tuple[Variable, ...] | None:
     """The sum `terms` with like terms gathered (``x + 3*x -> 4*x``), or None.
 

@@ -1015,14 +1015,25 @@ def sums_of_like_terms(draw: st.DrawFn) -> Variable:
     return o.add(*terms)
 
 
-@given(sums_of_like_terms())
-def test_collect_terms_cancelling_is_screened_out_only_where_it_has_no_answer(total):
-    """Its operand screen (a negated term, or a product with a constant not finite and positive) is a
-    necessary condition on the sums where it may apply: it refuses none it rewrites."""
-    rule_ = get_rule("collect_terms_cancelling")
+@pytest.mark.parametrize("name", ["collect_terms", "collect_terms_cancelling"])
+@given(total=sums_of_like_terms())
+def test_the_gathering_of_terms_is_screened_out_only_where_it_has_no_answer(name, total):
+    """Their operand screens (two terms whose factors' heads agree, a negated product matching any; for
+    the cancelling rule also a negated term, or a product with a constant not finite and positive) are
+    necessary conditions on the sums where they may apply: they refuse none they rewrite."""
+    rule_ = get_rule(name)
     if rule_.operand_screen(total):
         return
     assert next(forward_matches(rule_.sides, total), None) is None, pprint(total)
+
+
+def test_the_gathering_of_terms_screens_out_sums_of_unlike_terms():
+    x, y = vector("x"), vector("y")
+    rule_ = get_rule("collect_terms")
+    assert not rule_.operand_screen(o.add(x, y, o.exp(x))) and not rule_.operand_screen(o.add(x, 2.0))
+    assert rule_.operand_screen(o.add(o.mul(3.0, o.exp(x)), o.exp(y)))  # heads agree; the rule decides
+    assert rule_.operand_screen(o.add(o.neg(o.mul(x, y)), o.exp(y)))  # a negated product's factors are deeper
+    assert not rule_.operand_screen(o.add(o.neg(x), y)) and rule_.operand_screen(o.add(o.neg(x), x))
 
 
 def test_collect_terms_cancelling_screens_out_sums_of_positive_coefficients():
