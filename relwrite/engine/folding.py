@@ -34,22 +34,30 @@ class ConstantFolding(NodeRewriter):
 
     name = "constant_folding"
     skipped = (Alloc, Fill)
+    screen_reads_heads = True
+
+    def screen(self, node: Apply) -> bool:
+        """Whether every operand is a constant, or, of an elementwise op, a constant or a fill: what a
+        fold needs, read from the operands' heads (an engine decides it once per signature)."""
+        if isinstance(node.op, self.skipped):
+            return False
+        elementwise = isinstance(node.op, Elemwise)
+        return all(
+            isinstance(v, Constant) or (elementwise and v.owner is not None and type(v.owner.op) is Fill)
+            for v in node.inputs
+        )
 
     def transform(self, fgraph: Any, node: Apply) -> bool | list:
-        if isinstance(node.op, self.skipped):
+        if not self.screen(node):
             return False
         if all(isinstance(v, Constant) for v in node.inputs):
             constants, models = node.inputs, []
-        elif isinstance(node.op, Elemwise) and all(
-            isinstance(v, Constant) or (v.owner is not None and type(v.owner.op) is Fill) for v in node.inputs
-        ):
+        else:
             filled = [filled_constant(v) for v in node.inputs]
             if any(f is None for f in filled):
                 return False
             constants = [f[1] for f in filled]
             models = list({id(m): m for f in filled for m in f[0]}.values())
-        else:
-            return False
         try:
             with warnings.catch_warnings(), np.errstate(all="raise"):
                 warnings.simplefilter("error")

@@ -531,6 +531,18 @@ def test_constant_folding_leaves_allocations():
     assert {type(n.op).__name__ for n in fgraph.apply_nodes} == {"Add", "Alloc", "Fill"}
 
 
+def test_constant_folding_screens_by_the_operands_heads_only_what_it_cannot_fold():
+    """Its screen (every operand a constant, or a constant or a fill under an elementwise op) reads only
+    heads, so the engine decides it once per signature; it refuses no node the fold rewrites."""
+    fold, v = ConstantFolding(), vector("v")
+    assert fold.screen_reads_heads
+    folded = [exp(constant(1.0)), add(constant(1.0), fill(v, constant(2.0))), mul(constant([1, 2]), 3)]
+    for graph in folded:
+        assert fold.screen(graph.owner) and fold.transform(None, graph.owner)
+    for graph in (exp(v), add(v, constant(1.0)), alloc(constant(2.0), 3), fill(v, constant(1.0))):
+        assert not fold.screen(graph.owner) and fold.transform(None, graph.owner) is False
+
+
 FILL_FOLDED_OPS = [ops.tanh, ops.exp, ops.neg, ops.add, ops.mul, ops.true_div, ops.lt, ops.maximum]
 
 
