@@ -266,6 +266,7 @@ mul_div_canonical = rule(
     keeps_type=True,
     idempotent=True,
     screen=lambda value: _may_regroup_quotient(value),
+    operand_screen=lambda value: _may_regroup_factors(value),
     doc="""x / y / z -> x / (y * z), (2 * x) / (4 * y) -> x / (2 * y), 2 * x / 2 -> x: a quotient read as
     one numerator and one denominator (products, quotients and reciprocals at any depth, floats of one
     dtype) and written as one division of two products, the 0-d constants combined into one on the side
@@ -310,6 +311,34 @@ def _may_regroup_quotient(value: Any) -> bool:
         return not abs(complex(denominator.data)) > 1
     except (TypeError, ValueError):
         return True
+
+
+def _may_regroup_factors(value: Variable) -> bool:
+    """An operand screen of mul_div_canonical, `_may_regroup_quotient` one level down: with the factors of
+    both sides in view, a quotient holding no nested product, quotient or reciprocal (what `quotient_parts`
+    reads deeper) takes one division already, so only its 0-d constants can go: two or more combined,
+    a 1 dropped, or a divisor of magnitude at most 1 moved up (x / 0.5 -> 2 * x)."""
+    constants: list[tuple[Constant, bool]] = []
+    for side, divides in zip(value.owner.inputs, (False, True)):
+        owner = side.owner
+        factors = owner.inputs if owner is not None and owner.op == o.mul else (side,)
+        for factor in factors:
+            inner = factor.owner
+            if inner is not None and any(inner.op == h for h in (o.mul, o.true_div, o.reciprocal)):
+                return True
+            if _is_scalar_constant(factor):
+                constants.append((factor, divides))
+    if len(constants) > 1:
+        return True
+    for c, divides in constants:
+        if np.all(c.data == 1):
+            return True
+        try:
+            if divides and not abs(complex(c.data)) > 1:
+                return True
+        except (TypeError, ValueError):
+            return True
+    return False
 
 
 def _may_regroup_product(value: Any) -> bool:

@@ -45,6 +45,12 @@ def number_var(name: str) -> dict:
     return {"pattern": name, "constraint": is_number}
 
 
+def _constant_at(value: Any, position: int) -> bool:
+    """A screen (it reads a head): operand `position` of the node computing `value` is a constant."""
+    node = getattr(value, "owner", None)
+    return node is None or (len(node.inputs) > position and isinstance(node.inputs[position], Constant))
+
+
 def divides_by_invertible_constant(division: Variable) -> bool:
     """Whether `division` (x / c) divides by a constant c of its own floating dtype with a normal reciprocal.
 
@@ -318,6 +324,7 @@ div_by_constant = rule(
     doc="x / c -> (1 / c) * x for a floating constant c with a normal reciprocal; constant folding"
     " computes 1 / c once. Reassociates: exact for powers of two, else two roundings where the"
     " left side has one",
+    screen=lambda value: _constant_at(value, 1),
 )
 
 
@@ -480,4 +487,5 @@ add_negative_constant_to_sub = rule(
     compute={"minus": Computed(negated_constant, inverse=negated_constant_back)},
     doc="""(-c) + x -> x - c for a negative float constant and one other term, as PyTensor's
     local_add_neg_to_sub.  Exact (negating a float is exact).""",
+    screen=lambda value: _constant_at(value, 0),
 )

@@ -217,6 +217,24 @@ def test_the_greedy_distributor_leaves_sums_it_would_only_lengthen():
 
 
 @given(st.data())
+def test_mul_div_canonical_is_screened_out_only_where_it_has_no_answer(data):
+    """Its operand screen (with both sides' factors in view: a nested product, quotient or reciprocal,
+    two 0-d constants, a 1, or a divisor of magnitude at most 1) is a necessary condition: it refuses no
+    quotient the rule rewrites."""
+    a, b, x = vectors("abx")
+    forms = [a, b, x, o.exp(a), a * b, a / b, o.reciprocal(x), *(constant(c) for c in (2.0, 0.5, 1.0, -4.0))]
+
+    def side():
+        factors = data.draw(st.lists(st.sampled_from(forms), min_size=1, max_size=3))
+        return factors[0] if len(factors) == 1 else o.mul(*factors)
+
+    quotient = o.true_div(side(), side())
+    rule = get_rule("mul_div_canonical")
+    if rule.screen(quotient) and not rule.operand_screen(quotient):
+        assert next(rule.forward(quotient), None) is None, pprint(quotient)
+
+
+@given(st.data())
 def test_the_greedy_distributor_is_screened_out_only_where_it_has_no_answer(data):
     """Its operand screen (a sum among the factors with a quotient, reciprocal or negation among its
     terms) is a necessary condition: it refuses no product the rule rewrites."""
