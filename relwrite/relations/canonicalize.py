@@ -54,7 +54,9 @@ from relwrite.relations.operands import (
     is_neutral_of,
     like_factors,
     like_terms,
+    may_cancel_a_factor,
     may_collect_terms,
+    may_divide_out,
     may_gather_factors,
     nestings,
     neutral_drops,
@@ -508,6 +510,7 @@ mul_div_cancel = rule(
     doc="""(x * y) / y -> x and (y * x) / y -> x: the divisor cancels one equal factor, at any position.
     Floats; unsafe: at y = 0 or y = inf the left side is NaN, so valid for finite y != 0.  Ones shaped
     like y stay where y could widen the result.""",
+    operand_screen=may_divide_out,
 )
 
 # a factor cancels its divisor or reciprocal anywhere in the list, the rest kept in order: code walks it
@@ -524,6 +527,7 @@ mul_cancel = rule(
     at x = 0 or x = inf the left side is NaN, so valid for finite x != 0.  Ones shaped like x stay where x
     could widen the result.""",
     screen=reads_quotient,
+    operand_screen=may_cancel_a_factor,
 )
 
 

@@ -768,6 +768,35 @@ def _position(graphs: Sequence[Variable], target: Variable, skip: int = -1) -> i
     return next((j for j, g in enumerate(graphs) if j != skip and same_graph(g, target)), None)
 
 
+def may_cancel_a_factor(value: Variable) -> bool:
+    """An operand screen of the rule `cancelled` answers: some factor is a quotient (a reciprocal) whose
+    divisor (argument) has the head of another factor."""
+    factors = value.owner.inputs
+    heads = [_operand_head(f) for f in factors]
+    for i, factor in enumerate(factors):
+        owner = factor.owner
+        if owner is None or len(owner.outputs) != 1:
+            continue
+        if owner.op == ops.true_div:
+            head = _operand_head(owner.inputs[1])
+        elif owner.op == ops.reciprocal:
+            head = _operand_head(owner.inputs[0])
+        else:
+            continue
+        if any(head == other for j, other in enumerate(heads) if j != i):
+            return True
+    return False
+
+
+def may_divide_out(value: Variable) -> bool:
+    """An operand screen of the rule `divided_out` answers, (x * y) / y: the divisor has the head of a
+    factor of the numerator."""
+    numerator, divisor = value.owner.inputs
+    owner = numerator.owner
+    head = _operand_head(divisor)
+    return owner is None or any(_operand_head(f) == head for f in owner.inputs)
+
+
 def cancelled(factors: Any) -> tuple[Variable, ...] | None:
     """The product `factors` with one factor cancelled against its divisor or reciprocal, or None.
 

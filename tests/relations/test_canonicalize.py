@@ -1085,3 +1085,26 @@ def test_the_gathering_of_factors_screens_out_products_without_powers():
         o.mul(o.pow(x, 0.5), x)
     )
     assert general.operand_screen(o.mul(o.pow(x, y), x))
+
+
+@st.composite
+def products_with_quotients(draw: st.DrawFn) -> Variable:
+    """A float product of 2-4 factors among x, y, exp(x), x * y, quotients and reciprocals of those."""
+    x, y = vector("x"), vector("y")
+    plain = [x, y, o.exp(x), o.mul(x, y)]
+    forms = [*plain, *(o.true_div(a, b) for a in plain[:2] for b in plain), *(o.reciprocal(a) for a in plain)]
+    return o.mul(*draw(st.lists(st.sampled_from(forms), min_size=2, max_size=4)))
+
+
+@given(product=products_with_quotients())
+def test_the_cancelling_of_factors_is_screened_out_only_where_it_has_no_answer(product):
+    """mul_cancel's operand screen (a quotient or reciprocal whose divisor has another factor's head) and
+    mul_div_cancel's (the divisor has a head among the numerator's factors) refuse nothing they rewrite."""
+    cancel = get_rule("mul_cancel")
+    if cancel.screen(product) and not cancel.operand_screen(product):
+        assert next(forward_matches(cancel.sides, product), None) is None, pprint(product)
+    divide = get_rule("mul_div_cancel")
+    for divisor in (vector("x"), product.owner.inputs[-1]):
+        quotient = o.true_div(product, divisor)
+        if divide.screen(quotient) and not divide.operand_screen(quotient):
+            assert next(forward_matches(divide.sides, quotient), None) is None, pprint(quotient)
