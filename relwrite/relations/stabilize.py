@@ -20,6 +20,7 @@ sum's axes and build the stable op along them, in both directions.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -326,11 +327,12 @@ reciprocal_one_plus_exp = rule(
 sigmoid_times_exp_neg, sigmoid_times_exp_neg_times_minus_one = negation_twins(
     "sigmoid_times_exp_neg",
     lambda negate: (o.mul, (o.sigmoid, float_var("x")), (o.exp, negate("x"))),
-    (o.sigmoid, (o.neg, "x")),
+    (o.switch, (o.eq, "x", -math.inf), math.nan, (o.sigmoid, (o.neg, "x"))),
     STABILIZE,
     ("mul(sigmoid(x), exp({n}x)))",),
-    "sigmoid(x) * exp(-x) -> sigmoid(-x) (PyTensor's local_sigm_times_exp): not NaN where sigmoid(x)"
-    " underflows to 0 and exp(-x) overflows",
+    "sigmoid(x) * exp(-x) -> switch(x == -inf, nan, sigmoid(-x)) (PyTensor's local_sigm_times_exp): not"
+    " NaN where sigmoid(x) underflows to 0 and exp(-x) overflows; at x = -inf, where the left side is"
+    " 0 * inf, NaN as it is (sigmoid(-x) alone would give the limit 1 there, which is unsafe's to give)",
     one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     types=VECTOR,
@@ -338,11 +340,12 @@ sigmoid_times_exp_neg, sigmoid_times_exp_neg_times_minus_one = negation_twins(
 sigmoid_neg_times_exp, sigmoid_neg_times_exp_times_minus_one = negation_twins(
     "sigmoid_neg_times_exp",
     lambda negate: (o.mul, (o.sigmoid, negate(float_var("x"))), (o.exp, "x")),
-    (o.sigmoid, "x"),
+    (o.switch, (o.eq, "x", math.inf), math.nan, (o.sigmoid, "x")),
     STABILIZE,
     ("mul(sigmoid({n}x)), exp(x))",),
-    "sigmoid(-x) * exp(x) -> sigmoid(x) (PyTensor's local_sigm_times_exp): not NaN where sigmoid(-x)"
-    " underflows to 0 and exp(x) overflows",
+    "sigmoid(-x) * exp(x) -> switch(x == inf, nan, sigmoid(x)) (PyTensor's local_sigm_times_exp): not"
+    " NaN where sigmoid(-x) underflows to 0 and exp(x) overflows; at x = inf, where the left side is"
+    " 0 * inf, NaN as it is",
     one_way=SIGMOID_ONE_WAY,
     keeps_type=True,
     types=VECTOR,

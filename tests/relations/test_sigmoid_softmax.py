@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from relwrite.backends.numpy.function import numpy_function
+from relwrite.compile.function import function
 from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Constant, graph_inputs, tensor
@@ -146,9 +147,10 @@ PIPELINE = [
     ("1/(1+exp(-x))", "sigmoid(x)", mp_sigmoid),
     ("1/(1+exp(-1.0*x))", "sigmoid(x)", mp_sigmoid),
     ("1/(1+exp(x))", "sigmoid(-x)", lambda x: mp_sigmoid(-x)),
-    ("exp(x)*sigmoid(-x)", "sigmoid(x)", mp_sigmoid),
-    ("exp(x)*sigmoid(-1.0*x)", "sigmoid(x)", mp_sigmoid),
-    ("sigmoid(x)*exp(-x)", "sigmoid(-x)", lambda x: mp_sigmoid(-x)),
+    # NaN kept at the infinity where the product is 0 * inf (fuzzer seed 29, graph 2436)
+    ("exp(x)*sigmoid(-x)", "switch(x == inf, nan, sigmoid(x))", mp_sigmoid),
+    ("exp(x)*sigmoid(-1.0*x)", "switch(x == inf, nan, sigmoid(x))", mp_sigmoid),
+    ("sigmoid(x)*exp(-x)", "switch(x == -inf, nan, sigmoid(-x))", lambda x: mp_sigmoid(-x)),
     ("sigmoid(x)/(1-sigmoid(x))", "exp(x)", mpmath.exp),
     ("sigmoid(x)/(1 + -1.0*sigmoid(x))", "exp(x)", mpmath.exp),
     ("(1-sigmoid(x))/sigmoid(x)", "exp(-x)", lambda x: mpmath.exp(-x)),
@@ -269,3 +271,18 @@ def test_x_minus_its_logsumexp_is_log_softmax_in_fast_run_and_finite_at_large_x(
     (values,) = data.draw(input_values([x], elements=st.floats(-1000, 1000)))
     expected = shifted_log_softmax(values, axis if kept else 0)
     np.testing.assert_allclose(evaluate(result, values), expected, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_a_sigmoid_times_an_exp_keeps_nan_where_it_is_zero_times_infinity(dtype):
+    """sigmoid(x) * exp(-x) is 0 * inf at x = -inf: NaN, kept by the stable form (sigmoid(-x) alone gave
+    its limit 1 there, which only an unsafe rule may: fuzzer seed 29, graph 2436); finite where the
+    left side overflows to NaN (x = -1000), 0 at x = inf as the left side."""
+    x = tensor("x", dtype, (None,))
+    values = np.array([-np.inf, -1000.0, 0.0, np.inf, np.nan], dtype=dtype)
+    for graph, expected in (
+        (o.sigmoid(x) * o.exp(-x), [np.nan, 1.0, 0.5, 0.0, np.nan]),
+        (o.sigmoid(-x) * o.exp(x), [0.0, 0.0, 0.5, np.nan, np.nan]),
+    ):
+        f = function([x], graph, mode="fast_run")
+        np.testing.assert_array_equal(f(values), np.array(expected, dtype=dtype))
