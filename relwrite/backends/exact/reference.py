@@ -430,6 +430,8 @@ def _key(op: ops.Subtensor | ops.AdvancedSubtensor | ops.IncSubtensor, index: Se
 def _written(op: ops.IncSubtensor, x: np.ndarray, y: np.ndarray, *index: np.ndarray) -> np.ndarray:
     """A copy of x with the indexed part set to y, or y added to it (repeated array indices adding up)."""
     out, key = np.array(x, dtype=object, copy=True), _key(op, index)
+    if isinstance(y, np.ndarray) and y.ndim == 0:
+        y = y[()]  # a 0-d object array written into one element would be stored as the array itself
     if op.set_instead_of_inc:
         out[key] = y
     elif ARRAY in op.idx_list:

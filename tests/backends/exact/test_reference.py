@@ -401,3 +401,18 @@ def test_indexing_and_writes_have_exact_values_numpy_rounds_to(name, values, pic
     (value,) = exact.evaluate(inputs, [graph], [p[np.newaxis] for p in point], 200)
     rounded = np.array([float(v) for v in np.ravel(value[0])]).reshape(np.shape(value[0]))
     np.testing.assert_allclose(rounded, numpy_function(inputs, graph)(*point), rtol=1e-15)
+
+
+def test_a_write_of_a_0d_value_stores_the_number_not_an_array():
+    """set_subtensor(x[1, -1], i) of a 0-d i stored the 0-d object array itself in the element, which no
+    later op could read (the fuzzer's exact walk failed on it: seed 30, graph 2388)."""
+    x, i = matrix("x"), tensor("i", "int64", ())
+    for graph in (ops.set_subtensor(x[1, -1], i), ops.inc_subtensor(x[1, -1], i)):
+        (value,) = _wide_walk([x, i], [graph], [np.array([[1.0, 2.0], [3.0, 4.0]]), np.array(5)], 128)
+        assert all(isinstance(v, exact.context.mpf) for v in value.ravel())
+        assert [float(v) for v in value.ravel()] == [
+            1.0,
+            2.0,
+            3.0,
+            5.0 if graph.owner.op.set_instead_of_inc else 9.0,
+        ]
