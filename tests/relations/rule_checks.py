@@ -17,6 +17,7 @@ from relwrite.graph.printing import pprint
 from relwrite.relations import Rule
 from relwrite.relations.guards import is_ground
 from relwrite.relations.pattern import can_replace, to_graph
+from relwrite.relations.runtime import forward_matches
 from relwrite.testing import input_values
 
 FINITE = st.floats(-10, 10).filter(lambda v: v == 0 or abs(v) >= 2**-20)
@@ -79,3 +80,10 @@ def assert_answers_keep_values(rule: Rule, graph: Variable, data: st.DataObject)
                 if is_ground(found):  # a left side with fresh variables has no values
                     assert_same_values(to_graph(found, like=right), right, data, finite_only)
     return rhs
+
+
+def assert_screened_out_only_without_answer(rule: Rule, term: Variable) -> None:
+    """A rule's screen and operand screen are necessary conditions: a term they refuse has no answer."""
+    if rule.screen(term) and (rule.operand_screen is None or rule.operand_screen(term)):
+        return
+    assert next(forward_matches(rule.sides, term), None) is None, f"{rule.name} screened out {pprint(term)}"
