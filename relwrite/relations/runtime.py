@@ -395,7 +395,7 @@ def forward_matches(sides: Sides, given: Any, as_graphs: bool = False) -> Iterat
 
 def _operand_list_match(sides: Sides, given: Variable) -> dict | None:
     """The one match of an operand-list rule (`Sides.operand_list`) on graph variable `given`, completed
-    by `Sides.forward` (its right side bound): the node's operands, read as the matcher reads them; None
+    by `Sides.completed` (its right side bound): the node's operands, read as the matcher reads them; None
     where the node is not the rule's op or the computed value refuses."""
     op, operands_var = sides.operand_list
     node = given.owner

@@ -783,15 +783,15 @@ def _fill_sink(position: int) -> Rule:
     args = (*before, (o.fill, "model", "value"), "*rest")
     example = ("exp(fill(m, x))", "y ** fill(m, x)", "switch(c, y, fill(m, x))")[position]
 
-    def sinks(op: Any, value: Any, rest: Sequence[Any], **others: Any) -> bool:
-        operands = [*(others[name] for name in before), value, *rest]
+    def sinks(op: Any, operands: Sequence[Any]) -> bool:
         return broadcasting_elementwise(op) and op.nin > position and evaluates_anywhere(op, operands)
 
-    where = {
-        0: lambda op, value, rest: sinks(op, value, rest),
-        1: lambda op, x0, value, rest: sinks(op, value, rest, x0=x0),
-        2: lambda op, x0, x1, value, rest: sinks(op, value, rest, x0=x0, x1=x1),
-    }[position]
+    # a where guard names the pattern variables it reads: one signature per position
+    where = (
+        lambda op, value, rest: sinks(op, [value, *rest]),
+        lambda op, x0, value, rest: sinks(op, [x0, value, *rest]),
+        lambda op, x0, x1, value, rest: sinks(op, [x0, x1, value, *rest]),
+    )[position]
     return rule(
         f"fill_sink_{position}",
         ("op", *args),

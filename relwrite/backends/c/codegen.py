@@ -589,14 +589,9 @@ def composite_kernel(op: ops.Composite, name: str, scalars: Sequence[bool] = ())
     statements, results = _loop_body(op, inputs)
     if len(statements) > LOOP_STATEMENTS:
         return _chunked_kernel(name, statements, results, in_dtypes, out_dtypes)
-    once, statements = _hoisted(statements, scalars)
-    body = [st.line for st in statements]
+    prelude, body = _hoisted(statements, in_dtypes, scalars)
     params = [f"{_ctype(d)} *restrict o{k}" for k, d in enumerate(out_dtypes)]
     params += [f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes)]
-    scalar = [k < len(scalars) and scalars[k] for k in range(len(in_dtypes))]
-    before = [f"const {_ctype(d)} v{k} = i{k}[0];" for k, d in enumerate(in_dtypes) if scalar[k]]
-    before += [st.line for st in once]
-    loads = [f"const {_ctype(d)} v{k} = i{k}[j];" for k, d in enumerate(in_dtypes) if not scalar[k]]
     stores = [f"o{k}[j] = {_as(r, d)};" for k, (r, d) in enumerate(zip(results, out_dtypes))]
     n_ops = len(out_dtypes) + len(in_dtypes)
     casts = [f"({_ctype(d)} *)p[{k}]" for k, d in enumerate(out_dtypes)]
@@ -606,8 +601,8 @@ def composite_kernel(op: ops.Composite, name: str, scalars: Sequence[bool] = ())
     indent = "\n        "
     source = f"""
 static inline void {name}_loop(ptrdiff_t n, {", ".join(params)}) {{
-    {"".join(f"{line}{chr(10)}    " for line in before)}for (ptrdiff_t j = 0; j < n; j++) {{
-        {indent.join(loads + body + stores)}
+    {prelude}for (ptrdiff_t j = 0; j < n; j++) {{
+        {indent.join(body + stores)}
     }}
 }}
 static void {name}_block(ptrdiff_t n, char *const *p) {{
@@ -623,23 +618,26 @@ int {name}({", ".join(f"void *a{k}" for k in range(n_ops))}) {{
 
 
 def _hoisted(
-    statements: list[_Statement], scalars: Sequence[bool]
-) -> tuple[list[_Statement], list[_Statement]]:
-    """(the statements computed from the `scalars` inputs and constants alone, the others), each in order.
+    statements: list[_Statement], in_dtypes: Sequence[str], scalars: Sequence[bool]
+) -> tuple[str, list[str]]:
+    """(the code before a loop over element j: the inputs `scalars` marks, read once, and the statements
+    computed from them and constants alone; the loop body: the other inputs' loads and statements).
 
-    The first are the same for every element, computed once before the loop: besides the work saved,
-    each value is then one value, where a vectorized loop would compute it with the vector math library
-    in its SIMD lanes and with libm in its scalar tail, which may differ in the last bit (an argmax of
-    equal values then picks a late one)."""
-    invariant = {f"v{k}" for k, scalar in enumerate(scalars) if scalar}
-    once, rest = [], []
+    What 0-d inputs alone determine is the same for every element: computed once, it is besides one
+    value, where a vectorized loop would compute it with the vector math library in its SIMD lanes and
+    with libm in its scalar tail, which may differ in the last bit (an argmax of equal values then
+    picks a late one)."""
+    scalar = [k < len(scalars) and bool(scalars[k]) for k in range(len(in_dtypes))]
+    invariant = {f"v{k}" for k, once in enumerate(scalar) if once}
+    before = [f"const {_ctype(d)} v{k} = i{k}[0];" for k, d in enumerate(in_dtypes) if scalar[k]]
+    body = [f"const {_ctype(d)} v{k} = i{k}[j];" for k, d in enumerate(in_dtypes) if not scalar[k]]
     for st in statements:
         if all(name in invariant for name in st.reads):
             invariant.add(st.name)
-            once.append(st)
+            before.append(st.line)
         else:
-            rest.append(st)
-    return once, rest
+            body.append(st.line)
+    return "".join(f"{line}\n    " for line in before), body
 
 
 LOOP_STATEMENTS = 1024
@@ -862,20 +860,14 @@ def reduction_kernel(op: ops.Composite, scalars: Sequence[bool], name: str) -> K
         raise Unsupported(f"a fused sum of {len(statements)} statements")
     params = ", ".join(f"const {_ctype(d)} *restrict i{k}" for k, d in enumerate(in_dtypes))
     args = ", ".join(f"i{k}" for k in range(len(in_dtypes)))
-    once, statements = _hoisted(statements, scalars)
-    body = [st.line for st in statements]
-    before = [f"const {_ctype(d)} v{k} = i{k}[0];" for k, (d, s) in enumerate(zip(in_dtypes, scalars)) if s]
-    before += [st.line for st in once]
-    loads = [
-        f"const {_ctype(d)} v{k} = i{k}[j];" for k, (d, s) in enumerate(zip(in_dtypes, scalars)) if not s
-    ]
+    prelude, body = _hoisted(statements, in_dtypes, scalars)
     casts = ", ".join(f"(const {_ctype(d)} *)a{k}" for k, d in enumerate(in_dtypes))
     indent = "\n        "
     source = f"""
 static void {name}_fill({t} *restrict buf, ptrdiff_t start, ptrdiff_t n, {params}) {{
-    {"".join(f"{line}{chr(10)}    " for line in before)}for (ptrdiff_t m = 0; m < n; m++) {{
+    {prelude}for (ptrdiff_t m = 0; m < n; m++) {{
         const ptrdiff_t j = start + m;
-        {indent.join(loads + body)}
+        {indent.join(body)}
         buf[m] = {_as(result, out.dtype)};
     }}
 }}
