@@ -166,7 +166,10 @@ int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows
         {T} *y = out + row * n, m, others, tops;
         if (!rw_row_exp_{S}(x, y, n, 1, &m, &others, &tops)) return 1;
         {T} shift = {LOG1P}(others + (tops - 1));
-        for (ptrdiff_t i = 0; i < n; i++) y[i] = (x[i] - m) - shift;
+        /* -(shift - d), not d - shift: a maximum's entry, -log1p(others), is below zero when the row has
+           other entries (all finite here), so one that rounds to zero is -0.0; a row of one is exactly 0 */
+        if (n == 1) y[0] = 0;
+        else for (ptrdiff_t i = 0; i < n; i++) y[i] = -(shift - (x[i] - m));
     }}
     return 0;
 }}

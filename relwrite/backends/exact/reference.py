@@ -406,9 +406,12 @@ def _softmax(x: np.ndarray, axis: int, log: bool) -> np.ndarray:
         return np.asarray(x, dtype=object).copy()
     shifted = x - _reduce_max(x, (axis,), keepdims=True)
     exps = _map(_ELEMENTWISE[ops.Exp], shifted)
+    if log:  # log(total) as log1p of all but one maximum's 1: log(1 + 1e-30) would round to 0
+        at_top = shifted == 0
+        rest = np.sum(np.where(at_top, 0, exps), axis=axis, keepdims=True)
+        rest = rest + (np.sum(at_top, axis=axis, keepdims=True) - 1)
+        return shifted - _map(_ELEMENTWISE[ops.Log1p], rest)
     total = np.sum(exps, axis=axis, keepdims=True)
-    if log:
-        return shifted - _map(_ELEMENTWISE[ops.Log], total)
     return _map(_ELEMENTWISE[ops.TrueDiv], exps, total)
 
 

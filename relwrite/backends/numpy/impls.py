@@ -667,7 +667,10 @@ def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
         result = _shifted(x, dtype, axis)
         with np.errstate(invalid="ignore", divide="ignore"):  # a slice of -inf or holding NaN: NaN
             result -= _log_sum_exp_shifted(result, axis).astype(dtype, copy=False)
-        return result
+        # a maximum's entry is -log(1 + the others' terms), below zero wherever another entry is above
+        # -inf (a lone +inf's too, in the limit): where that rounds to zero it is -0.0, not 0 - 0 = +0.0
+        others_live = (x > -np.inf).sum(axis=axis, keepdims=True) > 1
+        return np.where((result == 0) & others_live, -0.0, result).astype(dtype, copy=False)
 
     return Impl(run)
 

@@ -165,6 +165,9 @@ def _ref_softmax(x: Any, axis: int, log: bool) -> Any:
         shifted = xf - np.where(np.isposinf(top), 0, top)
         total = np.sum(np.exp(shifted), axis=axis, keepdims=True)
         plain = shifted - np.log(total) if log else np.exp(shifted) / total
+        if log:  # a maximum's entry is -log(1 + the others' terms): below 0 where another is above -inf
+            others_live = np.sum(xf > -np.inf, axis=axis, keepdims=True) > 1
+            plain = np.where((plain == 0) & others_live, -0.0, plain)
         infinite = np.isposinf(xf)
         k = np.sum(infinite, axis=axis, keepdims=True)
         limit = np.where(infinite, -np.log(k), -np.inf) if log else np.where(infinite, 1.0 / k, 0.0)

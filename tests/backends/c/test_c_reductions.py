@@ -210,3 +210,19 @@ def test_log_softmax_of_a_dominant_maximum_keeps_every_digit(linker):
     for axis, values in ((-1, np.array([row])), (0, np.array([row]).T)):
         got = linker(FunctionGraph([x], [ops.LogSoftmax(axis)(x)]))(values)[0].ravel()
         np.testing.assert_allclose(got, exact, rtol=4e-16, atol=0)
+
+
+@pytest.mark.parametrize("linker", [CLinker, NumpyLinker])
+def test_log_softmax_rounding_to_zero_below_it_is_minus_zero(linker):
+    """A maximum's entry is -log1p(the others' terms): below zero wherever another entry is above -inf,
+    so where it rounds to zero it is -0.0 and 1 / log_softmax is -inf (fuzzer seed 31, graph 2023: 0 - 0
+    gave +0.0).  A row of one entry, or whose others are -inf, is exactly 0."""
+    x = tensor("x", dtype="float64", shape=(None, None))
+    f = linker(FunctionGraph([x], [ops.LogSoftmax(-1)(x)]))
+    for row, signs in (([0.0, -800.0], [True, True]), ([5.9e19, 0.0], [True, True]), ([3.0], [False])):
+        got = f(np.array([row]))[0].ravel()
+        assert got[0] == 0 and list(np.signbit(got)) == signs, (row, got)
+    if linker is NumpyLinker:  # the C kernel leaves rows holding an infinity to NumPy
+        got = f(np.array([[1.0, -np.inf], [np.inf, 1.0]]))[0]
+        assert got[0, 0] == 0 and not np.signbit(got[0, 0])
+        assert got[1, 0] == 0 and np.signbit(got[1, 0])

@@ -416,3 +416,13 @@ def test_a_write_of_a_0d_value_stores_the_number_not_an_array():
             3.0,
             5.0 if graph.owner.op.set_instead_of_inc else 9.0,
         ]
+
+
+def test_log_softmax_of_a_dominant_maximum_is_below_zero_at_it():
+    """log_softmax([0, -800]) at 0 is -log1p(e**-800), not log(1 + e**-800) = log(1) = 0: -0.0 once
+    rounded, so 1 / log_softmax is -inf there (fuzzer seed 31, graph 2023)."""
+    x = tensor("x", dtype="float64", shape=(2,))
+    (value,) = exact.evaluate([x], [ops.LogSoftmax(0)(x)], [np.array([[0.0, -800.0]])], 128)
+    top = float(value[0][0])
+    assert top == 0.0 and math.copysign(1.0, top) == -1.0
+    assert float(value[0][1]) == -800.0
