@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from functools import cache, reduce
+from functools import cache, lru_cache, reduce
 from typing import Any
 
 import numpy as np
@@ -59,6 +59,13 @@ class Elemwise(Op):
         return reduce(lambda acc, d: _resolve(rule, (acc, d)), dtypes[1:], dtypes[0])
 
     def make_node(self, *inputs: Variable) -> Apply:
+        if all(isinstance(v, Variable) for v in inputs):  # the usual case: the types decide, once
+            try:
+                out_type = _elemwise_output_type(self, tuple([v.type for v in inputs]))
+            except (TypeError, ValueError, np.exceptions.DTypePromotionError):
+                pass  # the checks below name the inputs in the error
+            else:
+                return Apply(self, inputs, [Variable(out_type)])
         inputs = self.as_inputs(inputs)
         if self.nin is None:
             if not inputs:
@@ -71,6 +78,22 @@ class Elemwise(Op):
             raise self.type_error(inputs, f"unsupported dtypes ({exc})") from None
         shape = broadcast_shapes(*(v.type.shape for v in inputs), op_name=self)
         return Apply(self, inputs, [Variable(TensorType(dtype, shape))])
+
+
+@lru_cache(maxsize=4096)
+def _elemwise_output_type(op: Elemwise, types: tuple[TensorType, ...]) -> TensorType:
+    """The output type of `op` on operands of these types (what `make_node` infers, kept for the next
+    node of the same op and types: rewriting builds the same few kinds of node again and again)."""
+    if op.nin is None:
+        if not types:
+            raise TypeError("no inputs")
+    elif len(types) != op.nin:
+        raise TypeError("input count")
+    dtype = op.output_dtype([t.dtype for t in types])
+    first = types[0]
+    if all(t == first for t in types):
+        return first if first.dtype == dtype else TensorType(dtype, first.shape)
+    return TensorType(dtype, broadcast_shapes(*(t.shape for t in types), op_name=op))
 
 
 def _elemwise(

@@ -166,6 +166,7 @@ def _check_against_numpy(op, reference, types, shapes, build=None):
             assert any(str(t.shape) in str(info.value) for t in types)
         return None
     out = make().outputs[0].type
+    assert make().outputs[0].type == out  # the second node of these types: its type as inferred, kept
     assert out.dtype == expected.dtype.name
     assert out.ndim == expected.ndim
     assert all(s is None or s == e for s, e in zip(out.shape, expected.shape))
