@@ -235,24 +235,17 @@ def product_of(terms: tuple) -> Variable | None:
     return None if parts is None else canonical_quotient(parts, [])
 
 
-def cancelled_in(n: Variable, d: Variable) -> tuple[Variable | None, Variable | None]:
+def cancellation(n: Variable, d: Variable) -> tuple[Variable, Variable] | None:
     """(the first factor cancelled, n / d with every factor common to both sides cancelled in the
-    canonical form), or (None, None) where no factor is common."""
+    canonical form), or None where no factor is common (read once: the rule binds both halves)."""
     parts = quotient_parts((n,), (d,))
     if parts is None:
-        return None, None
+        return None
     gone = commonly_cancelled(parts)
-    return (gone[0], canonical_quotient(parts, gone)) if gone else (None, None)
-
-
-def first_cancelled(n: Variable, d: Variable) -> Variable | None:
-    """The first factor of n found in d too (what the assumption ``x != 0`` is about)."""
-    return cancelled_in(n, d)[0]
-
-
-def quotient_cancelled(n: Variable, d: Variable) -> Variable | None:
-    """n / d with every factor common to both sides cancelled, in the canonical form."""
-    return cancelled_in(n, d)[1]
+    if not gone:
+        return None
+    cancelled = canonical_quotient(parts, gone)
+    return None if cancelled is None else (gone[0], cancelled)
 
 
 mul_div_canonical = rule(
@@ -382,7 +375,11 @@ mul_div_cancel_common = rule(
     UNSAFE,
     assumptions=("x != 0",),
     examples=("(x / y) / x", "(x * y * z) / (z * x)", "(a * x * c) / (x * c * d)"),
-    compute={"x": first_cancelled, "cancelled": quotient_cancelled},
+    compute={
+        "cancellation": cancellation,
+        "x": lambda cancellation: cancellation[0],  # what the assumption is about
+        "cancelled": lambda cancellation: cancellation[1],
+    },
     keeps_type=True,
     doc="""x / y / x -> 1 / y, (a * b * c) / (b * c * d) -> a / d: the factors common to the numerator and
     the denominator (read as mul_div_canonical reads them) cancelled, the rest in the canonical form.
