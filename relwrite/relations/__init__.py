@@ -52,7 +52,7 @@ RULE_MODULES: tuple[ModuleType, ...] = (
 
 def _listed() -> tuple[Rule, ...]:
     """Every module-level Rule of `RULE_MODULES`, each told its home (module, attribute) for pickling;
-    a name defined twice is an error naming both modules."""
+    a name defined twice is an error naming both modules, and so is a composed rule not listed."""
     rules: list[Rule] = []
     seen: dict[str, str] = {}
     for module in RULE_MODULES:
@@ -65,6 +65,10 @@ def _listed() -> tuple[Rule, ...]:
                 seen[value.name] = module.__name__
                 value.home = (module.__name__, attribute)
                 rules.append(value)
+    for r in rules:
+        unknown = [c for c in r.composes if c not in seen]
+        if unknown:
+            raise ValueError(f"rule {r.name} composes {', '.join(unknown)}, not in the catalogue")
     return tuple(rules)
 
 

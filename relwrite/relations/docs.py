@@ -134,6 +134,9 @@ the most accurate form (`best_form(cost="accuracy")`, `pareto`) the
 - **directions**: `both` when running the relation backward (right side to
   left side) terminates and means something, else `forward` and the reason;
 - **assumptions**: what the inputs must satisfy for the two sides to be equal;
+- **composes** (some rules): the rules whose steps reach in turn what the rule
+  does in one; the rewriting engine saves their intermediate graphs,
+  exploration leaves the shortcut out;
 - **example**: the rule's first example and what one forward step of the rule
   alone makes of it.
 
@@ -161,6 +164,9 @@ def _entry(d: RuleDescription) -> list[str]:
     lines.append(f"- semantics: {d.semantics}")
     lines.append(f"- directions: {_escape(d.directions)}")
     lines.append(f"- assumptions: `{d.assumptions}`" if d.rule.assumptions else "- assumptions: none")
+    if d.rule.composes:
+        shortcut = ", ".join(f"`{c}`" for c in d.rule.composes)
+        lines.append(f"- composes: {shortcut} (a shortcut: exploration, which has those, leaves it out)")
     if d.example is not None:
         lines.append(f"- example: `{d.example[0]}` -> `{d.example[1]}`")
     else:

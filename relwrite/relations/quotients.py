@@ -235,18 +235,53 @@ def product_of(terms: tuple) -> Variable | None:
     return None if parts is None else canonical_quotient(parts, [])
 
 
-def cancellation(n: Variable, d: Variable) -> tuple[Variable, Variable] | None:
-    """(the first factor cancelled, n / d with every factor common to both sides cancelled in the
-    canonical form), or None where no factor is common (read once: the rule binds both halves)."""
-    parts = quotient_parts((n,), (d,))
+def _cancellation(parts: Parts | None) -> tuple[Variable, Variable] | None:
+    """(the product of the factors common to both sides of `parts`, what remains in the canonical form),
+    or None where no factor is common.  The product is what the unsafe rules' assumption is about: the
+    left side is NaN where any cancelled factor is 0 or infinite."""
     if parts is None:
         return None
     gone = commonly_cancelled(parts)
     if not gone:
         return None
     cancelled = canonical_quotient(parts, gone)
-    return None if cancelled is None else (gone[0], cancelled)
+    return None if cancelled is None else (_sorted_product(gone), cancelled)
 
+
+def cancellation(n: Variable, d: Variable) -> tuple[Variable, Variable] | None:
+    """`_cancellation` of n / d (read once: the rule binds both halves)."""
+    return _cancellation(quotient_parts((n,), (d,)))
+
+
+def product_cancellation(terms: tuple) -> tuple[Variable, Variable] | None:
+    """`_cancellation` of the product of `terms`, quotients and reciprocals read at any depth."""
+    return _cancellation(quotient_parts(terms, ()))
+
+
+# the factors' quotients are read at any depth, anywhere in the list: code walks them
+mul_cancel_common = rule(
+    "mul_cancel_common",
+    (o.mul, "*terms"),
+    "cancelled",
+    UNSAFE,
+    assumptions=("x != 0",),
+    examples=("(x * y / y) * (z / x)", "(a / b) * (b / c)", "mul(x / y, z, y / x)"),
+    compute={
+        "cancellation": product_cancellation,
+        "x": lambda cancellation: cancellation[0],  # what the assumption is about
+        "cancelled": lambda cancellation: cancellation[1],
+    },
+    keeps_type=True,
+    screen=lambda value: _reads_quotient(value),
+    composes=("mul_of_quotients", "mul_div_cancel_common", "mul_cancel"),
+    doc="""(x * y / y) * (z / x) -> z, (a / b) * (b / c) -> a / c: a product read as one numerator and one
+    denominator (as mul_of_quotients reads it), the factors common to both cancelled and the rest in the
+    canonical form, in one step (mul_of_quotients, then mul_div_cancel_common, build and commit the
+    canonical quotient first: exploration, which has those, leaves this rule out).  Floats;
+    unsafe: where a cancelled factor is 0 or infinite the left side is NaN, so valid where x, their
+    product, is finite and nonzero.  A cancelled factor that could widen the result leaves ones shaped
+    like it.""",
+)
 
 mul_div_canonical = rule(
     "mul_div_canonical",
@@ -383,8 +418,9 @@ mul_div_cancel_common = rule(
     keeps_type=True,
     doc="""x / y / x -> 1 / y, (a * b * c) / (b * c * d) -> a / d: the factors common to the numerator and
     the denominator (read as mul_div_canonical reads them) cancelled, the rest in the canonical form.
-    Floats; unsafe: where a cancelled factor x is 0 or infinite the left side is NaN, so valid for finite
-    x != 0.  A cancelled factor that could widen the result leaves ones shaped like it.""",
+    Floats; unsafe: where a cancelled factor is 0 or infinite the left side is NaN, so valid where x,
+    their product, is finite and nonzero.  A cancelled factor that could widen the result leaves ones
+    shaped like it.""",
 )
 
 

@@ -127,7 +127,12 @@ class Rule:
       the node stays, so an engine watches them when it refuses;
     - `idempotent`: the graphs its forward run builds never match it again
       while their operands stay the same (sorting, flattening), so an engine
-      need not try it on them.
+      need not try it on them;
+    - `composes`: the names of rules whose steps, taken in turn, reach what
+      this rule does in one: a shortcut for the rewriting engine, which
+      would build and commit every intermediate graph.  Exploration, which
+      applies every rule it has to saturation, gains no form from it and
+      leaves it out where it has those rules (`select_rules`).
     """
 
     def __init__(
@@ -148,6 +153,7 @@ class Rule:
         screen: Callable[[Any], bool] | None = None,
         idempotent: bool = False,
         operand_screen: Callable[[Any], bool] | None = None,
+        composes: Sequence[str] = (),
     ):
         if not isinstance(name, str) or not name.isidentifier():
             raise ValueError(f"rule name must be an identifier, got {name!r}")
@@ -172,6 +178,9 @@ class Rule:
         self.screen = screen
         self.operand_screen = operand_screen
         self.idempotent = bool(idempotent)
+        if isinstance(composes, str) or not all(isinstance(c, str) and c != name for c in composes):
+            raise TypeError(f"rule {name}: composes must name other rules, got {composes!r}")
+        self.composes = tuple(composes)
         self.home: tuple[str, str] | None = None
         """(module, attribute) holding a catalogue rule, set when the catalogue lists it (pickling)."""
         self.sides: Sides | None = None  # a declared rule's patterns, guards and computed values (`rule`)
@@ -250,6 +259,7 @@ def rule(
     operand_screen: Callable[[Any], bool] | None = None,
     heads: Sequence[Op | type] | None = None,
     one_way: str | None = None,
+    composes: Sequence[str] = (),
 ) -> Rule:
     """A rule from two patterns (see relwrite.relations.pattern); one declaration, both directions.
 
@@ -286,7 +296,8 @@ def rule(
     inverse of a computed value the right side uses.  `one_way` (a reason)
     declares a rule forward only where its backward answers would expand
     every application of a common op (every exp(x) into a ratio of
-    sigmoids), so that exploration would never saturate.
+    sigmoids), so that exploration would never saturate.  `composes` names
+    the rules whose steps reach in turn what this one does in one (see `Rule`).
     """
     for what, test in (("screen", screen), ("operand_screen", operand_screen)):
         if test is not None and not callable(test):  # before it is combined with the pattern's own
@@ -336,6 +347,7 @@ def rule(
         ),
         semantics=semantics,
         idempotent=idempotent,
+        composes=composes,
     )
     made.sides = sides
     return made

@@ -11,9 +11,14 @@ from itertools import islice
 import pytest
 from unification.variable import isvar
 
+from relwrite.engine import EquilibriumRewriter, KanrenRelationSub
+from relwrite.graph import ops as o
 from relwrite.graph.basic import Op
+from relwrite.graph.fg import FunctionGraph
 from relwrite.graph.parse import parse
-from relwrite.relations import PHASES, Assumption, catalogue
+from relwrite.graph.printing import graph_repr
+from relwrite.relations import PHASES, Assumption, catalogue, get_rule, rule
+from relwrite.relations.docs import rewrite_example_graphs
 from relwrite.relations.pattern import can_replace, to_graph
 from relwrite.testing import check_relation
 
@@ -107,3 +112,26 @@ def test_rule_is_sound_backward_or_says_why_not(rule):
         return
     report = check_relation(rule, direction="backward")
     assert report.examples["backward"] > 0
+
+
+SHORTCUTS = [r for r in RULES if r.composes]
+
+
+@pytest.mark.parametrize("rule", SHORTCUTS, ids=[r.name for r in SHORTCUTS])
+def test_a_shortcut_reaches_in_one_step_what_the_rules_it_composes_reach(rule):
+    """A rule that `composes` others is a shortcut: on each of its examples, its one step gives what the
+    rewriting engine reaches with only those rules (exploration leaves the shortcut out for them)."""
+    assert SHORTCUTS, "the catalogue declares a shortcut: mul_cancel_common"
+    composed = EquilibriumRewriter([KanrenRelationSub(get_rule(name)) for name in rule.composes])
+    for text in rule.examples:
+        _, one_step = rewrite_example_graphs(rule, text)
+        graph = FunctionGraph(outputs=[parse(text, rule.types)])
+        composed.rewrite(graph)
+        assert graph_repr(graph.outputs) == graph_repr([one_step]), text
+
+
+def test_a_shortcut_names_other_rules():
+    with pytest.raises(TypeError, match="composes must name other rules"):
+        rule("loop", (o.neg, (o.neg, "x")), "x", ["canonicalize"], composes=("loop",))
+    with pytest.raises(TypeError, match="composes must name other rules"):
+        rule("bare", (o.neg, (o.neg, "x")), "x", ["canonicalize"], composes="neg_neg")

@@ -235,7 +235,9 @@ def select_rules(
     False, those tagged unsafe (equal wherever the values are finite and
     their assumptions hold, as ``x * y / y = x`` for y != 0: a form reached
     through one says so and lists the assumptions); `include` adds the rules
-    whose other opt-in tags it names (accuracy).
+    whose other opt-in tags it names (accuracy).  A rule that only takes in
+    one step what rules chosen with it reach in turn (`Rule.composes`) is
+    left out: it adds no form, and each step of an explanation stays small.
     """
     if isinstance(include, str):
         raise TypeError(f"include must be a sequence of tags, got the string {include!r}")
@@ -244,7 +246,9 @@ def select_rules(
         unknown = sorted(set(include) - OPT_IN_TAGS - {t for r in catalogue() for t in r.tags})
         if unknown:
             raise ValueError(f"include names no tag of the catalogue: {', '.join(unknown)}")
-        return [r for r in catalogue() if r.tags & OPT_IN_TAGS <= allowed]
+        chosen = [r for r in catalogue() if r.tags & OPT_IN_TAGS <= allowed]
+        names = {r.name for r in chosen}
+        return [r for r in chosen if not (r.composes and set(r.composes) <= names)]
     chosen = []
     for r in rules:
         if isinstance(r, str):

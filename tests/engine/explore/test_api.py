@@ -343,7 +343,14 @@ def test_default_rules_are_the_identities_over_the_reals_and_leave_out_accuracy_
         r.name for r in select_rules(include=["accuracy"])
     }
     everything = {r.name for r in select_rules(include=("explore", "unsafe", "accuracy"))}
-    assert everything == {r.name for r in catalogue()}
+    assert everything == {r.name for r in catalogue() if not r.composes}
+
+
+def test_a_shortcut_is_left_out_where_the_rules_it_composes_are_in():
+    shortcut = get_rule("mul_cancel_common")
+    assert shortcut.composes and set(shortcut.composes) <= {r.name for r in select_rules()}
+    assert shortcut not in select_rules()
+    assert select_rules([shortcut]) == [shortcut]  # named, it is used
 
 
 def test_forms_as_plain_data():
