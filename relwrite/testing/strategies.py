@@ -16,6 +16,7 @@ types" instead of listing cases by hand::
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 import numpy as np
 from hypothesis import strategies as st
@@ -63,6 +64,12 @@ def _check_lengths(min_len: int, max_len: int) -> None:
         raise InvalidArgument(f"need 0 <= min_len <= max_len, got min_len={min_len}, max_len={max_len}")
 
 
+@lru_cache(maxsize=64)
+def _lengths(min_len: int, max_len: int) -> st.SearchStrategy[int]:
+    """Lengths in min_len..max_len (one strategy object per range: see `_array_of`)."""
+    return st.integers(min_len, max_len)
+
+
 def tensor_types(
     dtypes: Sequence[str] = ("float64",), max_ndim: int = 2, max_len: int = 4, min_ndim: int = 0
 ) -> st.SearchStrategy[TensorType]:
@@ -92,9 +99,13 @@ def _elements(dtype: np.dtype, finite: bool) -> st.SearchStrategy | None:
     return st.floats(width=dtype.itemsize * 8, allow_nan=True, allow_infinity=True)
 
 
+@lru_cache(maxsize=1024)
 def _array_of(
     dtype: np.dtype, shape: tuple[int, ...], elements: st.SearchStrategy | None, finite: bool
 ) -> st.SearchStrategy[np.ndarray]:
+    """The arrays strategy of one dtype and shape, made once: hypothesis validates every strategy
+    object it draws from (a filtered `elements` has its filter's source read again), so one made
+    afresh at each draw cost a third of a rule's property test."""
     if elements is None:
         elements = _elements(dtype, finite)
     return hnp.arrays(dtype, shape, elements=elements)
@@ -216,7 +227,7 @@ def input_values(
     for position in range(1, ndim + 1):  # counted from the right
         static = [t.shape[-position] for t in types if t.ndim >= position]
         known = [d for d in static if d is not None and d != 1]
-        shared.append(known[0] if known else draw(st.integers(min_len, max_len)))
+        shared.append(known[0] if known else draw(_lengths(min_len, max_len)))
     values = []
     for t in types:
         shape = tuple(d if d is not None else shared[t.ndim - 1 - axis] for axis, d in enumerate(t.shape))
