@@ -35,7 +35,8 @@ safe-vs-safe on its "+unsafe" row only.
 With `--against REV` a second table compares this checkout's relwrite with
 relwrite at git revision REV (checked out in a temporary worktree): each
 side runs every case in a process of its own, the two alternating, best of
-`--repeat`; the goal is no slowdown beyond 1.1x.
+`--repeat` processes (each timing a case as a `burst` after a warm-up run);
+the goal is no slowdown beyond 1.1x.
 
     python benchmarks/rewrite.py
     python benchmarks/rewrite.py --repeat 10 --chain 100 --long-chain 0
@@ -206,12 +207,15 @@ def burst(measure: Measure, run: Callable[[], tuple[float, int, int, list[str]]]
 
 
 def relwrite_timings(chain_steps: int, long_chain: int) -> dict[str, float]:
-    """Seconds of one run of every case and variant, after a warm-up run (what `--timings` prints)."""
+    """Seconds of every case and variant, the best of a `burst` after a warm-up run (what `--timings`
+    prints): a fast case's single run moved by a tenth from process to process."""
     timings = {}
     for name, build in cases_of(chain_steps, long_chain):
         for label, (include, _) in variants_of(name).items():
             run_relwrite(build, include)
-            timings[label] = run_relwrite(build, include)[0]
+            measure = Measure()
+            burst(measure, partial(run_relwrite, build, include))
+            timings[label] = measure.seconds
     return timings
 
 
