@@ -28,7 +28,7 @@ sits in where every term's denominator then loses a factor: ``(a / z + b / x)
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -258,6 +258,16 @@ def product_cancellation(terms: tuple) -> tuple[Variable, Variable] | None:
     return _cancellation(quotient_parts(terms, ()))
 
 
+def _cancelling(cancellation_of: Callable[..., tuple | None]) -> dict[str, Callable[..., Any]]:
+    """A cancelling rule's computed values: the cancellation read once, the product of the factors it
+    cancels (`x`, what the assumption is about) and what remains (`cancelled`)."""
+    return {
+        "cancellation": cancellation_of,
+        "x": lambda cancellation: cancellation[0],
+        "cancelled": lambda cancellation: cancellation[1],
+    }
+
+
 # the factors' quotients are read at any depth, anywhere in the list: code walks them
 mul_cancel_common = rule(
     "mul_cancel_common",
@@ -266,11 +276,7 @@ mul_cancel_common = rule(
     UNSAFE,
     assumptions=("x != 0",),
     examples=("(x * y / y) * (z / x)", "(a / b) * (b / c)", "mul(x / y, z, y / x)"),
-    compute={
-        "cancellation": product_cancellation,
-        "x": lambda cancellation: cancellation[0],  # what the assumption is about
-        "cancelled": lambda cancellation: cancellation[1],
-    },
+    compute=_cancelling(product_cancellation),
     keeps_type=True,
     screen=lambda value: _reads_quotient(value),
     composes=("mul_of_quotients", "mul_div_cancel_common", "mul_cancel"),
@@ -410,11 +416,7 @@ mul_div_cancel_common = rule(
     UNSAFE,
     assumptions=("x != 0",),
     examples=("(x / y) / x", "(x * y * z) / (z * x)", "(a * x * c) / (x * c * d)"),
-    compute={
-        "cancellation": cancellation,
-        "x": lambda cancellation: cancellation[0],  # what the assumption is about
-        "cancelled": lambda cancellation: cancellation[1],
-    },
+    compute=_cancelling(cancellation),
     keeps_type=True,
     doc="""x / y / x -> 1 / y, (a * b * c) / (b * c * d) -> a / d: the factors common to the numerator and
     the denominator (read as mul_div_canonical reads them) cancelled, the rest in the canonical form.
