@@ -241,13 +241,22 @@ def _reciprocal(op: ops.Reciprocal, node: Apply) -> Impl:
 @numpy_impl.register
 def _sigmoid(op: ops.Sigmoid, node: Apply) -> Impl:
     dtype = _dtype(node)
-    one = dtype.type(1)
+    # float16 computes in float32 and rounds once: in float16 1 + exp(-8) is 1, so sigmoid(8) was 1.0,
+    # not 0.9995 (and 1 / (1 - exp(1 - sigmoid(8))) infinite: fuzzer seed 35, graph 2237)
+    work = np.promote_types(dtype, np.float32)
+    one = work.type(1)
 
     def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        x = x.astype(dtype, copy=False)
+        x = x.astype(work, copy=False)
         small = np.exp(np.negative(np.abs(x)))  # exp(-|x|) never overflows
         numerator = np.where(x >= 0, one, small)
-        return _finish(np.divide(numerator, np.add(one, small), out=out), dtype)
+        if work == dtype:
+            return _finish(np.divide(numerator, np.add(one, small), out=out), dtype)
+        values = np.divide(numerator, np.add(one, small)).astype(dtype)
+        if out is not None:
+            np.copyto(out, values)
+            return out
+        return _finish(values, dtype)
 
     return Impl(run, (0,))
 
@@ -650,11 +659,14 @@ def _log_sum_exp_shifted(shifted: np.ndarray, axis: Any) -> np.ndarray:
 @numpy_impl.register
 def _softmax(op: ops.Softmax, node: Apply) -> Impl:
     dtype, axis = _dtype(node), op.axis
+    # float16 and float32 compute in float64 and round once: a float32 sum of the terms rounds by up
+    # to half an ulp of 1, which the division carries into every result (fuzzer seed 35, graph 2361)
+    work = np.promote_types(dtype, np.float64)
 
     def run(x: np.ndarray) -> np.ndarray:
-        result = np.exp(_shifted(x, dtype, axis))
+        result = np.exp(_shifted(x, work, axis))
         result /= result.sum(axis=axis, keepdims=True)
-        return result
+        return result.astype(dtype, copy=False)
 
     return Impl(run)
 

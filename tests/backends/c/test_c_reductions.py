@@ -226,3 +226,20 @@ def test_log_softmax_rounding_to_zero_below_it_is_minus_zero(linker):
         got = f(np.array([[1.0, -np.inf], [np.inf, 1.0]]))[0]
         assert got[0, 0] == 0 and not np.signbit(got[0, 0])
         assert got[1, 0] == 0 and np.signbit(got[1, 0])
+
+
+@pytest.mark.parametrize("linker", [CLinker, NumpyLinker])
+def test_a_float32_softmax_is_rounded_once(linker):
+    """softmax([15.81, 0, -7.17, 0]) in float32 is the exact softmax rounded once: a float32 sum rounded
+    1 + 4.07e-7 to 1 + 3.58e-7 and a float exp is within an ulp, each an ulp off at the maximum or at
+    the smallest term (fuzzer seed 35, graph 2361, where a power amplified it)."""
+    mpmath = pytest.importorskip("mpmath")
+    row = [15.81253719329834, 0.0, -7.171184539794922, 0.0]
+    mp = mpmath.MPContext()
+    mp.prec = 200
+    total = mp.fsum(mp.exp(mp.mpf(v)) for v in row)
+    exact = np.array([float(mp.exp(mp.mpf(v)) / total) for v in row]).astype(np.float32)
+    x = tensor("x", dtype="float32", shape=(None, None))
+    got = linker(FunctionGraph([x], [ops.Softmax(-1)(x)]))(np.array([row], dtype=np.float32))[0]
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got[0], exact)

@@ -937,3 +937,15 @@ def test_fma_special_values_and_edges():
         assert got.dtype == np.float64 and got.shape == ()
         same_floats(got.reshape(1), np.array([want]))
         same_floats(got.reshape(1), exact_fmas([a], [b], [c], "float64"))
+
+
+@given(x=hnp.arrays("float16", small_shapes, elements=st.floats(-30, 30, width=16)))
+def test_a_float16_sigmoid_is_rounded_once(x):
+    """In float16 1 + exp(-8) is 1, so sigmoid(8) came out 1.0, not 0.9995 (and 1 / (1 - exp(1 -
+    sigmoid(8))) infinite: fuzzer seed 35, graph 2237): it is computed in float32 and rounded once."""
+    sig = evaluate(ops.sigmoid(variable_for(x)).owner, [x])[0]
+    assert sig.dtype == np.float16
+    exact = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(sig.astype(np.float64), exact, rtol=2.0**-11, atol=2.0**-24)  # half an ulp
+    eight = np.array([8.0], dtype=np.float16)
+    assert evaluate(ops.sigmoid(variable_for(eight)).owner, [eight])[0][0] == np.float16(0.99951171875)
