@@ -1,8 +1,8 @@
 """C kernels for reductions, softmax and joins: Sum, Mean, Prod, Max and Min over a block of adjacent
 axes, Argmax and Argmin along one axis, Softmax and LogSoftmax along the last axis, for float32 and
-float64 (a float32 softmax computed in double and rounded once, as NumPy's backend computes it); Join
-of arrays of any one dtype.  Max, Min, Argmax and Argmin run in C where the reduced
-axes have axes after them (column by column: 0.8x and 0.25x NumPy's time on a 1000x1000 matrix);
+float64 (the softmaxes of a float32 row computed in double and rounded once, as NumPy's backend computes
+them); Join of arrays of any one dtype.  Max, Min, Argmax and Argmin run in C where the reduced axes have
+axes after them (column by column: 0.8x and 0.25x NumPy's time on a 1000x1000 matrix);
 along the last axes NumPy's SIMD loops beat what gcc makes of a NaN-propagating loop, so they run
 NumPy's.
 
@@ -35,7 +35,6 @@ from relwrite.graph import ops
 from relwrite.graph.basic import Apply
 
 TYPES = {"float64": ("double", "f64"), "float32": ("float", "f32")}
-_MASKS = {"double": "long long", "float": "int"}
 
 _REDUCTION_TEMPLATE = r"""
 int rw_sum_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_t R, ptrdiff_t B) {{
@@ -69,7 +68,13 @@ int rw_prod_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t A, ptrdiff_
     }}
     return 0;
 }}
+"""
 
+
+_ROWS_TEMPLATE = r"""
+/* Softmax and LogSoftmax rows, in double only: a float32 row is computed in double and rounded once
+   (`_rows_run`), as NumPy's backend computes it; in float, 1 + 4.07e-7 rounds to 1 + 3.58e-7 and exp is
+   within an ulp, so an element came out an ulp off its exact value (a third of them, for log_softmax). */
 
 /* The row's maximum, and whether every element is finite (v * 0 is 0 for a finite v, NaN for an
    infinity or a NaN): the maximum is meaningful only then.  Written with gcc's vector extensions (a
@@ -151,12 +156,22 @@ static inline int rw_row_exp_{S}(const {T} *restrict x, {T} *restrict y, ptrdiff
     return 1;
 }}
 
+int rw_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
+    for (ptrdiff_t row = 0; row < rows; row++) {{
+        {T} *y = out + row * n, m, others, tops;
+        if (!rw_row_exp_{S}(in + row * n, y, n, 0, &m, &others, &tops)) return 1;
+        {T} scale = 1 / (tops + others);  /* a multiply per element, not a divide: within an ulp */
+        for (ptrdiff_t i = 0; i < n; i++) y[i] = y[i] * scale;
+    }}
+    return 0;
+}}
+
 int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows, ptrdiff_t n) {{
     for (ptrdiff_t row = 0; row < rows; row++) {{
         const {T} *x = in + row * n;
         {T} *y = out + row * n, m, others, tops;
         if (!rw_row_exp_{S}(x, y, n, 1, &m, &others, &tops)) return 1;
-        {T} shift = {LOG1P}(others + (tops - 1));
+        {T} shift = log1p(others + (tops - 1));
         /* -(shift - d), not d - shift: a maximum's entry, -log1p(others), is below zero when the row has
            other entries (all finite here), so one that rounds to zero is -0.0; a row of one is exactly 0 */
         if (n == 1) y[0] = 0;
@@ -167,69 +182,41 @@ int rw_log_softmax_{S}(const {T} *restrict in, {T} *restrict out, ptrdiff_t rows
 """
 
 
-_SOFTMAX_SOURCE = r"""
-/* Softmax in double only: a float32 row is computed in double and rounded once (`_rows_run`), as NumPy's
-   backend does; in float, 1 + 4.07e-7 rounds to 1 + 3.58e-7 and exp is within an ulp, not rounded once. */
-int rw_softmax_f64(const double *restrict in, double *restrict out, ptrdiff_t rows, ptrdiff_t n) {
-    for (ptrdiff_t row = 0; row < rows; row++) {
-        double *y = out + row * n, m, others, tops;
-        if (!rw_row_exp_f64(in + row * n, y, n, 0, &m, &others, &tops)) return 1;
-        double scale = 1 / (tops + others);  /* a multiply per element, not a divide: within an ulp */
-        for (ptrdiff_t i = 0; i < n; i++) y[i] = y[i] * scale;
-    }
-    return 0;
-}
-"""
-
-
 _EXP_SOURCE = r"""
 /* exp(x) for x <= 0, within an ulp of the exact value, inlined so that softmax loops vectorize (libmvec's
    exp, an out-of-line call, runs 3.5x slower here): x = n ln2 + r with |r| <= ln2 / 2 (ln2 in two parts),
-   exp(r) by a polynomial fitted to it on that interval (degree 11 for double, 6 for float: error 3e-18
-   and 2e-9, under half an ulp), 2^n applied in two halves so a subnormal result is rounded once; below
-   the smallest subnormal, 0.  The reduction and the Horner steps are fused multiply-adds where the
-   target has them (one rounding each; 1.6x faster than separate ones). */
+   exp(r) by a polynomial fitted to it on that interval (degree 11: error 3e-18, under half an ulp), 2^n
+   applied in two halves so a subnormal result is rounded once; below the smallest subnormal, 0.  The
+   reduction and the Horner steps are fused multiply-adds where the target has them (one rounding each;
+   1.6x faster than separate ones). */
 #if defined(__FMA__)
 #define RW_MADD(a, b, c) __builtin_fma(a, b, c)
-#define RW_MADDF(a, b, c) __builtin_fmaf(a, b, c)
 #else
 #define RW_MADD(a, b, c) ((a) * (b) + (c))
-#define RW_MADDF(a, b, c) ((a) * (b) + (c))
 #endif
 """
 
 
-_EXP_CONSTANTS = {
+_EXP_CONSTANTS = (
     # clamp, shifter, log2(e), ln2's high and low parts, int type, exponent bias and shift
-    "double": (
-        "-746.0", "0x1.8p52", "0x1.71547652b82fep0", "0x1.62e42fefa3800p-1", "0x1.ef35793c7673p-45",
-        "int64_t", 1023, 52,
-    ),
-    "float": (
-        "-104.0f", "0x1.8p23f", "0x1.715476p0f", "0x1.62e4p-1f", "0x1.7f7d1cp-20f", "int32_t", 127, 23,
-    ),
-}  # fmt: skip
+    "-746.0", "0x1.8p52", "0x1.71547652b82fep0", "0x1.62e42fefa3800p-1", "0x1.ef35793c7673p-45",
+    "int64_t", 1023, 52,
+)  # fmt: skip
 
-_EXP_POLYNOMIALS = {
-    # exp(r) on [-ln2 / 2, ln2 / 2], highest degree first: mpmath.chebyfit(mpmath.exp, [-a, a], N)
-    # with a = ln2 / 2 at 40 digits, N = 12 (double) and 7 (float, the coefficients rounded to float)
-    "double": (
-        "0x1.af631d0059becp-26", "0x1.28b4057f44145p-22", "0x1.71ddf5749d126p-19", "0x1.a01991ac8730ap-16",
-        "0x1.a01a01b14378fp-13", "0x1.6c16c187fbe02p-10", "0x1.111111110f225p-7", "0x1.555555554f0cfp-5",
-        "0x1.555555555555ap-3", "0x1.0000000000011p-1", "0x1p+0", "0x1p+0",
-    ),
-    "float": (
-        "0x1.6d7532p-10f", "0x1.126fa6p-7f", "0x1.5554acp-5f", "0x1.555404p-3f",
-        "0x1p-1f", "0x1p+0f", "0x1p+0f",
-    ),
-}  # fmt: skip
+_EXP_POLYNOMIAL = (
+    # exp(r) on [-ln2 / 2, ln2 / 2], highest degree first: mpmath.chebyfit(mpmath.exp, [-a, a], 12) with
+    # a = ln2 / 2 at 40 digits
+    "0x1.af631d0059becp-26", "0x1.28b4057f44145p-22", "0x1.71ddf5749d126p-19", "0x1.a01991ac8730ap-16",
+    "0x1.a01a01b14378fp-13", "0x1.6c16c187fbe02p-10", "0x1.111111110f225p-7", "0x1.555555554f0cfp-5",
+    "0x1.555555555555ap-3", "0x1.0000000000011p-1", "0x1p+0", "0x1p+0",
+)  # fmt: skip
 
 
-def _exp_source(ctype: str, suffix: str) -> str:
-    """`rw_exp_nonpositive_{suffix}` for `ctype` (see `_EXP_SOURCE`): its Horner steps written out."""
-    clamp, shifter, log2e, ln2_high, ln2_low, itype, bias, bits = _EXP_CONSTANTS[ctype]
-    madd = "RW_MADD" if ctype == "double" else "RW_MADDF"
-    first, *rest = _EXP_POLYNOMIALS[ctype]
+def _exp_source() -> str:
+    """`rw_exp_nonpositive_f64` (see `_EXP_SOURCE`): its Horner steps written out."""
+    clamp, shifter, log2e, ln2_high, ln2_low, itype, bias, bits = _EXP_CONSTANTS
+    ctype, suffix, madd = "double", "f64", "RW_MADD"
+    first, *rest = _EXP_POLYNOMIAL
     steps = "".join(f"    p = {madd}(p, r, {c});\n" for c in rest)
     return f"""
 static inline {ctype} rw_exp_nonpositive_{suffix}({ctype} x) {{
@@ -304,79 +291,49 @@ static int rw_row_exp_lanes_{S}(const {T} *restrict x, {T} *restrict y, ptrdiff_
 #endif
 """
 
-_LANES = {
+_LANES = (
     # lanes, vector and mask types, intrinsic suffixes, mantissa bits, the floor of normal results, shifter,
     # 16 / ln2, ln2 / 16 in a high and a low part
-    "double": (
-        8, "__m512d", "__mmask8", "pd", "epi64", 52, "-708.0", "0x1.8p52", "0x1.71547652b82fep+4",
-        "0x1.62e42fefa39efp-5", "0x1.abc9e3b39803fp-60",
-    ),
-    "float": (
-        16, "__m512", "__mmask16", "ps", "epi32", 23, "-87.0f", "0x1.8p23f", "0x1.715476p+4f",
-        "0x1.62e430p-5f", "-0x1.05c610p-33f",
-    ),
-}  # fmt: skip
+    8, "__m512d", "__mmask8", "pd", "epi64", 52, "-708.0", "0x1.8p52", "0x1.71547652b82fep+4",
+    "0x1.62e42fefa39efp-5", "0x1.abc9e3b39803fp-60",
+)  # fmt: skip
 
-_LANES_POLYNOMIALS = {
+_LANES_POLYNOMIAL = (
     # P(r) ~ (exp(r) - 1 - r) / r^2 on [-ln2 / 32, ln2 / 32], highest degree first:
-    # mpmath.chebyfit(P, [-a, a], N) with a = ln2 / 32 at 40 digits, N = 5 (double; q's error 2.8e-17)
-    # and 2 (float, rounded to float; 4.6e-9)
-    "double": (
-        "0x1.6c17bb51f236dp-10", "0x1.11120af701debp-7", "0x1.55555555194d2p-5", "0x1.55555554dd44dp-3",
-        "0x1p-1",
-    ),
-    "float": ("0x1.55565cp-3f", "0x1.000148p-1f"),
-}  # fmt: skip
+    # mpmath.chebyfit(P, [-a, a], 5) with a = ln2 / 32 at 40 digits (q's error 2.8e-17)
+    "0x1.6c17bb51f236dp-10", "0x1.11120af701debp-7", "0x1.55555555194d2p-5", "0x1.55555554dd44dp-3", "0x1p-1",
+)  # fmt: skip
 
-_POWERS_OF_TWO = {
-    # 2^(j / 16) for j = 0..15: the nearest double (float) and the rest, from mpmath at 40 digits
-    "double": (
-        (
-            "0x1p+0", "0x1.0b5586cf9890fp+0", "0x1.172b83c7d517bp+0", "0x1.2387a6e756238p+0",
-            "0x1.306fe0a31b715p+0", "0x1.3dea64c123422p+0", "0x1.4bfdad5362a27p+0", "0x1.5ab07dd485429p+0",
-            "0x1.6a09e667f3bcdp+0", "0x1.7a11473eb0187p+0", "0x1.8ace5422aa0dbp+0", "0x1.9c49182a3f090p+0",
-            "0x1.ae89f995ad3adp+0", "0x1.c199bdd85529cp+0", "0x1.d5818dcfba487p+0", "0x1.ea4afa2a490dap+0",
-        ),
-        (
-            "0x0p+0", "0x1.8a62e4adc610bp-54", "-0x1.19041b9d78a76p-55",
-            "0x1.9b07eb6c70573p-54", "0x1.6f46ad23182e4p-55", "0x1.ada0911f09ebcp-55",
-            "0x1.d4397afec42e2p-56", "0x1.6324c054647adp-54", "-0x1.bdd3413b26456p-54",
-            "-0x1.41577ee04992fp-55", "0x1.6e9f156864b27p-54", "0x1.c7c46b071f2bep-56",
-            "0x1.7a1cd345dcc81p-54", "0x1.11065895048ddp-55", "0x1.2ed02d75b3707p-55",
-            "-0x1.e9c23179c2893p-54",
-        ),
+_POWERS_OF_TWO = (
+    # 2^(j / 16) for j = 0..15: the nearest double and the rest, from mpmath at 40 digits
+    (
+        "0x1p+0", "0x1.0b5586cf9890fp+0", "0x1.172b83c7d517bp+0", "0x1.2387a6e756238p+0",
+        "0x1.306fe0a31b715p+0", "0x1.3dea64c123422p+0", "0x1.4bfdad5362a27p+0", "0x1.5ab07dd485429p+0",
+        "0x1.6a09e667f3bcdp+0", "0x1.7a11473eb0187p+0", "0x1.8ace5422aa0dbp+0", "0x1.9c49182a3f090p+0",
+        "0x1.ae89f995ad3adp+0", "0x1.c199bdd85529cp+0", "0x1.d5818dcfba487p+0", "0x1.ea4afa2a490dap+0",
     ),
-    "float": (
-        (
-            "0x1p+0f", "0x1.0b5586p+0f", "0x1.172b84p+0f", "0x1.2387a6p+0f", "0x1.306fe0p+0f",
-            "0x1.3dea64p+0f", "0x1.4bfdaep+0f", "0x1.5ab07ep+0f", "0x1.6a09e6p+0f", "0x1.7a1148p+0f",
-            "0x1.8ace54p+0f", "0x1.9c4918p+0f", "0x1.ae89fap+0f", "0x1.c199bep+0f", "0x1.d5818ep+0f",
-            "0x1.ea4afap+0f",
-        ),
-        (
-            "0x0p+0f", "0x1.9f3122p-25f", "-0x1.c15742p-27f", "0x1.ceac48p-25f",
-            "0x1.4636e2p-25f", "0x1.824684p-25f", "-0x1.593abcp-25f", "-0x1.5bd5ecp-27f",
-            "0x1.9fcef4p-26f", "-0x1.829fd0p-25f", "0x1.15506ep-27f", "0x1.51f848p-27f",
-            "-0x1.a94b14p-26f", "-0x1.3d56b2p-27f", "-0x1.822dbcp-27f", "0x1.52486cp-27f",
-        ),
+    (
+        "0x0p+0", "0x1.8a62e4adc610bp-54", "-0x1.19041b9d78a76p-55",
+        "0x1.9b07eb6c70573p-54", "0x1.6f46ad23182e4p-55", "0x1.ada0911f09ebcp-55",
+        "0x1.d4397afec42e2p-56", "0x1.6324c054647adp-54", "-0x1.bdd3413b26456p-54",
+        "-0x1.41577ee04992fp-55", "0x1.6e9f156864b27p-54", "0x1.c7c46b071f2bep-56",
+        "0x1.7a1cd345dcc81p-54", "0x1.11065895048ddp-55", "0x1.2ed02d75b3707p-55",
+        "-0x1.e9c23179c2893p-54",
     ),
-}  # fmt: skip
+)  # fmt: skip
 
 
-def _lanes_exp_source(ctype: str, suffix: str) -> str:
-    """`rw_exp_lanes_{suffix}` and `rw_row_exp_lanes_{suffix}` for `ctype` (see `_LANES_EXP_TEMPLATE`)."""
-    lanes, vector, mask, p, e, mantissa, floor, shifter, scale, step_high, step_low = _LANES[ctype]
-    first, *rest = _LANES_POLYNOMIALS[ctype]
-    high, low = _POWERS_OF_TWO[ctype]
-    if lanes == 16:  # one register holds a table: a permute of it by the index's low 4 bits
-        lookup = "_mm512_permutexvar_ps(bits, _mm512_loadu_ps(rw_exp_{}_f32))"
-    else:  # two registers: bit 3 of the index picks one
-        lookup = (
-            "_mm512_permutex2var_pd(_mm512_loadu_pd(rw_exp_{0}_f64), bits, "
-            "_mm512_loadu_pd(rw_exp_{0}_f64 + 8))"
-        )
+def _lanes_exp_source() -> str:
+    """`rw_exp_lanes_f64` and `rw_row_exp_lanes_f64` (see `_LANES_EXP_TEMPLATE`)."""
+    lanes, vector, mask, p, e, mantissa, floor, shifter, scale, step_high, step_low = _LANES
+    first, *rest = _LANES_POLYNOMIAL
+    high, low = _POWERS_OF_TWO
+    # two registers hold a table: bit 3 of the index picks one
+    lookup = (
+        "_mm512_permutex2var_pd(_mm512_loadu_pd(rw_exp_{0}_f64), bits, _mm512_loadu_pd(rw_exp_{0}_f64 + 8))"
+    )
     return _LANES_EXP_TEMPLATE.format(
-        T=ctype, S=suffix, L=lanes, V=vector, M=mask, P=p, E=e, MANTISSA=mantissa, FLOOR=floor,
+        T="double", S="f64", L=lanes, V=vector, M=mask, P=p, E=e, MANTISSA=mantissa, FLOOR=floor,
         SHIFTER=shifter, SCALE=scale, STEP_HIGH=step_high, STEP_LOW=step_low, DEGREE=len(rest),
         FIRST=first, STEPS="".join(f"    p = _mm512_fmadd_{p}(p, r, _mm512_set1_{p}({c}));\n" for c in rest),
         LOOKUP_HIGH=lookup.format("high"), LOOKUP_LOW=lookup.format("low"), TABLE_HIGH=", ".join(high),
@@ -442,14 +399,11 @@ def reductions_source() -> str:
         _JOIN_SOURCE,
     ]
     for ctype, suffix in TYPES.values():
-        parts.append(_exp_source(ctype, suffix))
-        parts.append(_lanes_exp_source(ctype, suffix))
         parts.append(pairwise_sum_source(f"rw_pairwise_{suffix}", ctype))
-        log1p = "log1p" if ctype == "double" else "log1pf"
-        parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix, I=_MASKS[ctype], LOG1P=log1p))
+        parts.append(_REDUCTION_TEMPLATE.format(T=ctype, S=suffix))
         for name, order in (("max", ">"), ("min", "<")):
             parts.append(_EXTREME_TEMPLATE.format(T=ctype, S=suffix, NAME=name, OP=order))
-    parts.append(_SOFTMAX_SOURCE)
+    parts += [_exp_source(), _lanes_exp_source(), _ROWS_TEMPLATE.format(T="double", S="f64", I="long long")]
     return "".join(parts)
 
 
@@ -481,10 +435,9 @@ def reduction_impl(module: ctypes.CDLL, node: Apply, reference: Impl) -> Impl | 
     if type(op) in _ARG_KERNELS:
         kernel = _c_function(module, f"rw_{_ARG_KERNELS[type(op)]}_{suffix}", 6)
         return Impl(_arg_run(kernel, op.axis, np.dtype(source), reference.fn))
-    if type(op) in _ROW_KERNELS:
-        wide = type(op) is ops.Softmax  # computed in double, rounded once (see _SOFTMAX_SOURCE)
-        kernel = _c_function(module, f"rw_{_ROW_KERNELS[type(op)]}_{'f64' if wide else suffix}", 4)
-        return Impl(_rows_run(kernel, op.axis, np.dtype(dtype), reference.fn, np.float64 if wide else None))
+    if type(op) in _ROW_KERNELS:  # in double, rounded once (see _ROWS_TEMPLATE)
+        kernel = _c_function(module, f"rw_{_ROW_KERNELS[type(op)]}_f64", 4)
+        return Impl(_rows_run(kernel, op.axis, np.dtype(dtype), reference.fn))
     return None
 
 
@@ -532,14 +485,10 @@ def _axes_run(
 
 
 def _rows_run(
-    kernel: Callable[..., int],
-    axis: int,
-    dtype: np.dtype,
-    reference: Callable[..., Any],
-    work: type | None = None,
+    kernel: Callable[..., int], axis: int, dtype: np.dtype, reference: Callable[..., Any]
 ) -> Callable[[np.ndarray], Any]:
-    """Along the last axis, a C row kernel in `work` (default `dtype`), the result rounded once to `dtype`."""
-    work_dtype = np.dtype(work or dtype)
+    """Along the last axis, a C row kernel in double, the result rounded once to `dtype`."""
+    work_dtype = np.dtype(np.float64)
 
     def run(x: np.ndarray) -> Any:
         if x.ndim == 0 or axis % x.ndim != x.ndim - 1 or x.dtype != dtype or x.size == 0:

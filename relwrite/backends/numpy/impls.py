@@ -674,11 +674,12 @@ def _softmax(op: ops.Softmax, node: Apply) -> Impl:
 @numpy_impl.register
 def _log_softmax(op: ops.LogSoftmax, node: Apply) -> Impl:
     dtype, axis = _dtype(node), op.axis
+    work = np.promote_types(dtype, np.float64)  # rounded once, as `_softmax`: a third were an ulp off
 
     def run(x: np.ndarray) -> np.ndarray:
-        result = _shifted(x, dtype, axis)
+        result = _shifted(x, work, axis)
         with np.errstate(invalid="ignore", divide="ignore"):  # a slice of -inf or holding NaN: NaN
-            result -= _log_sum_exp_shifted(result, axis).astype(dtype, copy=False)
+            result -= _log_sum_exp_shifted(result, axis)
         # a maximum's entry is -log(1 + the others' terms), below zero wherever another entry is above
         # -inf (a lone +inf's too, in the limit): where that rounds to zero it is -0.0, not 0 - 0 = +0.0
         others_live = (x > -np.inf).sum(axis=axis, keepdims=True) > 1
