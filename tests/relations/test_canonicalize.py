@@ -7,7 +7,6 @@ every answer the operand-list and shape rules give on the subterms of generated 
 """
 
 import warnings
-from functools import lru_cache
 from itertools import islice
 
 import numpy as np
@@ -43,6 +42,7 @@ from relwrite.relations import catalogue, get_rule
 from relwrite.relations.pattern import as_graph, can_replace, to_graph
 from relwrite.testing import DEFAULT_ELEMWISE_OPS, expression_graphs, input_values
 from tests.relations.rule_checks import assert_answers_keep_values, assert_screened_out_only_without_answer
+from tests.relations.test_semantics import compiled as compiled_once
 from tests.relations.test_semantics import evaluate
 
 RULES = [r for r in catalogue() if r.phase == "canonicalize"]
@@ -84,17 +84,11 @@ def respecting(rule, inputs: list[Variable], values: list[np.ndarray]) -> list[n
     return fixed
 
 
-@lru_cache(maxsize=64)
-def _compiled(inputs: tuple[Variable, ...], graph: Variable):
-    """The graph compiled once for all the values a property test draws (graphs hash by identity)."""
-    return numpy_function(list(inputs), graph)
-
-
 def _evaluated(graph: Variable, inputs: list[Variable], values) -> tuple[np.ndarray | None, type | None]:
     """The graph's value, or the error it raised (an index past a drawn length)."""
     try:
         with np.errstate(all="ignore"):
-            return np.asarray(_compiled(tuple(inputs), graph)(*values)), None
+            return np.asarray(compiled_once(tuple(inputs), graph)(*values)), None
     except EvaluationError as exc:
         return None, type(exc.__cause__ or exc)
 

@@ -120,6 +120,14 @@ def _finish(value: Any, dtype: np.dtype) -> np.ndarray:
     return np.asarray(value, dtype=dtype)
 
 
+def _delivered(values: np.ndarray, dtype: np.dtype, out: np.ndarray | None) -> np.ndarray:
+    """`values` as an ndarray of `dtype`, written into `out` where the linker gave one (a step in place)."""
+    if out is None:
+        return _finish(values, dtype)
+    np.copyto(out, values, casting="unsafe")
+    return out
+
+
 def _all_positions(node: Apply) -> tuple[int, ...]:
     return tuple(range(len(node.inputs)))
 
@@ -250,13 +258,8 @@ def _sigmoid(op: ops.Sigmoid, node: Apply) -> Impl:
         x = x.astype(work, copy=False)
         small = np.exp(np.negative(np.abs(x)))  # exp(-|x|) never overflows
         numerator = np.where(x >= 0, one, small)
-        if work == dtype:
-            return _finish(np.divide(numerator, np.add(one, small), out=out), dtype)
-        values = np.divide(numerator, np.add(one, small)).astype(dtype)
-        if out is not None:
-            np.copyto(out, values)
-            return out
-        return _finish(values, dtype)
+        quotient = np.divide(numerator, np.add(one, small), out=out if work == dtype else None)
+        return quotient if quotient is out else _delivered(quotient, dtype, out)
 
     return Impl(run, (0,))
 
@@ -279,10 +282,7 @@ def _special_impl(function: Any, op: Op, node: Apply) -> Impl:
 
     def run(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
         values = np.asarray(elementwise(np.asarray(x, dtype=np.float64)), dtype=np.float64)
-        if out is not None:
-            np.copyto(out, values, casting="unsafe")
-            return out
-        return _finish(values.astype(dtype), dtype)
+        return _delivered(values, dtype, out)
 
     return Impl(run, (0,))
 
@@ -296,11 +296,7 @@ def _fma(op: ops.Fma, node: Apply) -> Impl:
     dtype = _dtype(node)
 
     def run(a: np.ndarray, b: np.ndarray, c: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-        values = fma(a, b, c, dtype)
-        if out is not None:
-            np.copyto(out, values)
-            return out
-        return values
+        return _delivered(fma(a, b, c, dtype), dtype, out)
 
     return Impl(run, _all_positions(node))
 
@@ -318,10 +314,7 @@ def _log1mexp(op: ops.Log1mexp, node: Apply) -> Impl:
             far = np.log1p(np.negative(np.exp(x)))
             values = np.where(x > cut, near, far)
             values = np.where(x > 0, dtype.type(np.nan), values)
-        if out is not None:
-            np.copyto(out, values)
-            return out
-        return _finish(values, dtype)
+        return _delivered(values, dtype, out)
 
     return Impl(run, (0,))
 
