@@ -178,7 +178,8 @@ class Rule:
         self.screen = screen
         self.operand_screen = operand_screen
         self.idempotent = bool(idempotent)
-        if isinstance(composes, str) or not all(isinstance(c, str) and c != name for c in composes):
+        listed = isinstance(composes, (tuple, list))
+        if not (listed and all(isinstance(c, str) and c != name for c in composes)):
             raise TypeError(f"rule {name}: composes must name other rules, got {composes!r}")
         self.composes = tuple(composes)
         self.home: tuple[str, str] | None = None

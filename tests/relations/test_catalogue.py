@@ -135,3 +135,5 @@ def test_a_shortcut_names_other_rules():
         rule("loop", (o.neg, (o.neg, "x")), "x", ["canonicalize"], composes=("loop",))
     with pytest.raises(TypeError, match="composes must name other rules"):
         rule("bare", (o.neg, (o.neg, "x")), "x", ["canonicalize"], composes="neg_neg")
+    with pytest.raises(TypeError, match="composes must name other rules"):
+        rule("number", (o.neg, (o.neg, "x")), "x", ["canonicalize"], composes=5)
