@@ -307,7 +307,7 @@ class Runner:
         self._compiled_applied: dict[tuple[str, str], set[tuple]] = {}  # the same, of compiled sides
         self._terms: dict[tuple, Variable | None] = {}
         self._runs: dict[tuple[str, str], int] = {}
-        self._refused = False  # whether the scheduler held back matches this iteration
+        self._held_back = False  # whether the scheduler banned or refused a rule this iteration
         # (rule name, direction) -> parent levels above a changed class its search visits (None: all)
         self._levels = {
             (r.name, d): _levels(r, d) if seminaive else None
@@ -345,7 +345,6 @@ class Runner:
         egraph.rebuild()
         stop = StopReason.GOAL if goal is not None and goal() else None
         iteration = 0
-        lifted = False  # whether the bans were lifted for the iteration now running
         while stop is None:
             stop = self._limit_reached(deadline)
             if stop is not None:
@@ -366,15 +365,10 @@ class Runner:
             if stop is None and goal is not None and goal():
                 stop = StopReason.GOAL
             if stop is None and (egraph.unions, egraph.node_count) == before:
-                if self._refused:  # matches the scheduler held back: run them now, the graph is idle
+                if self._held_back:  # the graph is idle: run what the scheduler held back now
                     self.scheduler.lift_bans(iteration)
-                    lifted = False
-                elif lifted or not self.scheduler.lift_bans(iteration):
+                else:  # every rule searched and every match applied changed nothing
                     stop = StopReason.SATURATED
-                else:
-                    lifted = True
-            else:
-                lifted = False
         report.stop_reason = stop
         self._note(report, iteration, started)
         return report
@@ -434,10 +428,13 @@ class Runner:
         position = {c: k for k, c in enumerate(classes)}
         matches: list[_Found] = []
         self._runs = {}
-        self._refused = False
+        self._held_back = False
         for rule in self.rules:
             for direction, heads in self._directions[rule.name]:
-                if rule.name in self._disabled or not self.scheduler.can_search(rule, direction, iteration):
+                if rule.name in self._disabled:
+                    continue
+                if not self.scheduler.can_search(rule, direction, iteration):
+                    self._held_back = True
                     continue
                 arm = (rule.name, direction)
                 since, levels = self._searched.get(arm), self._levels[arm]
@@ -487,7 +484,7 @@ class Runner:
                     self._applied.update(runs)
                     self._searching[arm] = end
                 else:
-                    self._refused = True
+                    self._held_back = True
                     if self._matcher(rule, direction) is not None:
                         self._held[arm] = (version, found, searched)
         return matches, None
