@@ -324,14 +324,14 @@ class EGraph:
         self._touch_new(i)
         return i
 
-    def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType) -> int:
-        """The term node `op(*children)` (children are term nodes), created when new.
+    def add_node(self, op: Op, children: tuple[int, ...], type_: TensorType, kind: int | None = None) -> int:
+        """The term node `op(*children)` (children are term nodes), created when new; `kind` is
+        `op_id(op)` when the caller knows it (hashing an op runs Python).
 
         A new term node whose e-node exists joins that e-node's class (a
         congruence link); otherwise it starts a class of its own, which
         constant folding may merge with the constant it computes.
         """
-        kind = self._op_ids.get(op)
         if kind is None:
             kind = self.op_id(op)
         if kind < 0:

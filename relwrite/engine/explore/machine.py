@@ -28,7 +28,7 @@ matched, so that an explanation shows the exact term the rule saw.
 A side of fixed ops other than add and mul over variables and numbers also
 compiles to a matcher (`_Matcher`) that runs as Python made for it, one loop
 per atom (`_source`), and, with a plan, is built by position from a match's
-tuple of classes (`placed_plan`, `types_at`, `add_at`, `presence`): the
+tuple of classes (`placed_plan`, `types_at`, `add_at`, `settled`): the
 runner's fast path, which finds and adds what the general one does.
 """
 
@@ -158,13 +158,15 @@ class _Matcher:
     lists ``(number, atom, position)`` for each number.  A match is the tuple of the classes of
     `variables`, which are numbered in the order a match binds them.
 
-    `run(read, enodes, literal, root, forced, width, base, applied, best, present)` is the side's
-    search as Python made for it (one loop per atom, nested as the atoms are; see `_source`), which
-    takes a class's e-nodes from `read` (`EClasses.enodes` so far) or `enodes`: it collects
-    each match at class `root` into a `Matches` (whose fields are its last four arguments), its
-    rank `base` plus its order (`EClasses.match` describes `forced` and `order`), and returns how
-    many it found changing nothing.  It reads ops as the op ids of one e-graph (`kinds`, one per
-    atom), so it is made for that e-graph (`bind`).
+    `run(read, enodes, literal, root, forced, width, base, applied, best)` is the side's search as
+    Python made for it (one loop per atom, nested as the atoms are; see `_source`), which takes a
+    class's e-nodes from `read` (`EClasses.enodes` so far) or `enodes`: it collects each match at
+    class `root` into a `Matches` (whose fields are its last two arguments), its rank `base` plus
+    its order (`EClasses.match` describes `forced` and `order`), and returns how many it found
+    changing nothing: made for a rule's written side (`bind`'s `written`), it looks that side up
+    under each match, inline, and a match that finds it in class `root` already goes into
+    `applied`.  It reads ops as the op ids of one e-graph (`kinds`, one per atom), so it is made
+    for that e-graph.
     """
 
     __slots__ = ("atoms", "kinds", "numbers", "run", "variables")
@@ -174,13 +176,26 @@ class _Matcher:
         self.kinds: tuple[int, ...] = ()
         self.run: Callable | None = None
 
-    def bind(self, op_id: Callable[[Op], int]) -> _Matcher:
-        """Make `run` for the e-graph whose `op_id` is given (this matcher, bound)."""
-        self.kinds = tuple(op_id(atom[0]) for atom in self.atoms)
+    def bind(self, egraph: EGraph, written: tuple | None = None) -> _Matcher:
+        """This side's matcher with `run` made for `egraph`, and for the probe of the side a rule writes
+        under its matches (`EClasses.probe`; None: every match is new).  None when the probe names a
+        variable this side does not bind."""
+        bound = _Matcher(self.atoms, self.numbers, self.variables)
+        bound.kinds = tuple(egraph.op_id(atom[0]) for atom in self.atoms)
         constants: dict[str, Any] = {}
-        exec(_compiled(_source(self.atoms, self.kinds, len(self.variables), constants)), constants)
-        self.run = constants["run"]
-        return self
+        probe = None
+        if written is not None:
+            steps, names = written
+            if not set(names) <= set(self.variables):
+                return None
+            get, uf = egraph.lookup_tables()
+            constants.update(get=get, uf=uf, find=egraph.find)
+            constants.update((f"P{k}", egraph.op_id(op)) for k, (op, _) in enumerate(steps))
+            probe = (steps, [self.variables.index(v) for v in names])
+        source = _source(self.atoms, bound.kinds, len(self.variables), constants, probe)
+        exec(_compiled(source), constants)
+        bound.run = constants["run"]
+        return bound
 
     @staticmethod
     def compile(pattern: Pattern) -> _Matcher | None:
@@ -227,16 +242,19 @@ def _compiled(source: str) -> CodeType:
     return compile(source, "<relwrite.engine.explore.machine>", "exec")
 
 
-def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dict[str, Any]) -> str:
+def _source(
+    atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dict[str, Any], probe: tuple | None
+) -> str:
     """The source of `_Matcher.run` for `atoms`, their ops' ids `kinds` (they and the numbers go into
-    `constants`).
+    `constants`), and the `probe` ``(steps, where)`` of the side written under a match (None: none).
 
     Atom j scans the e-nodes of class ``c{j}`` (those `forced` names, or all), skipping those of
     another op or arity; its operands bind ``v{x}``, check it, test a number, or open the loop of
     the atom below; a check failing skips to the next e-node of the innermost loop, as
     `Pattern.matches` drops that one state.  Patterns are a few atoms deep, so is the nesting.
+    A new match looks the written side up (`_lookup`) and is noted applied when it is in `root`.
     """
-    lines = ["def run(read, enodes, literal, root, forced, width, base, applied, best, present):"]
+    lines = ["def run(read, enodes, literal, root, forced, width, base, applied, best):"]
     lines.append("    noops = 0")
     lines += [f"    f{j} = forced.get({j})" for j in range(len(atoms))]
     lines.append("    c0 = root")
@@ -285,38 +303,53 @@ def _source(atoms: tuple, kinds: tuple[int, ...], variables: int, constants: dic
         f"{pad}    rank = base + ({order})",
         f"{pad}    known = best.get(key)",
         f"{pad}    if known is None:",
-        f"{pad}        if present is not None and present({values}) == root:",
-        f"{pad}            applied.add(key)",
-        f"{pad}            noops += 1",
-        f"{pad}        else:",
-        f"{pad}            best[key] = rank",
-        f"{pad}    elif rank < known:",
-        f"{pad}        best[key] = rank",
-        "    return noops",
     ]
+    if probe is None:
+        lines.append(f"{pad}        best[key] = rank")
+    else:
+        steps, where = probe
+        lines += _lookup(steps, [f"v{x}" for x in where], f"{pad}        ")
+        lines += [
+            f"{pad}        if found == root:",
+            f"{pad}            applied.add(key)",
+            f"{pad}            noops += 1",
+            f"{pad}        else:",
+            f"{pad}            best[key] = rank",
+        ]
+    lines += [f"{pad}    elif rank < known:", f"{pad}        best[key] = rank", "    return noops"]
     return "\n".join(lines) + "\n"
 
 
-def _probe_source(steps: tuple, where: list[int], count: int) -> str:
-    """The source of the `EClasses.presence` functions for a probe's `steps` whose k-th variable is
-    at position ``where[k]`` of a match's `count` values: `present` and `settled`.
-    They take the values as arguments, and read the hash-cons (``get``), the union-find array
-    (``uf``, ``find``) and the steps' op ids (``OP0``...) from their globals, one look-up per step
-    with no call but to ``get``."""
-    arguments = "".join(f"v{k}, " for k in range(count))
-    lines = [f"def present({arguments}):"]
+def _lookup(steps: tuple, values: list[str], pad: str) -> list[str]:
+    """Lines setting ``found`` to the class of a probe's `steps` over the classes named `values`
+    (roots as of the last rebuild), None when an e-node of it is absent: one look-up per step in
+    the hash-cons (``get``, its op ids ``P0``...), each result taken to its root (``uf``, and
+    ``find`` only past the first step up: unions compress paths, so one step mostly reaches it)."""
     if not steps:
-        lines.append(f"    return v{where[0]}")
+        return [f"{pad}found = {values[0]}"]
+    lines = []
     for k, (_, spec) in enumerate(steps):
-        operands = "".join(f"v{where[x]}, " if kind == 0 else f"s{x}, " for kind, x in spec)
-        lines.append(f"    s{k} = get((OP{k}, ({operands})))")
-        lines += [f"    if s{k} is None:", "        return None", f"    if uf[s{k}] != s{k}:"]
-        lines.append(f"        s{k} = find(s{k})")
-    if steps:
-        lines.append(f"    return s{len(steps) - 1}")
-    lines.append(f"def settled(target, {arguments}):")
+        operands = "".join(f"{values[x]}, " if kind == 0 else f"s{x}, " for kind, x in spec)
+        lines += [
+            f"{pad}found = get((P{k}, ({operands})))",
+            f"{pad}if found is not None:",
+            f"{pad}    s{k} = found = uf[found]",
+            f"{pad}    if uf[found] != found:",
+            f"{pad}        s{k} = found = find(found)",
+        ]
+        pad += "    "
+    return lines
+
+
+def _settled_source(steps: tuple, where: list[int], count: int) -> str:
+    """The source of the `EClasses.settled` function for a probe's `steps` whose k-th variable is at
+    position ``where[k]`` of a match's `count` values.  It takes the values as arguments, and reads
+    the hash-cons (``get``), the union-find array (``uf``, ``find``) and the steps' op ids
+    (``OP0``...) from its globals, one look-up per step with no call but to ``get``."""
+    arguments = "".join(f"v{k}, " for k in range(count))
+    lines = [f"def settled(target, {arguments}):"]
     for k, at in enumerate(where):
-        lines += [f"    x{k} = v{at}", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
+        lines += [f"    x{k} = uf[v{at}]", f"    if uf[x{k}] != x{k}:", f"        x{k} = find(x{k})"]
     lines.append(f"    if target in ({''.join(f'x{k}, ' for k in range(len(where)))}):")
     lines.append("        return True")
     for k, (_, spec) in enumerate(steps):
@@ -328,6 +361,7 @@ def _probe_source(steps: tuple, where: list[int], count: int) -> str:
         )
         lines += [
             f"    if s{k} is not None:",
+            f"        s{k} = uf[s{k}]",
             f"        if uf[s{k}] != s{k}:",
             f"            s{k} = find(s{k})",
         ]
@@ -349,20 +383,14 @@ class _Planned:
 class Matches:
     """What the searches of a compiled side collect (`EClasses.match`, `new_matches`): `best` maps
     each new match's key ``(class, *values)`` to its least rank (its root's place in `position` times
-    `scale`, plus its order); a key in `applied` is passed over, and one whose written side `present`
-    (a function of a match's values, or None) finds in its class changes nothing: it goes into
-    `applied` and is counted in `noops`.  Sorted by rank, `best` is the order a full search gives."""
+    `scale`, plus its order); a key in `applied` is passed over, and so is one under which the side
+    written is in its class already (the matcher looks it up): it goes into `applied` and is counted
+    in `noops`.  Sorted by rank, `best` is the order a full search gives."""
 
-    __slots__ = ("applied", "best", "noops", "position", "present", "scale")
+    __slots__ = ("applied", "best", "noops", "position", "scale")
 
-    def __init__(
-        self,
-        applied: set,
-        position: Mapping[int, int],
-        scale: int,
-        present: Callable[..., int | None] | None,
-    ):
-        self.applied, self.position, self.scale, self.present = applied, position, scale, present
+    def __init__(self, applied: set, position: Mapping[int, int], scale: int):
+        self.applied, self.position, self.scale = applied, position, scale
         self.best: dict[tuple, int] = {}
         self.noops = 0
 
@@ -382,17 +410,21 @@ class EClasses:
         self._types: dict[tuple, TensorType] = {}
         self._typed: dict[TensorType, Variable] = {}
         self._plans: dict[Pattern, _Plan | None] = {}
-        self._matchers: dict[Pattern, _Matcher | None] = {}
+        self._unbound: dict[Pattern, _Matcher | None] = {}
+        self._matchers: dict[tuple, _Matcher | None] = {}
         self._views: dict[tuple[int, int], Variable] = {}
         self._enodes: dict[int, tuple[tuple, ...]] = {}
         self._positions: dict[int, dict[tuple, int]] = {}
         self._proxies: dict[int, Variable] = {}
+        self._slots: dict[int, tuple[Any, int, bool]] = {}
+        self._type_numbers: dict[TensorType, int] = {}
         self._width: int | None = None
 
     def refresh(self) -> None:
         """Forget the e-nodes and proxies read so far (the e-graph changed)."""
         self._applications = {}
         self._proxies = {}
+        self._slots = {}
         self._views = {}
         self._enodes = {}
         self._positions = {}
@@ -458,12 +490,17 @@ class EClasses:
 
     # -- compiled e-matching
 
-    def matcher(self, pattern: Pattern) -> _Matcher | None:
-        """`pattern` compiled for `match` (None when it has parts only `Pattern.matches` reads)."""
-        if pattern not in self._matchers:
-            matcher = _Matcher.compile(pattern)
-            self._matchers[pattern] = None if matcher is None else matcher.bind(self.egraph.op_id)
-        return self._matchers[pattern]
+    def matcher(self, pattern: Pattern, written: tuple | None = None) -> _Matcher | None:
+        """`pattern` compiled for `match`, passing over the matches under which the side a rule writes
+        (its `probe`, when given) is in the class matched already (None when the pattern has parts
+        only `Pattern.matches` reads, or the probe names a variable the pattern does not bind)."""
+        key = (pattern, written)
+        if key not in self._matchers:
+            if pattern not in self._unbound:
+                self._unbound[pattern] = _Matcher.compile(pattern)
+            matcher = self._unbound[pattern]
+            self._matchers[key] = None if matcher is None else matcher.bind(self.egraph, written)
+        return self._matchers[key]
 
     def enodes(self, cls: int) -> tuple[tuple, ...]:
         """The applications of class `cls` (a root) as ``(op id, operand classes)`` (`EGraph.canonical`),
@@ -503,7 +540,6 @@ class EClasses:
                 at * into.scale,
                 into.applied,
                 into.best,
-                into.present,
             )
 
     @property
@@ -567,18 +603,12 @@ class EClasses:
             self._literal_class,
             self.width,
         )
-        position, scale, applied, best, present = (
-            into.position,
-            into.scale,
-            into.applied,
-            into.best,
-            into.present,
-        )
+        position, scale, applied, best = into.position, into.scale, into.applied, into.best
         noops = 0
         for root, forced in frontier:
             at = position.get(root)
             if at is not None:
-                noops += run(read, enodes, literal, root, forced, width, at * scale, applied, best, present)
+                noops += run(read, enodes, literal, root, forced, width, at * scale, applied, best)
         into.noops += noops
 
     def _up(self, matcher: _Matcher, j: int, position: int, frontier: list) -> list:
@@ -727,17 +757,12 @@ class EClasses:
             classes.append(cls)
         return classes[-1]
 
-    def presence(self, probe: tuple, variables: tuple) -> tuple[Callable, Callable] | None:
-        """`present` for the matches of a compiled side, made for `probe` as Python (one look-up per
-        step, see `_probe_source`), and what applying such a match needs to know of its written side:
-
-        - ``present(*values)``: `present` of a match's values (the classes of `variables`, as of the
-          last rebuild, as a search gives them);
-        - ``settled(target, *values)``: whether, over the values' current classes, the side is in
-          class `target` or holds it as a proper subterm (applying the match would change nothing,
-          or wrap the class in itself).
-
-        None when the probe names a variable not in `variables`."""
+    def settled(self, probe: tuple, variables: tuple) -> Callable | None:
+        """``settled(target, *values)`` for the matches of a compiled side binding `variables`, made for
+        the `probe` of the side a rule writes as Python (one look-up per step, see
+        `_settled_source`): whether, over the values' current classes, that side is in class
+        `target` or holds it as a proper subterm (applying the match would change nothing, or wrap
+        the class in itself).  None when the probe names a variable not in `variables`."""
         steps, names = probe
         if not set(names) <= set(variables):
             return None
@@ -746,8 +771,8 @@ class EClasses:
         constants: dict[str, Any] = {"get": get, "uf": uf, "find": egraph.find}
         constants.update((f"OP{k}", egraph.op_id(op)) for k, (op, _) in enumerate(steps))
         where = [variables.index(v) for v in names]
-        exec(_compiled(_probe_source(steps, where, len(variables))), constants)
-        return constants["present"], constants["settled"]
+        exec(_compiled(_settled_source(steps, where, len(variables))), constants)
+        return constants["settled"]
 
     # -- building sides
 
@@ -881,7 +906,7 @@ class EClasses:
 
     def placed_plan(self, pattern: Pattern, variables: tuple) -> tuple | None:
         """The plan of `pattern` reading a match's values by position in `variables` (for `types_at`
-        and `add_at`): its steps, each ``(op, operands)``, an operand ``(0, position)``
+        and `add_at`): its steps, each ``(op, operands, op id)``, an operand ``(0, position)``
         or ``(2, step)``.  None when the pattern has no plan, is one variable, holds a number, or
         names a variable not in `variables`."""
         plan = self.plan(pattern)
@@ -894,50 +919,51 @@ class EClasses:
                 if kind == 1 or (kind == 0 and x not in variables):
                     return None
                 operands.append((0, variables.index(x)) if kind == 0 else (2, x))
-            placed.append((op, tuple(operands)))
+            placed.append((op, tuple(operands), self.egraph.op_id(op)))
         return tuple(placed)
 
     def types_at(self, steps: tuple, proxies: list[Variable]) -> list[TensorType]:
         """The types of placed `steps` built over the values' `proxies`, as `instantiate` types its
         plan; raises `Unbuildable` when a step does not apply."""
         types: list[TensorType] = []
-        for op, spec in steps:
+        for op, spec, _ in steps:
             inputs = [proxies[x] if kind == 0 else self._typed_variable(types[x]) for kind, x in spec]
             types.append(self._type(op, inputs))
         return types
 
-    def proxies(self, classes: tuple) -> list[Variable]:
-        """The `proxy` of each of `classes` (the same one from a search to the applying of its matches)."""
-        known, proxy = self._proxies, self.proxy
-        found = []
+    def slots(self, classes: tuple) -> list[tuple[Any, int, bool]]:
+        """How a match's values (`classes`, roots as of the search) enter its sides built by position
+        (`types_at`, `add_at`), each ``(typing, ref, placeholder)``: `typing` is its proxy's type as a
+        small number (or the constant it is), which names the sides' types in a cache; `ref` its
+        class (a placeholder's, to take to its root then: `find`) or the term node of its leaf.  So
+        both sides hold one term node for each variable.  Read once per class from a search to the
+        applying of its matches."""
+        known, found = self._slots, []
         for c in classes:
-            p = known.get(c)
-            found.append(p if p is not None else proxy(c))
+            slot = known.get(c)
+            if slot is None:
+                proxy = self.proxy(c)
+                placeholder = self._classes.get(proxy)
+                if isinstance(proxy, Constant):
+                    typing: Any = proxy
+                else:
+                    typing = self._type_numbers.setdefault(proxy.type, len(self._type_numbers))
+                if placeholder is None:
+                    slot = (typing, self._add_variable(proxy), False)
+                else:
+                    slot = (typing, placeholder, True)
+                known[c] = slot
+            found.append(slot)
         return found
-
-    def proxy_terms(self, proxies: list[Variable]) -> list[int]:
-        """The term node each of a match's `proxies` stands for in a side built over them (`add`'s), once
-        for both sides of the match: the two then hold one term node for each variable."""
-        egraph, placeholder_classes = self.egraph, self._classes
-        find, leaves = egraph.find, egraph.leaf_node
-        terms: list[int] = []
-        for v in proxies:
-            cls = placeholder_classes.get(v)
-            if cls is None:
-                cls = leaves(v)
-                terms.append(self._add_variable(v) if cls is None else cls)
-            else:
-                terms.append(find(cls))
-        return terms
 
     def add_at(self, steps: tuple, types: list[TensorType], terms: list[int]) -> int:
         """The term node of placed `steps` (typed `types`) over the term nodes of a match's values
-        (`proxy_terms`), as `add` adds the plan `instantiate` built."""
+        (`slots`), as `add` adds the plan `instantiate` built."""
         add_node = self.egraph.add_node
         nodes: list[int] = []
-        for (op, spec), type_ in zip(steps, types):
+        for (op, spec, op_id), type_ in zip(steps, types):
             children = tuple([nodes[x] if kind else terms[x] for kind, x in spec])
-            nodes.append(add_node(op, children, type_))
+            nodes.append(add_node(op, children, type_, op_id))
         return nodes[-1]
 
     def type_of(self, built: Any, like: int) -> TensorType:

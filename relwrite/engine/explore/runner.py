@@ -95,7 +95,7 @@ import numpy as np
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses, Matches
 from relwrite.engine.explore.rewrite import Budget, GraphAnswer, RuleTimeout, rule_answers
-from relwrite.graph.basic import Constant, Op, Variable
+from relwrite.graph.basic import Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
 from relwrite.relations.registry import Rule
@@ -319,7 +319,7 @@ class Runner:
         self._reached: set[int] = set()  # the classes reachable at the last search
         self._reachable_at: tuple[tuple | None, list[int]] = (None, [])  # `_reachable`, and of what
         self._probes: dict[tuple, tuple | None] = {}  # (rule name, direction) -> its written side's probe
-        self._placed: dict[tuple, Callable | None] = {}  # the same, a function of a compiled side's matches
+        self._matchers: dict[tuple, Any] = {}  # (rule name, direction) -> `_matcher`
         self._directs: dict[tuple, tuple | None] = {}  # (rule name, direction) -> `_direct`
         # (rule name, direction) -> the e-graph's version, the matches and the classes searched of its
         # last search, when the scheduler refused them (the same search of the same e-graph finds them)
@@ -538,30 +538,31 @@ class Runner:
 
     def _matcher(self, rule: Rule, direction: str) -> Any:
         """The compiled matcher of the side `direction` reads, when a match needs nothing else (no
-        guards or computed values: a match binds classes only), else None."""
+        guards or computed values: a match binds classes only), else None; it passes over the
+        matches whose written side is in their class already when that side can be looked up under
+        them (`_probe`)."""
         sides = rule.sides
         if rule.lhs is None or sides is None or sides.where or sides.computed or rule.lhs.guards():
             return None
-        return self.machine.matcher(rule.lhs if direction == "forward" else rule.rhs)
+        arm = (rule.name, direction)
+        if arm not in self._matchers:
+            read = rule.lhs if direction == "forward" else rule.rhs
+            matcher, probe = self.machine.matcher(read), self._probe(rule, direction)
+            if matcher is not None and probe is not None and set(probe[1]) <= set(matcher.variables):
+                matcher = self.machine.matcher(read, probe)
+            self._matchers[arm] = matcher
+        return self._matchers[arm]
 
     def _probe(self, rule: Rule, direction: str) -> tuple | None:
-        """The side `direction` writes compiled for `EClasses.present`, when a match whose written side
-        is in its class changes nothing: that side can be looked up and the side read is `plain`
-        (applying such a match would only add term nodes congruent to e-nodes there); else None."""
+        """The side `direction` writes compiled for look-ups (`EClasses.present`, `_matcher`), when a
+        match whose written side is in its class changes nothing: that side can be looked up and the
+        side read is `plain` (applying such a match would only add term nodes congruent to e-nodes
+        there); else None."""
         arm = (rule.name, direction)
         if arm not in self._probes:
             read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
             self._probes[arm] = self.machine.probe(write) if self.machine.plain(read) else None
         return self._probes[arm]
-
-    def _presence(self, rule: Rule, direction: str, variables: tuple) -> tuple[Callable, Callable] | None:
-        """`_probe` as functions of a compiled side's matches (`EClasses.presence`: ``present`` for its
-        search, ``settled`` for applying it)."""
-        arm = (rule.name, direction)
-        if arm not in self._placed:
-            probe = self._probe(rule, direction)
-            self._placed[arm] = None if probe is None else self.machine.presence(probe, variables)
-        return self._placed[arm]
 
     def _match(self, rule: Rule, direction: str, candidates: list[int], found: list) -> None:
         """E-match the side of `rule` that `direction` reads at each candidate class; a match whose
@@ -605,9 +606,7 @@ class Runner:
         applied = self._compiled_applied.setdefault((rule.name, direction), set())
         # ranked by their root's position (unreachable roots are passed over), then order; a match
         # whose other side is in its class already changes nothing, and goes into `applied`
-        presence = self._presence(rule, direction, variables)
-        present = None if presence is None else presence[0]
-        into = Matches(applied, position, machine.width ** len(matcher.atoms), present)
+        into = Matches(applied, position, machine.width ** len(matcher.atoms))
         if nodes is None:
             for c in candidates:
                 machine.match(matcher, c, into)
@@ -739,7 +738,7 @@ class Runner:
     def _direct(self, rule: Rule, direction: str) -> tuple | None:
         """How `_apply_direct` builds the compiled matches of (rule, direction): the placed plans of
         the side read and the side written, the positions of the assumption variables' values, a
-        store of their types and whether a match's written side is settled (`EClasses.presence`);
+        store of their types and whether a match's written side is settled (`EClasses.settled`);
         None when a side has no placed plan or applying a match whose written side is in its class
         could change something (`_probe`)."""
         arm = (rule.name, direction)
@@ -749,13 +748,14 @@ class Runner:
             read, write = (rule.lhs, rule.rhs) if direction == "forward" else (rule.rhs, rule.lhs)
             read_steps = self.machine.placed_plan(read, variables)
             write_steps = self.machine.placed_plan(write, variables)
-            presence = self._presence(rule, direction, variables)
-            if read_steps is not None and write_steps is not None and presence is not None:
+            probe = self._probe(rule, direction)
+            settled = None if probe is None else self.machine.settled(probe, variables)
+            if read_steps is not None and write_steps is not None and settled is not None:
                 names = [rule.lhs.names.get(a.name) for a in rule.assumptions]
                 bindings = tuple(
                     (a.name, variables.index(v)) for a, v in zip(rule.assumptions, names) if v in variables
                 )
-                self._directs[arm] = (read_steps, write_steps, bindings, {}, presence[1])
+                self._directs[arm] = (read_steps, write_steps, bindings, {}, settled)
         return self._directs[arm]
 
     def _apply_direct(
@@ -771,10 +771,11 @@ class Runner:
         target = find(m.cls)
         if settled(target, *values):
             return False  # in its class already, or it would wrap the class in itself
-        proxies = machine.proxies(values)
-        key = tuple([p if isinstance(p, Constant) else p.type for p in proxies])
+        slots = machine.slots(values)
+        key = tuple([slot[0] for slot in slots])
         types = typed.get(key)
         if types is None:
+            proxies = [machine.proxy(c) for c in values]
             try:
                 types = typed[key] = (machine.types_at(write, proxies), machine.types_at(read, proxies))
             except Unbuildable:
@@ -785,7 +786,7 @@ class Runner:
         class_type = egraph.classes[target].type
         if class_type is not write_types[-1] and not class_type.is_compatible(write_types[-1]):
             return False
-        terms = machine.proxy_terms(proxies)
+        terms = [find(ref) if placeholder else ref for _, ref, placeholder in slots]
         source = machine.add_at(read, read_types, terms)
         result = machine.add_at(write, write_types, terms)
         bound = tuple([(name, find(values[k])) for name, k in bindings])
