@@ -239,21 +239,29 @@ class _Match:
 
 
 class _Compiled:
-    """A match of a compiled side (`EClasses.match`): the classes `values` of its `variables`; its
-    key ``(cls, *values)`` goes into `applied` when it is applied.  A match's few fields, without
-    the dict of `subst` until something reads it."""
+    """The matches of a compiled side found by one search (`EClasses.match`), in order: each its key
+    ``(cls, *classes of its variables)``, which goes into `applied` when it is applied.  One object
+    for them all: a search finds thousands, and each applied directly needs nothing but its key."""
 
-    __slots__ = ("applied", "cls", "direction", "key", "rule", "values", "variables")
+    __slots__ = ("applied", "direction", "keys", "rule", "variables")
 
-    def __init__(self, rule: Rule, direction: str, key: tuple, variables: tuple, applied: set):
-        self.rule, self.direction, self.key = rule, direction, key
+    def __init__(self, rule: Rule, direction: str, keys: list[tuple], variables: tuple, applied: set):
+        self.rule, self.direction, self.keys = rule, direction, keys
         self.variables, self.applied = variables, applied
-        self.cls, self.values = key[0], key[1:]
 
-    @property
-    def subst(self) -> dict:
-        """The match as a substitution (what `_apply_match` builds from)."""
-        return {v: ClassRef(x) for v, x in zip(self.variables, self.values)}
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def match(self, key: tuple) -> _Match:
+        """The match of `key` with its substitution (what `_apply_match` builds from)."""
+        subst = {v: ClassRef(x) for v, x in zip(self.variables, key[1:])}
+        return _Match(self.rule, self.direction, key[0], subst, key, self.applied)
+
+    def each(self) -> list[_Compiled]:
+        """Its matches one by one (to be put in another order)."""
+        return [
+            _Compiled(self.rule, self.direction, [key], self.variables, self.applied) for key in self.keys
+        ]
 
 
 @dataclass(frozen=True)
@@ -373,7 +381,7 @@ class Runner:
         self._note(report, iteration, started)
         return report
 
-    def _focused(self, matches: list[_Match | _Answer]) -> list[_Match | _Answer]:
+    def _focused(self, matches: list[_Found]) -> list[_Found]:
         """The matches in the order they are applied: at classes losing more bits (`focus`) first."""
         if not self.focus:
             return matches
@@ -381,7 +389,10 @@ class Runner:
         weight: dict[int, float] = {}
         for c, bits in self.focus.items():
             weight[find(c)] = max(weight.get(find(c), 0.0), bits)
-        return sorted(matches, key=lambda m: -weight.get(find(m.cls), 0.0))
+        each = [one for m in matches for one in (m.each() if type(m) is _Compiled else [m])]
+        return sorted(
+            each, key=lambda m: -weight.get(find(m.keys[0][0] if type(m) is _Compiled else m.cls), 0.0)
+        )
 
     def _reachable(self, roots: list[int]) -> list[int]:
         """`EGraph.reachable` from `roots`, read again only when an e-node or a union came since (or
@@ -477,10 +488,11 @@ class Runner:
                     if found is None:
                         continue
                     searched = stats.runs - searched
-                stats.answers += len(found)
-                if self.scheduler.admit(rule, direction, iteration, len(found)):
+                count = sum(map(len, found)) if found and type(found[0]) is _Compiled else len(found)
+                stats.answers += count
+                if self.scheduler.admit(rule, direction, iteration, count):
                     matches.extend(found)
-                    self._runs[rule.name, direction] = len(found) + self._noops
+                    self._runs[rule.name, direction] = count + self._noops
                     self._applied.update(runs)
                     self._searching[arm] = end
                 else:
@@ -614,10 +626,16 @@ class Runner:
         else:
             stats.runs += machine.new_matches(matcher, nodes, into)
         self._noops += into.noops
-        found.extend(
-            _Compiled(rule, direction, key, variables, applied)
-            for key, _ in sorted(into.best.items(), key=itemgetter(1))
-        )
+        if into.best:
+            found.append(
+                _Compiled(
+                    rule,
+                    direction,
+                    [key for key, _ in sorted(into.best.items(), key=itemgetter(1))],
+                    variables,
+                    applied,
+                )
+            )
 
     def _key(self, rule: Rule, direction: str, cls: int, s: Mapping) -> Any:
         """A match's name up to the current roots of its classes (None when a value is unhashable)."""
@@ -668,7 +686,6 @@ class Runner:
         egraph, report, limits = self.egraph, self.report, self.limits
         unions: dict[tuple[str, str], int] = {}
         stop = None
-        arm_rule, arm_direction, direct = None, None, None
         for m in matches:
             if (
                 egraph.node_count >= limits.nodes
@@ -679,17 +696,14 @@ class Runner:
                 break
             if m.rule.name in self._disabled:
                 continue
+            if type(m) is _Compiled:
+                stop = self._apply_compiled(m, deadline, unions)
+                if stop is not None:
+                    break
+                continue
             before = egraph.node_count
             try:
-                if type(m) is _Compiled:
-                    if m.rule is not arm_rule or m.direction != arm_direction:  # an arm's come together
-                        arm_rule, arm_direction = m.rule, m.direction
-                        direct = self._direct(arm_rule, arm_direction)
-                    merged = self._apply_match(m) if direct is None else self._apply_direct(m, *direct)
-                elif isinstance(m, _Answer):
-                    merged = self._apply_answer(m)
-                else:
-                    merged = self._apply_match(m)
+                merged = self._apply_answer(m) if isinstance(m, _Answer) else self._apply_match(m)
             except Exception as exc:
                 self._fail(m.rule, f"applying {m.direction}: {type(exc).__name__}: {exc}")
                 continue
@@ -703,7 +717,40 @@ class Runner:
             )
         return stop
 
-    def _apply_match(self, m: _Match | _Compiled) -> bool:
+    def _apply_compiled(
+        self, matches: _Compiled, deadline: float, unions: dict[tuple[str, str], int]
+    ) -> StopReason | None:
+        """`_apply` of the matches of a compiled side, each directly when its sides have placed plans
+        (`_direct`); the limit reached, if one stopped it."""
+        egraph, limits, rule, direction = self.egraph, self.limits, matches.rule, matches.direction
+        stats, largest, merges = self.report.rules[rule.name], self.report.largest_step, 0
+        try:
+            direct = self._direct(rule, direction)
+            for key in matches.keys:
+                if (
+                    egraph.node_count >= limits.nodes
+                    or len(egraph.classes) >= limits.classes
+                    or (deadline < math.inf and time.perf_counter() >= deadline)
+                ):
+                    return self._limit_reached(deadline)
+                before = egraph.node_count
+                if (
+                    self._apply_match(matches.match(key))
+                    if direct is None
+                    else self._apply_direct(rule, direction, key, matches.applied, *direct)
+                ):
+                    merges += 1
+                if egraph.node_count - before > largest:
+                    largest = egraph.node_count - before
+        except Exception as exc:
+            self._fail(rule, f"applying {direction}: {type(exc).__name__}: {exc}")
+        finally:
+            self.report.largest_step = largest
+            stats.unions += merges
+            unions[rule.name, direction] = unions.get((rule.name, direction), 0) + merges
+        return None
+
+    def _apply_match(self, m: _Match) -> bool:
         """Build the match's two sides and merge them; whether that merged two classes."""
         egraph, machine, rule = self.egraph, self.machine, m.rule
         if m.key is not None:
@@ -759,16 +806,25 @@ class Runner:
         return self._directs[arm]
 
     def _apply_direct(
-        self, m: _Compiled, read: tuple, write: tuple, bindings: tuple, typed: dict, settled: Callable
+        self,
+        rule: Rule,
+        direction: str,
+        key: tuple,
+        applied: set,
+        read: tuple,
+        write: tuple,
+        bindings: tuple,
+        typed: dict,
+        settled: Callable,
     ) -> bool:
-        """`_apply_match` of a compiled match by the placed plans of its sides (`_direct`), from its
-        classes to the e-nodes they add, with no substitution or built tree in between (each check
-        that ends it changes nothing, so the cheapest comes first).  `typed` keeps the types of both
-        sides by what types them (the proxies' types, or constants)."""
+        """`_apply_match` of the compiled match `key` of (rule, direction) by the placed plans of its
+        sides (`_direct`), from its classes to the e-nodes they add, with no substitution or built
+        tree in between (each check that ends it changes nothing, so the cheapest comes first).
+        `typed` keeps the types of both sides by what types them (the values' types, or constants)."""
         egraph, machine = self.egraph, self.machine
-        m.applied.add(m.key)
-        find, values = egraph.find, m.values
-        target = find(m.cls)
+        applied.add(key)
+        find, values = egraph.find, key[1:]
+        target = find(key[0])
         if settled(target, *values):
             return False  # in its class already, or it would wrap the class in itself
         slots = machine.slots(values)
@@ -790,9 +846,9 @@ class Runner:
         source = machine.add_at(read, read_types, terms)
         result = machine.add_at(write, write_types, terms)
         bound = tuple([(name, find(values[k])) for name, k in bindings])
-        if bound and self._contradicted(m.rule, bound):
+        if bound and self._contradicted(rule, bound):
             return False
-        return egraph.union(source, result, Applied(m.rule, m.direction, source, result, bound))
+        return egraph.union(source, result, Applied(rule, direction, source, result, bound))
 
     def _apply_answer(self, m: _Answer) -> bool:
         """Merge a goal rule's answer with the e-node it answered for; whether that merged two classes."""
