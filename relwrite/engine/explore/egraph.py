@@ -223,7 +223,8 @@ class EGraph:
         seen: set[int] = set()
         order: list[int] = []
         stack = [self.find(r) for r in roots]
-        classes, canonical = self.classes, self.canonical
+        classes = self.classes
+        form = self._signature.__getitem__ if self._clean else self._canonical  # `canonical`
         while stack:
             c = stack.pop()
             if c in seen:
@@ -231,7 +232,7 @@ class EGraph:
             seen.add(c)
             order.append(c)
             for n in classes[c].nodes:
-                stack.extend(canonical(n)[1])  # those seen by then are passed over when popped
+                stack.extend(form(n)[1])  # those seen by then are passed over when popped
         return order
 
     def mark_changed(self, classes: Iterable[int]) -> None:

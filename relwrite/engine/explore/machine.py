@@ -297,26 +297,13 @@ def _source(
     for j in range(1, len(atoms)):
         order = f"({order}) * width + k{j}"
     pad = "    " * (depth + 1)
-    lines += [
-        f"{pad}key = (root, {values})",
-        f"{pad}if key not in applied:",
-        f"{pad}    rank = base + ({order})",
-        f"{pad}    known = best.get(key)",
-        f"{pad}    if known is None:",
-    ]
-    if probe is None:
-        lines.append(f"{pad}        best[key] = rank")
-    else:
+    lines += [f"{pad}key = (root, {values})", f"{pad}if key not in applied and key not in best:"]
+    if probe is not None:
         steps, where = probe
-        lines += _lookup(steps, [f"v{x}" for x in where], f"{pad}        ")
-        lines += [
-            f"{pad}        if found == root:",
-            f"{pad}            applied.add(key)",
-            f"{pad}            noops += 1",
-            f"{pad}        else:",
-            f"{pad}            best[key] = rank",
-        ]
-    lines += [f"{pad}    elif rank < known:", f"{pad}        best[key] = rank", "    return noops"]
+        lines += _lookup(steps, [f"v{x}" for x in where], f"{pad}    ")
+        lines += [f"{pad}    if found == root:", f"{pad}        applied.add(key)", f"{pad}        noops += 1"]
+        lines.append(f"{pad}        continue")
+    lines += [f"{pad}    best[key] = base + ({order})", "    return noops"]
     return "\n".join(lines) + "\n"
 
 
@@ -382,10 +369,12 @@ class _Planned:
 
 class Matches:
     """What the searches of a compiled side collect (`EClasses.match`, `new_matches`): `best` maps
-    each new match's key ``(class, *values)`` to its least rank (its root's place in `position` times
-    `scale`, plus its order); a key in `applied` is passed over, and so is one under which the side
-    written is in its class already (the matcher looks it up): it goes into `applied` and is counted
-    in `noops`.  Sorted by rank, `best` is the order a full search gives."""
+    each new match's key ``(class, *values)`` to its rank (its root's place in `position` times
+    `scale`, plus its order; found again from another start, a match reads the same e-nodes, as a
+    rebuilt class holds one e-node of each form, so it has the same rank); a key in `applied` is
+    passed over, and so is one under which the side written is in its class already (the matcher
+    looks it up): it goes into `applied` and is counted in `noops`.  Sorted by rank, `best` is the
+    order a full search gives."""
 
     __slots__ = ("applied", "best", "noops", "position", "scale")
 
