@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -60,7 +61,7 @@ from relwrite.engine.explore.regimes import Regimes, infer_regimes, switch_graph
 from relwrite.engine.explore.runner import Limits, Report, Runner, StopReason
 from relwrite.engine.explore.series import Approximation, approximations
 from relwrite.graph import ops
-from relwrite.graph.basic import Constant, Variable, clone_get_equiv, graph_inputs, io_toposort
+from relwrite.graph.basic import Constant, Variable, clone_get_equiv, constant, graph_inputs, io_toposort
 from relwrite.graph.printing import expression_text
 from relwrite.relations import catalogue, get_rule
 from relwrite.relations.budget import charging_calls, relation_budget
@@ -967,8 +968,8 @@ def _confirmed(accuracy: Accuracy, choice: _Choice, graphs: Sequence[Variable], 
 
 
 def prove(
-    a: Variable,
-    b: Variable,
+    a: Variable | float,
+    b: Variable | float,
     *,
     rules: Iterable[Rule | str] | None = None,
     direction: str = "both",
@@ -982,9 +983,12 @@ def prove(
 
     None means the two were not shown equal within `limits`, never that
     they differ.  Inputs of `b` named like inputs of `a` (and of the same
-    type) are taken to be those inputs.  A proof that uses rules is
+    type) are taken to be those inputs.  Either may be a PyTensor variable
+    (`foreign.in_relwrite`), or one of them a number, a constant of the
+    other's dtype: ``prove(x - x, 0)``.  A proof that uses rules is
     re-checked numerically (`UnsoundFormError` naming the failing step).
     """
+    a, b = _comparable(a, b)
     exploration = Exploration(
         [a, share_inputs(a, b)], rules, direction=direction, limits=limits, include=include, unsafe=unsafe
     )
@@ -1058,6 +1062,22 @@ def resolve_cost(
     if isinstance(cost, CostFunction) or callable(cost):
         return cost
     raise TypeError(f"cost must be a name, a CostFunction or a callable, got {cost!r}")
+
+
+def _comparable(a: Any, b: Any) -> tuple[Variable, Variable]:
+    """`prove`'s two sides as relwrite graphs: variables as `in_relwrite` takes them, a number as a
+    constant of the other side's dtype (TypeError for anything else, or two numbers)."""
+    if _is_number(a) and _is_number(b):
+        raise TypeError(f"prove needs a graph on one side at least, got two numbers: {a!r} and {b!r}")
+    if _is_number(a):
+        other = in_relwrite(b)[0]
+        return constant(a, dtype=other.dtype), other
+    first = in_relwrite(a)[0]
+    return first, constant(b, dtype=first.dtype) if _is_number(b) else in_relwrite(b)[0]
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (numbers.Number, np.number, np.bool_)) and not isinstance(value, Variable)
 
 
 def share_inputs(a: Variable, b: Variable) -> Variable:

@@ -204,6 +204,22 @@ def test_prove_never_claims_an_expression_equals_a_changed_one(graph, change, da
     assert agree(evaluate(a, inputs, values), evaluate(change(a), inputs, values), scale, where), str(proof)
 
 
+def test_prove_takes_a_number_on_either_side_and_says_what_it_cannot_take():
+    """A number is a constant of the other side's dtype (the int 0 beside float64 x - x is 0.0)."""
+    x = scalar("x")
+    for a, b in [(x - x, 0), (0, x - x), (x / x, np.float64(1))]:
+        proof = prove(a, b, limits=SMALL)
+        assert proof is not None and proof.steps
+        assert all(step.expression.dtype == "float64" for step in proof.steps)
+    assert pprint(prove(x - x, 0, limits=SMALL).steps[-1].expression) == "0.0"
+    with pytest.raises(TypeError, match="two numbers"):
+        prove(1, 2)
+    with pytest.raises(TypeError, match=r"expected a graph Variable.*got str"):
+        prove("x", x)
+    with pytest.raises(TypeError, match=r"expected a graph Variable.*got NoneType"):
+        prove(x, None)
+
+
 def test_prove_does_not_equate_a_shifted_expression():
     x = scalar("x")
     assert prove(o.log(1 + o.exp(x)), o.softplus(x) + 1.0, unsafe=True, limits=Limits(seconds=2)) is None
