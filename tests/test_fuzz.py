@@ -223,6 +223,22 @@ def test_a_declared_reassociation_is_not_a_bug():
     assert [f.category for f in findings] == ["declared"]
 
 
+def test_a_reassociation_through_a_rounded_constant_is_declared():
+    """float32 sum(x / 3) -> 0.33333334 * sum(x) (sum_div_scalar, div_by_constant) overflows where the
+    original does not (seed 41, graph 659): right over the reals but for the constant's rounding, one
+    ulp of float32, which the wide walks' 12-digit agreement had called a wrong value."""
+    recipe = _recipe(
+        fuzz.RecipeStep("input", params={"name": "x", "dtype": "float32", "shape": (2, 3)}),
+        fuzz.RecipeStep("call", "true_div", (fuzz.Ref(0), 3)),
+        fuzz.RecipeStep("call", "sum", (fuzz.Ref(1),), {"axis": 0}),
+        outputs=[2],
+    )
+    huge = np.float32(3.4028235e38)
+    values = [{0: np.array([[0.0, huge, 1.0], [0.0, huge, 2.0]], dtype="float32")}]
+    for mode in ("fast_compile", "fast_run"):
+        assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode(mode))] == ["declared"]
+
+
 def _huge_constant_products(twice: bool) -> fuzz.Recipe:
     """float32 n6 * n6 * 3e38 * n5 with n6 = 1 / n5 (issue 24), or two equal such products subtracted:
     the canonical order multiplies 3e38 * n5 first, which overflows at n5 = 25.86 (exactly 1.16e37)."""
