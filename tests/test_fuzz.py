@@ -21,7 +21,7 @@ from relwrite.engine.db import EquilibriumDB, Query, SequenceDB
 from relwrite.engine.node_rewriters import KanrenRelationSub
 from relwrite.graph import ops, shape, subtensor
 from relwrite.graph.basic import tensor
-from relwrite.relations import rule
+from relwrite.relations import get_rule, rule
 from relwrite.testing import fuzz
 from relwrite.testing.fuzz import judge, semantics
 
@@ -237,6 +237,19 @@ def test_a_reassociation_through_a_rounded_constant_is_declared():
     values = [{0: np.array([[0.0, huge, 1.0], [0.0, huge, 2.0]], dtype="float32")}]
     for mode in ("fast_compile", "fast_run"):
         assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode(mode))] == ["declared"]
+
+
+def test_a_reassociation_with_a_wrong_constant_is_still_a_bug(monkeypatch):
+    """Moving the rewritten graph's constants by rounding noise accepts a constant rounded to its dtype,
+    not one a rule got wrong: x / 3 -> x * 0.3333, said to be div_by_constant, is a wrong value."""
+    recipe = _recipe(_vector("x"), fuzz.RecipeStep("call", "true_div", (fuzz.Ref(0), 3.0)), outputs=[1])
+    values = [{0: np.array([1e308, 2.0, -7.0])}]
+    said = get_rule("div_by_constant")
+    monkeypatch.setattr(
+        judge._Case, "rules_applied", lambda self, mode: [] if said.name in mode.query.exclude else [said]
+    )
+    findings = fuzz.check(recipe, values, _mode_with((ops.true_div, "x", 3.0), (ops.mul, "x", 0.3333)))
+    assert [f.category for f in findings] == ["wrong"]
 
 
 def _huge_constant_products(twice: bool) -> fuzz.Recipe:

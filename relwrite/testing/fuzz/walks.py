@@ -15,7 +15,7 @@ import numpy as np
 
 from relwrite.backends import exact
 from relwrite.graph import ops
-from relwrite.graph.basic import Apply, Variable, io_toposort
+from relwrite.graph.basic import Apply, Constant, Variable, io_toposort
 from relwrite.testing.fuzz.arbiter import _mp_map, _mp_node_value
 from relwrite.testing.fuzz.semantics import (
     _NODE_UFUNCS,
@@ -53,16 +53,22 @@ def _floated(value: Any, dtype: np.dtype | None) -> Any:
 
 
 def _node_value(
-    node: Apply, args: list[Any], precision: str, noise: np.random.Generator | None = None
+    node: Apply,
+    args: list[Any],
+    precision: str,
+    noise: np.random.Generator | None = None,
+    constants: dict[Variable, Any] | None = None,
 ) -> list[Any]:
     """The outputs of `node` on `args` by the reference semantics, computing floats in `precision`.
 
-    `noise` moves the partial results inside a wide add or mul (`_wide_fold`);
-    the node's own outputs are moved by the walk.
+    `noise` moves the partial results inside a wide add or mul (`_wide_fold`)
+    and a Composite's inner results (each rounds to its dtype as the node's
+    outputs do); the node's own outputs are moved by the walk.  `constants`
+    are the values a Composite's inner constants take (`_walk`).
     """
     op = node.op
     if isinstance(op, ops.Composite):  # its inner nodes widen as they compute: integer steps still wrap
-        outs = _walk(op.inputs, op.outputs, args, precision)
+        outs = _walk(op.inputs, op.outputs, args, precision, noise, constants=constants)
         # each output has the shape of the inputs it is made of (`Composite.output_inputs`: all of them
         # unless fusion made the Composite with its outputs' own shapes)
         return [_broadcast_to_all(v, [args[i] for i in read]) for v, read in zip(outs, op.output_inputs)]
@@ -140,12 +146,13 @@ def _wide_walk(
     precision: str | int,
     noise: np.random.Generator | None = None,
     env: dict[Variable, Any] | None = None,
+    constants: dict[Variable, Any] | None = None,
 ) -> list[Any]:
     """A walk in long double (`precision` "long") or with mpmath numbers of `precision` bits."""
     if precision == "long":
-        return _walk(inputs, outputs, values, "long", noise, env)
+        return _walk(inputs, outputs, values, "long", noise, env, constants)
     with exact.precision(int(precision)):
-        return _walk(inputs, outputs, values, "mp", noise, env)
+        return _walk(inputs, outputs, values, "mp", noise, env, constants)
 
 
 def _wide_spread(clean: Any, noisy: Sequence[Any]) -> np.ndarray:
@@ -170,6 +177,7 @@ def _walk(
     precision: str,
     noise: np.random.Generator | None = None,
     env: dict[Variable, Any] | None = None,
+    constants: dict[Variable, Any] | None = None,
 ) -> list[Any]:
     """The outputs of a graph on `values` by `_node_value`, node by node (no recursion over depth).
 
@@ -177,7 +185,9 @@ def _walk(
     (and two subnormal spacings), up or down at random: a wide walk then
     shows how much the rounding the graph's dtypes imply can move its
     outputs (the slack a comparison with it allows).
-    `env`, when given, receives every variable's value.
+    `env`, when given, receives every variable's value; `constants` gives
+    constants values other than their own, in the walk's precision (and in
+    Composites' inner graphs: `_constants_moved`).
     """
     env = {} if env is None else env
 
@@ -192,13 +202,32 @@ def _walk(
             args = []
             for var in node.inputs:
                 if var not in env:  # a constant
-                    env[var] = start(var.data)
+                    env[var] = constants[var] if constants and var in constants else start(var.data)
                 args.append(env[var])
-            for out, value in zip(node.outputs, _node_value(node, args, precision, noise)):
+            for out, value in zip(node.outputs, _node_value(node, args, precision, noise, constants)):
                 if noise is not None and out.dtype.startswith("float"):
                     value = _rounding_noise(value, out.type.numpy_dtype, noise)
                 env[out] = value
         return [env[v] if v in env else start(v.data) for v in outputs]
+
+
+def _constants_moved(fgraph: Any, precision: str | int, noise: np.random.Generator) -> dict[Variable, Any]:
+    """Every float constant `fgraph` reads, moved by two ulps of its dtype up or down at random (as
+    `_rounding_noise` moves a node's result) and widened for a `_wide_walk` in `precision`, for its
+    `env`: how far constants a rewrite computed in the graph's dtypes may be from the values they
+    stand for over the reals."""
+    wide = "long" if precision == "long" else "mp"
+    moved: dict[Variable, Any] = {}
+    graphs = [(fgraph.inputs, fgraph.outputs)]
+    while graphs:  # the graph, and the inner graphs of its Composites
+        inputs, outputs = graphs.pop()
+        for node in io_toposort(inputs, outputs):
+            if isinstance(node.op, ops.Composite):
+                graphs.append((node.op.inputs, node.op.outputs))
+            for v in node.inputs:
+                if isinstance(v, Constant) and v.dtype.startswith("float") and v not in moved:
+                    moved[v] = _widen(_rounding_noise(np.asarray(v.data), v.type.numpy_dtype, noise), wide)
+    return moved
 
 
 def _rounding_noise(value: np.ndarray, dtype: np.dtype, noise: np.random.Generator) -> np.ndarray:
