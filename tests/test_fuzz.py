@@ -252,6 +252,25 @@ def test_a_reassociation_with_a_wrong_constant_is_still_a_bug(monkeypatch):
     assert [f.category for f in findings] == ["wrong"]
 
 
+def test_a_stabilization_in_a_fused_graph_is_judged_within_its_own_rounding():
+    """sin(log(1 - sigmoid(exp(x)))) at x = 28.9 is NaN as written and sin(-softplus(exp(x))) after
+    stabilizing (seed 42, graph 497): sin of 3.5e12 moves by 5e-4 per ulp of its argument, noise the
+    rewritten graph's wide walk shows only when it reaches inside the fused Composite."""
+    recipe = _recipe(
+        _vector("x"),
+        fuzz.RecipeStep("call", "exp", (fuzz.Ref(0),)),
+        fuzz.RecipeStep("call", "sigmoid", (fuzz.Ref(1),)),
+        fuzz.RecipeStep("call", "neg", (fuzz.Ref(2),)),
+        fuzz.RecipeStep("call", "add", (1, fuzz.Ref(3))),
+        fuzz.RecipeStep("call", "log", (fuzz.Ref(4),)),
+        fuzz.RecipeStep("call", "sin", (fuzz.Ref(5),)),
+        outputs=[6],
+    )
+    values = [{0: np.array([0.0, 28.89742113867671, 1.0])}]
+    for mode in ("fast_run", "o2"):
+        assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode(mode))] == ["improvement"]
+
+
 def _huge_constant_products(twice: bool) -> fuzz.Recipe:
     """float32 n6 * n6 * 3e38 * n5 with n6 = 1 / n5 (issue 24), or two equal such products subtracted:
     the canonical order multiplies 3e38 * n5 first, which overflows at n5 = 25.86 (exactly 1.16e37)."""
