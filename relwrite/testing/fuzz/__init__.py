@@ -17,12 +17,14 @@ wherever NumPy raises.  Each difference is classified:
   cancellation like 1 - sigmoid(1e19) needs more bits than any walk has), or
   pass through an infinity that a later op hides (a comparison, 1 / x) where
   the rewritten graph's walk, after a stabilization, passes through none, the
-  same walk of the rewritten graph must give the mode's value;
+  same walk of the rewritten graph must give the mode's value (within its own
+  rounding noise);
 - declared: a rule that fired is tagged ``unsafe``, or declares that it
   reassociates or stabilizes (`Rule.semantics`) and the extended-precision
   walks of the original and of the rewritten graph agree (right over the
-  reals; only rounding and range differ: a stabilization may move an
-  underflow, too), or, where no walk of the original settles, the walks of
+  reals but for the constants the rules computed in the graph's dtypes,
+  which may move by their rounding; only rounding and range differ: a
+  stabilization may move an underflow, too), or, where no walk of the original settles, the walks of
   the rewritten graph and of the graph made without the reassociating rules
   agree and that graph is no bug; or the original raises and the rewritten
   graph, walked the same way, gives a value (a refinement: rewriting removed
