@@ -219,14 +219,16 @@ def _constants_moved(fgraph: Any, precision: str | int, noise: np.random.Generat
     wide = "long" if precision == "long" else "mp"
     moved: dict[Variable, Any] = {}
     graphs = [(fgraph.inputs, fgraph.outputs)]
-    while graphs:  # the graph, and the inner graphs of its Composites
-        inputs, outputs = graphs.pop()
-        for node in io_toposort(inputs, outputs):
-            if isinstance(node.op, ops.Composite):
-                graphs.append((node.op.inputs, node.op.outputs))
-            for v in node.inputs:
-                if isinstance(v, Constant) and v.dtype.startswith("float") and v not in moved:
-                    moved[v] = _widen(_rounding_noise(np.asarray(v.data), v.type.numpy_dtype, noise), wide)
+    with _errstate():  # an infinite or NaN constant stays as it is, quietly
+        while graphs:  # the graph, and the inner graphs of its Composites
+            inputs, outputs = graphs.pop()
+            for node in io_toposort(inputs, outputs):
+                if isinstance(node.op, ops.Composite):
+                    graphs.append((node.op.inputs, node.op.outputs))
+                for v in node.inputs:
+                    if isinstance(v, Constant) and v.dtype.startswith("float") and v not in moved:
+                        value = _rounding_noise(np.asarray(v.data), v.type.numpy_dtype, noise)
+                        moved[v] = _widen(value, wide)
     return moved
 
 
