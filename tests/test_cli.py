@@ -427,7 +427,9 @@ def test_explore_and_check_write_nothing_where_they_run(tmp_path, cache):
     assert explored.returncode == 0, explored.stderr
     assert "softplus(x)" in explored.stdout
     assert list(cwd.iterdir()) == [] and not hypothesis_files.exists()
-    checked = _run(["check", "--rule", "neg_neg", "--max-examples", "5"], cwd, **env)
+    # hypothesis reads the constants of the code under test (and caches them) only when a draw asks for
+    # one, one draw in twenty: two hundred examples make sure it does (5 left no cache once in a while)
+    checked = _run(["check", "--rule", "neg_neg", "--max-examples", "200"], cwd, **env)
     assert checked.returncode == 0, checked.stderr
     assert list(cwd.iterdir()) == []
     assert hypothesis_files.is_dir() and not (hypothesis_files / "examples").exists()
