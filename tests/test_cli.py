@@ -404,7 +404,7 @@ def test_check_leaves_no_hypothesis_directory_where_it_runs(user_module, tmp_pat
     cwd.mkdir()
     cache = tmp_path / "cache"
     env = {"RELWRITE_CACHE_DIR": str(cache), "HYPOTHESIS_STORAGE_DIRECTORY": ""}
-    passing = _run(["check", "--rule", "neg_neg", "--max-examples", "5"], cwd, **env)
+    passing = _run(["check", "--rule", "neg_neg", "--max-examples", "200"], cwd, **env)  # reads constants
     assert passing.returncode == 0, passing.stderr
     failing = _run(["check", str(user_module), "--max-examples", "5"], cwd, **env)
     assert failing.returncode == 1, failing.stderr
