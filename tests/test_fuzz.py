@@ -271,6 +271,26 @@ def test_a_stabilization_in_a_fused_graph_is_judged_within_its_own_rounding():
         assert [f.category for f in fuzz.check(recipe, values, fuzz.parse_mode(mode))] == ["improvement"]
 
 
+def test_a_power_at_an_integer_exponent_exact_over_the_reals_is_judged_at_it():
+    """v = sigmoid(log(x / (1 - x))) / -x is exactly -1 (the stabilized graph computes it so), and
+    v ** v <= v ** v holds; the wide walks' v is -1 - 2**-128, whose power is NaN, and the comparison
+    false (seed 39, graph 1112): the walk takes that exponent as the integer it is within its bits."""
+    steps = [
+        _vector("x"),
+        fuzz.RecipeStep("call", "mul", (-1, fuzz.Ref(0))),
+        fuzz.RecipeStep("call", "add", (1, fuzz.Ref(1))),
+        fuzz.RecipeStep("call", "true_div", (fuzz.Ref(0), fuzz.Ref(2))),
+        fuzz.RecipeStep("call", "log", (fuzz.Ref(3),)),
+        fuzz.RecipeStep("call", "sigmoid", (fuzz.Ref(4),)),
+        fuzz.RecipeStep("call", "true_div", (fuzz.Ref(5), fuzz.Ref(1))),
+        fuzz.RecipeStep("call", "pow", (fuzz.Ref(6), fuzz.Ref(6))),
+        fuzz.RecipeStep("call", "le", (fuzz.Ref(7), fuzz.Ref(7))),
+    ]
+    values = [{0: np.array([0.25, 6.70603915095384e-154, 0.5])}]
+    findings = fuzz.check(_recipe(*steps, outputs=[8]), values, fuzz.parse_mode("fast_compile"))
+    assert [f.category for f in findings] == ["improvement"]
+
+
 def _huge_constant_products(twice: bool) -> fuzz.Recipe:
     """float32 n6 * n6 * 3e38 * n5 with n6 = 1 / n5 (issue 24), or two equal such products subtracted:
     the canonical order multiplies 3e38 * n5 first, which overflows at n5 = 25.86 (exactly 1.16e37)."""

@@ -30,8 +30,12 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
     """A node on object arrays of reference numbers: the exact reference's value, but a cast to an
     integer or boolean dtype (NumPy's conversion of the value rounded to float64: the walk keeps each
     node's dtype, and integers wrap), the index of an extremum (found on the values rounded to float64),
-    an assertion (its value) and indexing and shape ops the reference has none for (the fuzzer's own)."""
+    an assertion (its value) and indexing and shape ops the reference has none for (the fuzzer's own).
+    A negative base's power takes an exponent within the walk's precision of an integer as that integer
+    (`_integral_exponents`)."""
     kind = type(op)
+    if kind is ops.Pow and all(isinstance(a, np.ndarray) and a.dtype == object for a in args):
+        args = [args[0], _integral_exponents(*args)]
     if kind is ops.Cast and not op.dtype.startswith("float"):
         return _mp_map(float, args[0]).astype(np.float64).astype(op.dtype)
     if kind in (ops.Argmax, ops.Argmin):
@@ -41,6 +45,26 @@ def _mp_node_value(op: Any, args: list[Any]) -> Any:
     if exact.has_reference(op):
         return _rounded(exact.node_value(op, args))
     return _shape_op_value(op, args)
+
+
+def _integral_exponents(base: np.ndarray, exponent: np.ndarray) -> np.ndarray:
+    """`exponent`, each element under a negative base that lies within 2**-(precision - 32) of an integer
+    (relative to its size) made that integer.  A negative base's power is defined at integers only,
+    and a value that is one over the reals comes out of a wide walk a few units of its last bit off:
+    sigmoid(log(x / (1 - x))) / -x is exactly -1, and (-1) ** -1 = -1 where the walk's -1 - 2**-128
+    to that power is NaN (seed 39, graph 1112)."""
+    context = exact.context
+    near = context.ldexp(context.mpf(1), 32 - context.prec)
+
+    def snapped(x: Any, y: Any) -> Any:
+        if context.isfinite(x) and x < 0 and context.isfinite(y) and not context.isint(y):
+            whole = context.nint(y)
+            if abs(y - whole) <= near * max(1, abs(y)):
+                return whole
+        return y
+
+    base, exponent = np.broadcast_arrays(base, exponent)
+    return _mp_map(snapped, base, exponent)
 
 
 def _rounded(values: Any) -> Any:
