@@ -109,6 +109,14 @@ def _is_scalar_constant(g: Variable) -> bool:
     return isinstance(g, Constant) and g.ndim == 0
 
 
+def _at_most_one(c: Constant) -> bool:
+    """Whether a 0-d constant's magnitude is not above 1 (NaN included), as a float: abs(complex(nan))
+    raised OverflowError where an earlier C call had left errno at ERANGE (CPython's complex abs reads
+    errno, which it sets for finite values only; seed 44, graph 1174), and NumPy's abs of int8 -128
+    wraps around."""
+    return not abs(float(c.data)) > 1
+
+
 class Combined:
     """The 0-d constants of `Parts` combined: how many there were, and the one that replaces them
     (on the numerator's side or the denominator's, or None when it is one)."""
@@ -341,10 +349,7 @@ def _may_regroup_quotient(value: Any) -> bool:
         return bool(np.all(numerator.data == 1))
     if not _is_scalar_constant(denominator):
         return False
-    try:
-        return not abs(complex(denominator.data)) > 1
-    except (TypeError, ValueError):
-        return True
+    return _at_most_one(denominator)
 
 
 def _may_regroup_factors(value: Variable) -> bool:
@@ -364,15 +369,7 @@ def _may_regroup_factors(value: Variable) -> bool:
                 constants.append((factor, divides))
     if len(constants) > 1:
         return True
-    for c, divides in constants:
-        if np.all(c.data == 1):
-            return True
-        try:
-            if divides and not abs(complex(c.data)) > 1:
-                return True
-        except (TypeError, ValueError):
-            return True
-    return False
+    return any(bool(np.all(c.data == 1)) or (divides and _at_most_one(c)) for c, divides in constants)
 
 
 def _may_regroup_product(value: Any) -> bool:

@@ -13,7 +13,7 @@ from relwrite.engine import rewrite_graph
 from relwrite.graph import ops as o
 from relwrite.graph.basic import Variable, ancestors, constant, tensor
 from relwrite.graph.printing import pprint
-from relwrite.relations import get_rule
+from relwrite.relations import get_rule, quotients
 from relwrite.relations.simplify import broadcasting_elementwise
 from tests.relations.rule_checks import assert_answers_keep_values, assert_screened_out_only_without_answer
 
@@ -338,3 +338,25 @@ def test_fill_sink_rules_keep_values_on_generated_fills(data):
     graph, _ = data.draw(st.sampled_from(cases))
     names = [f"fill_sink_{k}" for k in range(3)] + ["add_fill_sink", "mul_fill_sink"]
     assert any(assert_answers_keep_values(get_rule(n), graph, data) is not None for n in names), pprint(graph)
+
+
+@pytest.mark.parametrize(
+    ("divisor", "dtype", "regroups"),
+    [
+        (0.5, "float64", True),
+        (2.0, "float64", False),
+        (np.nan, "float32", True),
+        (np.inf, "float64", False),
+        (-128, "int8", False),
+        (1, "int8", True),
+        (-1.0, "float64", True),
+    ],
+)
+def test_the_quotient_screens_read_a_divisors_magnitude_as_a_float(divisor, dtype, regroups):
+    """x / c regroups (c moves up as 1 / c) only for |c| <= 1, NaN included; the screens read |c| as a
+    float: abs(complex(nan)) raised OverflowError after a C call had left errno at ERANGE (seed 44,
+    graph 1174, compiling in o2), and int8 -128's NumPy abs is -128."""
+    x = tensor("x", dtype="float64", shape=())
+    c = constant(np.array(divisor, dtype=dtype))
+    assert quotients._may_regroup_quotient(x / c) is regroups
+    assert quotients._may_regroup_factors(x / c) is regroups
