@@ -354,7 +354,7 @@ class EquilibriumRewriter(GraphRewriter):
     def _run_pass(self, run: _Run, stats: _RuleTable, names: list[str], current_pass: PassStats) -> bool:
         """Visit the current generation; returns True when the run must stop (a limit was reached)."""
         fgraph, state, watch, log, profile = run.fgraph, run.state, run.watch, run.log, run.profile
-        apply_nodes, decided = fgraph.apply_nodes, self.index.screened_by_heads
+        apply_nodes, by_heads = fgraph.apply_nodes, self.index.screened_by_heads
         clock = time.perf_counter
         while state.current:
             node = state.current.popleft()
@@ -367,7 +367,11 @@ class EquilibriumRewriter(GraphRewriter):
             current_pass.visited += 1
             failed = state.failed.get(node, ())
             banned = state.banned.get(node, ())
-            candidates, refused = self.index.for_node(node)
+            decided = by_heads
+            try:
+                candidates, refused = self.index.for_node(node)
+            except Exception:  # a screen raised on the signature: each screens the node below, where
+                candidates, refused, decided = self.index.for_op(node.op), (), frozenset()  # it is reported
             input_owners = None  # what every failed attempt here read besides `node` (made at the first)
             if refused:  # screened out by the node's signature: counted at the end, nothing to watch
                 seen_before = run.refusals.get(id(refused))
@@ -377,14 +381,22 @@ class EquilibriumRewriter(GraphRewriter):
                     continue
                 rewriter, rule = self.node_rewriters[k], stats[k]
                 rule.attempts += 1
-                screen = rewriter.screen
-                if screen is not None and k not in decided and not screen(node):
+                screen, operand_screen = rewriter.screen, rewriter.operand_screen
+                try:
+                    refuses = screen is not None and k not in decided and not screen(node)
+                    refuses_by_operands = (
+                        not refuses and operand_screen is not None and not operand_screen(node)
+                    )
+                except Exception as exc:  # a screen is the rule's code too: it fails as its transform would
+                    refuses = True
+                    if self._failed(run, rewriter, names[k], rule, node, exc, k):
+                        return True
+                if refuses:
                     # it read only what cannot change without `node` changing: nothing to watch
                     state.failed.setdefault(node, set()).add(k)
                     failed = state.failed[node]
                     continue
-                operand_screen = rewriter.operand_screen
-                if operand_screen is not None and not operand_screen(node):
+                if refuses_by_operands:
                     # it read the operands' nodes: watched, as a failed attempt's reads are
                     if input_owners is None:
                         input_owners = [v.owner for v in node.inputs if v.owner is not None]

@@ -95,6 +95,29 @@ def test_a_rule_that_raises_is_reported_by_name_and_the_engine_goes_on():
     fgraph.check_integrity()
 
 
+@pytest.mark.parametrize("which", ["screen", "operand_screen"])
+def test_a_rule_whose_screen_raises_is_reported_and_the_engine_goes_on(which):
+    """A screen is the rule's code too: abs(complex(nan)) in mul_div_canonical's operand screen raised
+    OverflowError out of compiling (seed 44, graph 1174); it is reported as a raising transform is."""
+
+    def boom(value):
+        raise ZeroDivisionError("nope")
+
+    screened = relwrite.relations.rule("screened", (sin, "a"), "a", **{which: boom})
+    fgraph = sample_graph()
+    rewriter = EquilibriumRewriter([KanrenRelationSub(screened, name="screened"), EXP_LOG, NEG_NEG])
+    profile, messages = caught_warnings(lambda: rewriter.rewrite(fgraph))
+    assert messages and all(
+        m.startswith("rewriter screened raised ZeroDivisionError('nope')") for m in messages
+    )
+    assert profile.rules["screened"].errors == len(messages)
+    assert repr(fgraph) == "FunctionGraph(add(sin(x), mul(cos(y), y)))"
+    fgraph.check_integrity()
+    strict = EquilibriumRewriter([KanrenRelationSub(screened, name="screened")], raise_errors=True)
+    with pytest.raises(ZeroDivisionError):
+        strict.rewrite(sample_graph())
+
+
 @pytest.mark.parametrize("raise_errors", [False, True])
 def test_a_rule_that_raises_after_editing_the_graph_leaves_it_exactly_as_before(raise_errors):
     @node_rewriter([sin], name="half_done")
