@@ -458,14 +458,15 @@ add_neg_to_sub = rule(
 
 def negated_constant(c: Constant) -> Constant | None:
     """-c for a negative 0-d float constant c (NaN and -0.0 are not negative)."""
-    if not is_float(c) or c.data.ndim or not c.data < 0:
+    if not isinstance(c, Constant) or not is_float(c) or c.data.ndim or not c.data < 0:
         return None
     return Constant(c.type, np.negative(c.data))
 
 
 def negated_constant_back(minus: Constant) -> list[dict]:
-    """The constant add_negative_constant_to_sub negated into `minus` (a positive 0-d float)."""
-    if not is_float(minus) or minus.data.ndim or not minus.data > 0:
+    """The constant add_negative_constant_to_sub negated into `minus` (a positive 0-d float constant;
+    run backward over an e-graph, any other value)."""
+    if not isinstance(minus, Constant) or not is_float(minus) or minus.data.ndim or not minus.data > 0:
         return []
     return [{"c": Constant(minus.type, np.negative(minus.data))}]
 

@@ -454,7 +454,11 @@ def softmax_axis(x: Any, axes: tuple[int, ...] | None, nd: int, order: tuple) ->
 
 
 def softmax_sum(axis: int, x: Any) -> Any:
-    yield {"axes": (axis,), "nd": x.ndim - 1, "order": expanded_at((axis,), x.ndim)}
+    """The sum and DimShuffle of a softmax's `axis` (counted from the end when negative, as the op keeps
+    it: softmax(x, axis=-1)); nothing for an axis x does not have."""
+    if -x.ndim <= axis < x.ndim:
+        axis %= x.ndim
+        yield {"axes": (axis,), "nd": x.ndim - 1, "order": expanded_at((axis,), x.ndim)}
 
 
 def vector_softmax_axis(x: Any, axes: tuple[int, ...] | None) -> int | None:

@@ -625,7 +625,15 @@ class EGraph:
             with warnings.catch_warnings(), np.errstate(all="raise"):
                 warnings.simplefilter("error")
                 (value,) = evaluate(apply, [c.data for c in constants])
-        except (EvaluationError, FloatingPointError, ArithmeticError, RuntimeWarning, TypeError, ValueError):
+        except (
+            EvaluationError,
+            FloatingPointError,
+            ArithmeticError,
+            RuntimeWarning,
+            TypeError,
+            ValueError,
+            NotImplementedError,  # an op the NumPy backend has no implementation for: it is not folded
+        ):
             return
         folded = Constant(TensorType(apply.outputs[0].dtype, value.shape), value)
         self.union(self._over_constants(node, constants), self.add_leaf(folded), FOLDING)
