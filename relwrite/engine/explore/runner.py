@@ -83,6 +83,7 @@ import gc
 import math
 import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -95,6 +96,7 @@ import numpy as np
 from relwrite.engine.explore.egraph import AC_OPS, Applied, EGraph
 from relwrite.engine.explore.machine import ClassRef, EClasses, Matches
 from relwrite.engine.explore.rewrite import Budget, GraphAnswer, RuleTimeout, rule_answers
+from relwrite.engine.node_rewriters import RewriteWarning
 from relwrite.graph.basic import Op, Variable
 from relwrite.relations.budget import budget_clock, relation_budget
 from relwrite.relations.pattern import Pattern, Unbuildable, _Apply, _Exactly, _Guarded, _Named
@@ -676,8 +678,13 @@ class Runner:
         return self._terms[key]
 
     def _fail(self, rule: Rule, why: str) -> None:
+        """Stop running `rule`, naming it and why in `Report.failed` and in a RewriteWarning (as the
+        rewrite engine reports a rule that raises): the run goes on without it."""
         self._disabled.add(rule.name)
         self.report.failed[rule.name] = why
+        warnings.warn(
+            f"exploring: rule {rule.name} failed ({why}); not run again", RewriteWarning, stacklevel=2
+        )
 
     # -- apply -------------------------------------------------------------------------------
 

@@ -15,11 +15,13 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from relwrite import constant, matrix, parse, scalar, vector
+from relwrite.engine import RewriteWarning
 from relwrite.engine.explore import machine
 from relwrite.engine.explore.egraph import EGraph
 from relwrite.engine.explore.runner import COLLECT_EVERY, BackoffScheduler, Limits, Runner, StopReason
 from relwrite.graph import ops as o
 from relwrite.relations import catalogue, get_rule
+from relwrite.relations.docs import rewrite_example_graphs
 from relwrite.relations.registry import Rule, rule
 from relwrite.testing import expression_graphs
 
@@ -80,7 +82,8 @@ def test_a_rule_that_raises_is_reported_and_skipped():
 
     x = scalar("x")
     rules = [Rule("boom", boom, tags=("explore",), tracks=(o.log,)), get_rule("softplus")]
-    g, root, report = run(o.log(1 + o.exp(x)), rules)
+    with pytest.warns(RewriteWarning, match=r"exploring: rule boom failed \(forward: RuntimeError: boom\)"):
+        g, root, report = run(o.log(1 + o.exp(x)), rules)
     assert "boom" in report.failed and "RuntimeError: boom" in report.failed["boom"]
     assert same_class(g, root, o.softplus(x))
 
@@ -96,7 +99,8 @@ def test_a_rule_that_never_ends_is_reported_and_skipped():
 
     x = scalar("x")
     rules = [Rule("spin", spin, tags=("explore",), tracks=(o.log,)), get_rule("softplus")]
-    g, root, report = run(o.log(1 + o.exp(x)), rules, rule_seconds=0.05)
+    with pytest.warns(RewriteWarning, match="exploring: rule spin failed"):
+        g, root, report = run(o.log(1 + o.exp(x)), rules, rule_seconds=0.05)
     assert "RuleTimeout" in report.failed["spin"]
     assert report.rules["spin"].runs == 1
     assert same_class(g, root, o.softplus(x))
@@ -605,3 +609,28 @@ def test_a_rule_is_not_applied_where_its_assumption_fails_at_a_constant():
     assert report.stop_reason == StopReason.SATURATED
     assert g.find(roots[0]) != g.find(roots[1]) and g.lookup(constant(1.0)).cls != g.find(roots[1])
     assert same_class(g, roots[2], x)
+
+
+def test_no_catalogue_rule_fails_exploring_the_catalogues_examples():
+    """Every rule runs both ways over one e-graph of every rule's examples and their rewrites without
+    raising (a rule that raises is dropped from the run: `Report.failed`).  Run backward, softmax's
+    inverse built a DimShuffle for axis -1 (StopIteration), and add_negative_constant_to_sub read .data
+    of a class that holds no constant."""
+    g = EGraph()
+    roots = []
+    for r in catalogue():
+        for text in r.examples:
+            roots += [g.intern(graph) for graph in rewrite_example_graphs(r, text)]
+    report = Runner(g, catalogue(), "both", Limits(**WORK, iterations=2, nodes=30_000)).run(roots)
+    assert not report.failed, report.failed
+
+
+def test_an_op_the_numpy_backend_cannot_evaluate_is_not_folded_and_its_rules_run_on():
+    """TIMES of two constants has no NumPy implementation: folding it raised NotImplementedError out of
+    applying assoc_mul, which the run then dropped."""
+    x, z = scalar("x"), scalar("z")
+    g = EGraph()
+    root = g.intern(TIMES(2.0, TIMES(3.0, TIMES(x, z))))
+    report = Runner(g, SEED, "forward", Limits(**WORK, iterations=6, nodes=2_000)).run([root])
+    assert not report.failed, report.failed
+    assert report.rules["assoc_mul"].unions > 0
