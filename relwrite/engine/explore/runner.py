@@ -66,7 +66,7 @@ congruent e-nodes), so the e-node limit is overshot by at most the e-nodes
 of one application; the time limit bounds every rule's search and is
 checked before every application.  A rule that raises, or whose search in
 one iteration outlasts `rule_seconds`, is reported by name in
-`Report.failed` and not run again; the run goes on.  `BackoffScheduler`
+`Report.failed` and a RewriteWarning, and not run again; the run goes on.  `BackoffScheduler`
 keeps rules that match too often from flooding the graph; the matches of a
 search it refused are kept, and when the next search of that (rule,
 direction) finds the e-graph unchanged (no e-node and no union since: the
