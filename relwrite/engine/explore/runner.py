@@ -562,8 +562,8 @@ class Runner:
         if arm not in self._matchers:
             read = rule.lhs if direction == "forward" else rule.rhs
             matcher, probe = self.machine.matcher(read), self._probe(rule, direction)
-            if matcher is not None and probe is not None and set(probe[1]) <= set(matcher.variables):
-                matcher = self.machine.matcher(read, probe)
+            if matcher is not None and probe is not None:  # None: it reads a variable no match binds
+                matcher = self.machine.matcher(read, probe) or matcher
             self._matchers[arm] = matcher
         return self._matchers[arm]
 
